@@ -1,0 +1,123 @@
+// sova — the driver layer: the only code that talks to CUDA.
+//
+// Every CUDA operation the allocator needs goes through sova::Driver. Two
+// implementations exist: the real CUDA driver (cuda_driver(), entry points
+// resolved at run time so the library loads on machines without a GPU) and
+// SimDriver (sova/sim.hpp), a host simulation that lets CI exercise the
+// allocator's logic for real.
+//
+// Contract for every method: returns cudaSuccess or the cudaError_t that the
+// CUDA runtime would return for the same failure; on failure nothing changed
+// (a failed create created nothing, a failed map mapped nothing). All methods
+// are thread-safe. None is on the allocator's fast path: the pool calls the
+// driver only when it grows, shrinks, or coordinates streams.
+#pragma once
+
+#include <sova/export.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace sova {
+
+/// A physical allocation (one cuMemCreate handle in the CUDA driver).
+using PhysicalHandle = std::uint64_t;
+/// An event handle (cudaEvent_t in the CUDA driver).
+using EventHandle = void*;
+
+/// Capabilities of one device, queried the way the CUDA programming guide
+/// describes (cuDeviceGetAttribute + cuMemGetAllocationGranularity).
+struct DeviceInfo {
+  int ordinal = 0;
+  char name[256] = {};
+  std::size_t total_memory = 0;            ///< bytes of device memory
+  std::size_t granularity = 0;             ///< minimum VMM granularity (2 MiB on H100)
+  std::size_t recommended_granularity = 0; ///< recommended VMM granularity
+  bool vmm_supported = false;              ///< CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+  bool posix_fd_supported = false;         ///< ..._HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+  bool fabric_supported = false;           ///< ..._HANDLE_TYPE_FABRIC_SUPPORTED
+  bool compression_supported = false;      ///< ..._GENERIC_COMPRESSION_SUPPORTED
+  bool rdma_with_vmm_supported = false;    ///< ..._GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+};
+
+class SOVA_API Driver {
+ public:
+  virtual ~Driver() = default;
+
+  /// "cuda" or "sim".
+  virtual const char* name() const noexcept = 0;
+
+  // ---- devices -----------------------------------------------------------
+  virtual cudaError_t device_count(int* count) noexcept = 0;
+  /// The calling thread's current device (cudaGetDevice).
+  virtual cudaError_t current_device(int* device) noexcept = 0;
+  /// cudaErrorInvalidDevice for an ordinal out of range.
+  virtual cudaError_t device_info(int device, DeviceInfo* out) noexcept = 0;
+  /// Free and total device memory (cudaMemGetInfo on that device).
+  virtual cudaError_t memory_info(int device, std::size_t* free_bytes,
+                                  std::size_t* total_bytes) noexcept = 0;
+  /// Waits until all work on all streams of the device is complete.
+  virtual cudaError_t device_synchronize(int device) noexcept = 0;
+
+  // ---- virtual address space (cuMemAddressReserve / cuMemAddressFree) ----
+  /// Reserves `bytes` (a multiple of the granularity) of VA, aligned to `alignment`.
+  virtual cudaError_t address_reserve(std::size_t bytes, std::size_t alignment,
+                                      std::uintptr_t* va) noexcept = 0;
+  /// Frees a whole reservation; nothing may be mapped in it.
+  virtual cudaError_t address_free(std::uintptr_t va, std::size_t bytes) noexcept = 0;
+
+  // ---- physical memory (cuMemCreate / cuMemRelease / cuMemMap / cuMemUnmap)
+  /// Creates `bytes` (a multiple of the granularity) of pinned device memory on
+  /// `device`. cudaErrorMemoryAllocation when the device has too little free.
+  virtual cudaError_t physical_create(int device, std::size_t bytes,
+                                      PhysicalHandle* out) noexcept = 0;
+  /// Releases a handle. Memory still mapped stays alive until unmapped.
+  virtual cudaError_t physical_release(PhysicalHandle handle) noexcept = 0;
+  /// Maps the whole of `handle` (offset 0, `bytes` = its size) at `va`.
+  virtual cudaError_t map(std::uintptr_t va, std::size_t bytes,
+                          PhysicalHandle handle) noexcept = 0;
+  /// Unmaps exactly one earlier map() range. The caller guarantees no work
+  /// that touches the range is still pending.
+  virtual cudaError_t unmap(std::uintptr_t va, std::size_t bytes) noexcept = 0;
+  /// Sets access for devices (cuMemSetAccess); memory is inaccessible until set.
+  virtual cudaError_t set_access(std::uintptr_t va, std::size_t bytes,
+                                 const cudaMemAccessDesc* descs,
+                                 std::size_t count) noexcept = 0;
+
+  // ---- streams and events ------------------------------------------------
+  /// Creates an event without timing (cudaEventDisableTiming).
+  virtual cudaError_t event_create(EventHandle* event) noexcept = 0;
+  virtual cudaError_t event_destroy(EventHandle event) noexcept = 0;
+  /// Captures the work submitted to `stream` so far.
+  virtual cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept = 0;
+  /// cudaSuccess when the captured work is complete, cudaErrorNotReady if not.
+  virtual cudaError_t event_query(EventHandle event) noexcept = 0;
+  virtual cudaError_t event_synchronize(EventHandle event) noexcept = 0;
+  /// Makes later work on `stream` wait for `event` (cudaStreamWaitEvent).
+  virtual cudaError_t stream_wait_event(cudaStream_t stream, EventHandle event) noexcept = 0;
+  /// cudaSuccess when all work on `stream` is complete, cudaErrorNotReady if not.
+  virtual cudaError_t stream_query(cudaStream_t stream) noexcept = 0;
+  virtual cudaError_t stream_synchronize(cudaStream_t stream) noexcept = 0;
+  /// Whether `stream` is being captured into a graph (cudaStreamIsCapturing).
+  virtual cudaError_t stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept = 0;
+  /// A number that identifies the stream for the life of the process and is
+  /// never reused, even when a handle is (cuStreamGetId).
+  virtual cudaError_t stream_id(cudaStream_t stream, unsigned long long* id) noexcept = 0;
+};
+
+/// The real CUDA driver (process-wide). Loads without a GPU or driver: every
+/// call then fails with the runtime's error (cudaErrorNoDevice,
+/// cudaErrorInsufficientDriver, ...).
+SOVA_API Driver& cuda_driver() noexcept;
+
+/// The driver the C API uses: the CUDA driver, unless the environment variable
+/// SOVA_DRIVER=sim selected the host simulation at first use, or
+/// set_process_driver() chose another before the first C API call.
+SOVA_API Driver& process_driver() noexcept;
+/// Chooses the C API's driver. Returns cudaErrorInvalidValue (and changes
+/// nothing) once the C API has created a pool. `driver` must outlive them.
+SOVA_API cudaError_t set_process_driver(Driver* driver) noexcept;
+
+}  // namespace sova

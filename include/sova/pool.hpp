@@ -1,0 +1,160 @@
+// sova — the C++ pool: stream-ordered allocation on a CUDA VMM arena.
+//
+// Glossary (used throughout the code):
+//   granule   the device's VMM allocation granularity (2 MiB on H100/H200).
+//   chunk     one physical allocation (cuMemCreate), one or more granules.
+//   arena     the pool's one reserved VA range plus which granules are backed.
+//   block     a VA range handed to a user (live) or kept for reuse (cached/free).
+//   pending   freed on stream S, not yet known complete: reusable at once by
+//             later work on S, by other streams only through the reuse rules.
+//   reserved  physical memory the pool holds mapped (cudaMemPoolAttrReservedMem*).
+//   used      bytes handed out and not yet freed (cudaMemPoolAttrUsedMem*):
+//             the requested sizes, as the driver counts them.
+//
+// Semantics mirror cudaMemPool_t; docs/design.md says where and why sova differs.
+#pragma once
+
+#include <sova/driver.hpp>
+#include <sova/export.h>
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+namespace sova {
+
+/// How a pool places blocks in its VA range.
+enum class Policy {
+  default_policy,  ///< per-stream exact-size caches over a best-fit, coalescing heap
+};
+
+struct PoolOptions {
+  int device = 0;
+  /// Largest amount of physical memory the pool may hold; 0 = no limit but the device.
+  std::size_t max_size = 0;
+  /// cudaMemPoolAttrReleaseThreshold: cached memory above this is returned to the
+  /// device when the pool finds it unused (see docs/design.md, "Release").
+  std::uint64_t release_threshold = 0;
+  bool reuse_follow_event_dependencies = true;   ///< cudaMemPoolReuseFollowEventDependencies
+  bool reuse_allow_opportunistic = true;         ///< cudaMemPoolReuseAllowOpportunistic
+  bool reuse_allow_internal_dependencies = true; ///< cudaMemPoolReuseAllowInternalDependencies
+  /// VA to reserve; 0 = twice the pool's limit (max_size or device memory).
+  std::size_t va_reserve = 0;
+  Policy policy = Policy::default_policy;
+  /// The driver to use; nullptr = process_driver(). Must outlive the pool.
+  Driver* driver = nullptr;
+};
+
+/// A snapshot of a pool's statistics. The four cudaMemPoolAttr figures keep the
+/// driver's meanings; the rest are sova's own counters.
+struct PoolStats {
+  std::uint64_t reserved_current = 0;  ///< cudaMemPoolAttrReservedMemCurrent
+  std::uint64_t reserved_high = 0;     ///< cudaMemPoolAttrReservedMemHigh
+  std::uint64_t used_current = 0;      ///< cudaMemPoolAttrUsedMemCurrent
+  std::uint64_t used_high = 0;         ///< cudaMemPoolAttrUsedMemHigh (see docs/design.md)
+  std::uint64_t live_blocks = 0;       ///< blocks handed out and not freed
+  std::uint64_t allocations = 0;       ///< successful allocate calls
+  std::uint64_t deallocations = 0;     ///< successful deallocate calls
+  std::uint64_t fast_path_hits = 0;    ///< allocations served from the stream's own cache
+  std::uint64_t failed_allocations = 0;
+  std::uint64_t cached_bytes = 0;      ///< bytes in per-stream caches and the free heap, backed or not
+  std::uint64_t largest_free_block = 0;///< largest free VA block, backed or not, excluding the unbacked tail
+  std::uint64_t chunks_mapped = 0;     ///< physical chunks created and mapped, ever
+  std::uint64_t chunks_unmapped = 0;   ///< physical chunks unmapped and released, ever
+  std::uint64_t cross_stream_reuses = 0;  ///< blocks taken from another stream's frees
+  std::uint64_t cross_stream_waits = 0;   ///< stream waits inserted (internal dependencies)
+  std::uint64_t events_recorded = 0;
+  std::uint64_t device_synchronizes = 0;  ///< last-resort syncs before reporting out of memory
+};
+
+/// Thrown by Pool::allocate when memory cannot be had. The message carries the
+/// request and the pool's statistics.
+class SOVA_API OutOfMemory : public std::bad_alloc {
+ public:
+  OutOfMemory(std::string message, cudaError_t error) : message_(std::move(message)), error_(error) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+  cudaError_t error() const noexcept { return error_; }
+
+ private:
+  std::string message_;
+  cudaError_t error_;
+};
+
+/// Thrown for misuse (foreign pointer, double free, bad attribute) and for
+/// driver failures other than running out of memory.
+class SOVA_API Error : public std::runtime_error {
+ public:
+  Error(const std::string& message, cudaError_t error) : std::runtime_error(message), error_(error) {}
+  cudaError_t error() const noexcept { return error_; }
+
+ private:
+  cudaError_t error_;
+};
+
+namespace detail { class PoolCore; }
+
+class SOVA_API Pool {
+ public:
+  /// Reserves the pool's VA range. Throws Error (cudaErrorNotSupported) when
+  /// the device lacks VMM, cudaErrorInvalidDevice for a bad ordinal.
+  explicit Pool(const PoolOptions& options = PoolOptions{});
+  /// Waits for the device's outstanding work, then releases all memory. Blocks
+  /// still live become invalid.
+  ~Pool();
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  /// Memory for work ordered after this call on `stream`, aligned to 512 bytes.
+  /// bytes == 0 returns nullptr. Throws OutOfMemory; a failure changes nothing.
+  /// Thread-safe. Fast path (a block of this size cached on `stream`): no lock
+  /// shared with other streams, no CUDA call.
+  void* allocate(std::size_t bytes, cudaStream_t stream);
+  /// Frees `ptr` in stream order: later work on `stream` may reuse it at once,
+  /// other streams per the reuse rules. nullptr is ignored. Throws Error
+  /// (cudaErrorInvalidValue) for a pointer that is not a live block of this pool.
+  void deallocate(void* ptr, cudaStream_t stream);
+
+  /// As allocate / deallocate, returning the cudaError_t the runtime would.
+  cudaError_t try_allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept;
+  cudaError_t try_deallocate(void* ptr, cudaStream_t stream) noexcept;
+
+  /// Releases cached physical memory until at most `bytes_to_keep` stay
+  /// reserved, never memory under live blocks or frees not known complete.
+  void trim_to(std::size_t bytes_to_keep);
+
+  /// cudaMemPoolSetAttribute / GetAttribute semantics and error codes:
+  /// ReleaseThreshold, the three Reuse switches (int), Reserved/Used Current
+  /// and High (get), Reserved/Used High (set to 0 resets to current).
+  cudaError_t set_attribute(cudaMemPoolAttr attr, const void* value) noexcept;
+  cudaError_t get_attribute(cudaMemPoolAttr attr, void* value) const noexcept;
+
+  /// Grants or revokes access for other devices, like cudaMemPoolSetAccess.
+  cudaError_t set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept;
+  cudaError_t get_access(cudaMemAccessFlags* flags, const cudaMemLocation* location) const noexcept;
+
+  PoolStats stats() const;
+  /// True when `ptr` lies in this pool's VA range (live or not).
+  bool contains(const void* ptr) const noexcept;
+  /// The requested size of a live block, 0 if `ptr` is not one.
+  std::size_t block_size(const void* ptr) const noexcept;
+  int device() const noexcept;
+  Driver& driver() const noexcept;
+
+  /// Walks every structure and throws Error describing the first broken
+  /// invariant: live blocks do not overlap, every live or cached block is
+  /// backed, blocks tile the VA range, free neighbours are coalesced, and the
+  /// byte counts agree (used + cached + unbacked = VA). For tests; takes every lock.
+  void check_invariants() const;
+
+  detail::PoolCore& core() noexcept { return *core_; }
+
+ private:
+  std::unique_ptr<detail::PoolCore> core_;
+};
+
+}  // namespace sova

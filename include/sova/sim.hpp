@@ -1,0 +1,114 @@
+// sova — SimDriver: a faithful host simulation of the CUDA driver's VMM and
+// stream APIs, so that the allocator's logic runs for real without a GPU.
+//
+//  * physical chunks are memfd files; VA reservations are PROT_NONE mappings;
+//    map is mmap(MAP_FIXED|MAP_SHARED) of the chunk's file; set_access is
+//    mprotect. Touching memory that is reserved but unmapped, or mapped without
+//    access, faults exactly as it would on a GPU (SIGSEGV here).
+//  * streams are host work queues, each with its own worker thread; events are
+//    markers in them; stream_wait_event blocks the waiting stream's worker.
+//  * failures and delays can be injected, so stream-ordering and error paths
+//    are reproducible in CI.
+//
+// Stream handles: sim streams are cudaStream_t values made by create_stream().
+// The legacy default stream (0 / cudaStreamLegacy) and cudaStreamPerThread are
+// simulated too (the latter one stream per host thread). Like CUDA, the legacy
+// stream is ordered with blocking streams: work submitted to it waits for all
+// earlier work on blocking streams and vice versa.
+#pragma once
+
+#include <sova/driver.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+
+namespace sova {
+
+struct SimConfig {
+  int device_count = 1;
+  std::size_t total_memory = std::size_t{1} << 30;  ///< per device
+  std::size_t granularity = std::size_t{2} << 20;   ///< minimum = recommended
+  bool vmm_supported = true;
+  bool posix_fd_supported = true;
+  bool fabric_supported = false;
+  bool compression_supported = false;
+};
+
+/// Counters a test can read to see what the allocator asked of the driver.
+struct SimCounters {
+  std::size_t physical_bytes = 0;   ///< created and not yet released
+  std::size_t physical_creates = 0;
+  std::size_t physical_releases = 0;
+  std::size_t maps = 0;
+  std::size_t unmaps = 0;
+  std::size_t set_access_calls = 0;
+  std::size_t reservations = 0;      ///< live VA reservations
+  std::size_t events_recorded = 0;
+  std::size_t stream_waits = 0;
+  std::size_t device_synchronizes = 0;
+};
+
+class SOVA_API SimDriver final : public Driver {
+ public:
+  explicit SimDriver(const SimConfig& config = SimConfig{});
+  ~SimDriver() override;  // drains and joins every stream worker
+  SimDriver(const SimDriver&) = delete;
+  SimDriver& operator=(const SimDriver&) = delete;
+
+  // ---- test-facing controls ---------------------------------------------
+  /// A new stream; `blocking` = false gives cudaStreamNonBlocking semantics.
+  cudaStream_t create_stream(bool blocking = false);
+  /// Destroys a stream. Like cudaStreamDestroy, returns at once: work already
+  /// queued still runs. The handle may be reused by a later create_stream().
+  void destroy_stream(cudaStream_t stream);
+  /// Enqueues host work that runs in stream order (the sim's "kernel").
+  void launch(cudaStream_t stream, std::function<void()> work);
+  /// Enqueues a busy period: the stream does nothing else for `duration`.
+  void delay(cudaStream_t stream, std::chrono::microseconds duration);
+  /// The next `n`-th physical_create call (1 = the next one) fails with `error`.
+  void fail_physical_create_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
+  /// The next `n`-th map call fails with `error`.
+  void fail_map_at(int n, cudaError_t error = cudaErrorUnknown);
+  /// The next `n`-th set_access call fails with `error`.
+  void fail_set_access_at(int n, cudaError_t error = cudaErrorUnknown);
+  SimCounters counters() const;
+
+  // ---- Driver -------------------------------------------------------------
+  const char* name() const noexcept override { return "sim"; }
+  cudaError_t device_count(int* count) noexcept override;
+  cudaError_t current_device(int* device) noexcept override;
+  cudaError_t device_info(int device, DeviceInfo* out) noexcept override;
+  cudaError_t memory_info(int device, std::size_t* free_bytes,
+                          std::size_t* total_bytes) noexcept override;
+  cudaError_t device_synchronize(int device) noexcept override;
+  cudaError_t address_reserve(std::size_t bytes, std::size_t alignment,
+                              std::uintptr_t* va) noexcept override;
+  cudaError_t address_free(std::uintptr_t va, std::size_t bytes) noexcept override;
+  cudaError_t physical_create(int device, std::size_t bytes,
+                              PhysicalHandle* out) noexcept override;
+  cudaError_t physical_release(PhysicalHandle handle) noexcept override;
+  cudaError_t map(std::uintptr_t va, std::size_t bytes,
+                  PhysicalHandle handle) noexcept override;
+  cudaError_t unmap(std::uintptr_t va, std::size_t bytes) noexcept override;
+  cudaError_t set_access(std::uintptr_t va, std::size_t bytes,
+                         const cudaMemAccessDesc* descs, std::size_t count) noexcept override;
+  cudaError_t event_create(EventHandle* event) noexcept override;
+  cudaError_t event_destroy(EventHandle event) noexcept override;
+  cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept override;
+  cudaError_t event_query(EventHandle event) noexcept override;
+  cudaError_t event_synchronize(EventHandle event) noexcept override;
+  cudaError_t stream_wait_event(cudaStream_t stream, EventHandle event) noexcept override;
+  cudaError_t stream_query(cudaStream_t stream) noexcept override;
+  cudaError_t stream_synchronize(cudaStream_t stream) noexcept override;
+  cudaError_t stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept override;
+  cudaError_t stream_id(cudaStream_t stream, unsigned long long* id) noexcept override;
+
+  struct State;  // implementation (lib/driver/sim/)
+
+ private:
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace sova

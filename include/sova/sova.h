@@ -1,0 +1,89 @@
+/* sova — C API: a drop-in for the CUDA runtime's stream-ordered allocator.
+ *
+ * Every function mirrors its runtime namesake (cudaMallocAsync ->
+ * sovaMallocAsync, cudaMemPool_t -> sovaMemPool_t, ...), takes the runtime's
+ * own types and returns the cudaError_t the runtime returns in the same
+ * situation (docs/notes/runtime-errors.md lists them, measured on an H100).
+ * No function throws or changes the runtime's last-error state.
+ *
+ * Thread safety: every function may be called from any thread at once.
+ * Streams: 0 / cudaStreamLegacy is the legacy default stream and
+ * cudaStreamPerThread the calling thread's own; code compiled with
+ * `nvcc --default-stream per-thread` (CUDA_API_PER_THREAD_DEFAULT_STREAM)
+ * gets 0 mapped to the per-thread stream, as the runtime does.
+ */
+#ifndef SOVA_SOVA_H
+#define SOVA_SOVA_H
+
+#include <sova/export.h>
+
+#include <cuda_runtime_api.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sovaMemPool_st* sovaMemPool_t;
+
+/** Placement policy of a pool. */
+typedef enum sovaPolicy {
+  sovaPolicyDefault = 0,   /**< per-stream exact-size caches over a best-fit, coalescing heap */
+  sovaPolicySizeClass = 1, /**< not yet available: cudaErrorNotSupported */
+  sovaPolicyBuddy = 2,     /**< not yet available: cudaErrorNotSupported */
+  sovaPolicyBestFit = 3    /**< best-fit with coalescing (what the default is built on) */
+} sovaPolicy;
+
+/** Properties of a pool; zero-initialise, then set what you need. */
+typedef struct sovaMemPoolProps {
+  int device;                                   /**< device ordinal */
+  sovaPolicy policy;
+  size_t maxSize;                               /**< most physical memory held; 0 = device's */
+  enum cudaMemAllocationHandleType handleTypes; /**< IPC: only cudaMemHandleTypeNone for now */
+  unsigned char reserved[64];                   /**< must be zero */
+} sovaMemPoolProps;
+
+/** cudaMallocAsync from the device's current pool (sovaDeviceGetMemPool of the
+ * current device). size 0 gives *devPtr = NULL and cudaSuccess. */
+SOVA_API cudaError_t sovaMallocAsync(void** devPtr, size_t size, cudaStream_t stream);
+/** cudaFreeAsync: the pool is found from the pointer. NULL: cudaSuccess.
+ * A pointer no sova pool handed out, an interior pointer, or a double free:
+ * cudaErrorInvalidValue, and nothing changes. */
+SOVA_API cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream);
+SOVA_API cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool,
+                                             cudaStream_t stream);
+/** Creates a pool. NULL or invalid props (bad device, non-zero reserved bytes,
+ * unknown policy): cudaErrorInvalidValue; a policy or handle type not yet
+ * available: cudaErrorNotSupported; a device without VMM: cudaErrorNotSupported. */
+SOVA_API cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props);
+/** Destroys a pool. Like the runtime, returns at once; if blocks are still
+ * live, the pool's memory is released when the last of them is freed. The
+ * handle is invalid afterwards. A default pool: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool);
+SOVA_API cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value);
+SOVA_API cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value);
+SOVA_API cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep);
+SOVA_API cudaError_t sovaDeviceGetDefaultMemPool(sovaMemPool_t* pool, int device);
+SOVA_API cudaError_t sovaDeviceSetMemPool(int device, sovaMemPool_t pool);
+SOVA_API cudaError_t sovaDeviceGetMemPool(sovaMemPool_t* pool, int device);
+SOVA_API cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count);
+SOVA_API cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
+                                          cudaMemLocation* location);
+
+/* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
+SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);
+SOVA_API cudaError_t sovaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);
+SOVA_API cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool,
+                                                  cudaStream_t stream);
+
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM) && !defined(SOVA_BUILDING_LIBRARY)
+#define sovaMallocAsync sovaMallocAsync_ptsz
+#define sovaFreeAsync sovaFreeAsync_ptsz
+#define sovaMallocFromPoolAsync sovaMallocFromPoolAsync_ptsz
+#endif
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOVA_SOVA_H */
