@@ -66,9 +66,12 @@ SOVA_API cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep
 SOVA_API cudaError_t sovaDeviceGetDefaultMemPool(sovaMemPool_t* pool, int device);
 SOVA_API cudaError_t sovaDeviceSetMemPool(int device, sovaMemPool_t pool);
 SOVA_API cudaError_t sovaDeviceGetMemPool(sovaMemPool_t* pool, int device);
-SOVA_API cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count);
+/* The runtime declares these two as plain structs (no typedef in C): spelled
+ * with `struct` so that the header compiles as C and C++ alike. */
+SOVA_API cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const struct cudaMemAccessDesc* descs,
+                                          size_t count);
 SOVA_API cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
-                                          cudaMemLocation* location);
+                                          struct cudaMemLocation* location);
 
 /* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
 SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);

@@ -1,0 +1,146 @@
+// sova benchmarks — the allocators under test (see allocators.hpp).
+#include "allocators.hpp"
+
+#include <cstdint>
+#include <exception>
+
+namespace sova_bench {
+namespace {
+
+constexpr std::uint64_t kKeepAll = UINT64_MAX;  // release threshold of every pool here
+
+// A process-lifetime sova::Pool on `driver`, or why there is none.
+struct SharedPool {
+  sova::Pool* pool = nullptr;
+  std::string error;
+};
+
+SharedPool make_warm_pool(sova::Driver& driver) {
+  SharedPool shared;
+  try {
+    sova::PoolOptions options;
+    options.release_threshold = kKeepAll;
+    options.driver = &driver;
+    shared.pool = new sova::Pool(options);  // never deleted, see allocators.hpp
+  } catch (const std::exception& e) {
+    shared.error = e.what();
+  }
+  return shared;
+}
+
+// Runs `set_up` and turns what it throws into `why_not`.
+template <class F>
+void try_set_up(std::string& why_not, F&& set_up) {
+  try {
+    set_up();
+  } catch (const std::exception& e) {
+    why_not = e.what();
+  }
+}
+
+}  // namespace
+
+CudaMalloc::CudaMalloc() {
+  if (!have_gpu()) why_not = "no GPU";
+}
+void* CudaMalloc::allocate(std::size_t bytes, cudaStream_t) {
+  void* p = nullptr;
+  check_cuda(cudaMalloc(&p, bytes), "cudaMalloc");
+  return p;
+}
+void CudaMalloc::deallocate(void* ptr, cudaStream_t) { check_cuda(cudaFree(ptr), "cudaFree"); }
+
+CudaAsyncDefault::CudaAsyncDefault() {
+  if (!have_gpu()) {
+    why_not = "no GPU";
+    return;
+  }
+  // Set on every construction: the seed cases set this same pool's threshold too.
+  try_set_up(why_not, [] {
+    cudaMemPool_t pool = nullptr;
+    check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+    std::uint64_t keep = kKeepAll;
+    check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+               "cudaMemPoolSetAttribute(ReleaseThreshold)");
+  });
+}
+void* CudaAsyncDefault::allocate(std::size_t bytes, cudaStream_t stream) {
+  void* p = nullptr;
+  check_cuda(cudaMallocAsync(&p, bytes, stream), "cudaMallocAsync");
+  return p;
+}
+void CudaAsyncDefault::deallocate(void* ptr, cudaStream_t stream) {
+  check_cuda(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
+}
+
+CudaAsyncPool::CudaAsyncPool() {
+  if (!have_gpu()) {
+    why_not = "no GPU";
+    return;
+  }
+  static const struct Shared {
+    cudaMemPool_t pool = nullptr;
+    std::string error;
+  } shared = [] {
+    Shared s;
+    try_set_up(s.error, [&s] {
+      cudaMemPoolProps props{};
+      props.allocType = cudaMemAllocationTypePinned;
+      props.location.type = cudaMemLocationTypeDevice;
+      props.location.id = 0;
+      check_cuda(cudaMemPoolCreate(&s.pool, &props), "cudaMemPoolCreate");  // never destroyed
+      std::uint64_t keep = kKeepAll;
+      check_cuda(cudaMemPoolSetAttribute(s.pool, cudaMemPoolAttrReleaseThreshold, &keep),
+                 "cudaMemPoolSetAttribute(ReleaseThreshold)");
+    });
+    return s;
+  }();
+  pool = shared.pool;
+  why_not = shared.error;
+}
+void* CudaAsyncPool::allocate(std::size_t bytes, cudaStream_t stream) {
+  void* p = nullptr;
+  check_cuda(cudaMallocFromPoolAsync(&p, bytes, pool, stream), "cudaMallocFromPoolAsync");
+  return p;
+}
+void CudaAsyncPool::deallocate(void* ptr, cudaStream_t stream) {
+  check_cuda(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
+}
+
+SovaCapi::SovaCapi() : sim(capi_sim()) {
+  if (sim != nullptr) label = "sim";
+  // Set on every construction: the seed cases set this same pool's threshold too.
+  try_set_up(why_not, [] {
+    sovaMemPool_t pool = nullptr;
+    check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool");
+    std::uint64_t keep = kKeepAll;
+    check_cuda(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
+               "sovaMemPoolSetAttribute(ReleaseThreshold)");
+  });
+}
+void* SovaCapi::allocate(std::size_t bytes, cudaStream_t stream) {
+  void* p = nullptr;
+  check_cuda(sovaMallocAsync(&p, bytes, stream), "sovaMallocAsync");
+  return p;
+}
+void SovaCapi::deallocate(void* ptr, cudaStream_t stream) {
+  check_cuda(sovaFreeAsync(ptr, stream), "sovaFreeAsync");
+}
+
+SovaPool::SovaPool() {
+  if (!have_gpu()) {
+    why_not = "no GPU";
+    return;
+  }
+  static const SharedPool shared = make_warm_pool(sova::cuda_driver());
+  pool = shared.pool;
+  why_not = shared.error;
+}
+
+SovaPoolSim::SovaPoolSim() : sim(&shared_sim()) {
+  static const SharedPool shared = make_warm_pool(shared_sim());
+  pool = shared.pool;
+  why_not = shared.error;
+}
+
+}  // namespace sova_bench

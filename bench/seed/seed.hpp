@@ -1,0 +1,116 @@
+// sova seed loop — the README's main job: on one stream, 100 times (allocate
+// 4 MiB, run a kernel over it, free), timed whole-program: a host clock around
+// the 100 iterations plus the final stream synchronize.
+//
+// Shared by the sova_seed table printer (seed/main.cpp) and the Google
+// Benchmark cases (seed_cases.cpp), so both time exactly the same loop.
+#pragma once
+
+#include "../common.hpp"
+
+#include <sova/sim.hpp>
+#include <sova/sova.h>
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace sova_bench {
+
+constexpr int kSeedIterations = 100;
+constexpr std::size_t kSeedBytes = std::size_t{4} << 20;
+constexpr std::size_t kSeedFloats = kSeedBytes / sizeof(float);
+
+/// Where each iteration's 4 MiB comes from.
+enum class SeedVariant {
+  cuda_malloc,        ///< cudaMalloc / cudaFree (cudaFree synchronizes the device)
+  cuda_malloc_async,  ///< cudaMallocAsync / cudaFreeAsync on the device's default pool
+  sova,               ///< sovaMallocAsync / sovaFreeAsync on sova's current pool
+  preallocated,       ///< one buffer allocated up front: the floor
+};
+constexpr int kSeedVariants = 4;
+const char* seed_variant_name(SeedVariant v);
+
+#if defined(__CUDACC__)
+#define SOVA_BENCH_HD __host__ __device__
+#else
+#define SOVA_BENCH_HD
+#endif
+
+/// Value the kernel writes at index i in iteration `tag`, and what it leaves
+/// there after the read-modify step. Exact in float (tag < 2^7, i & 0xffff).
+SOVA_BENCH_HD inline float seed_written(float tag, std::size_t i) {
+  return tag * 65536.0f + static_cast<float>(i & 0xffff);
+}
+SOVA_BENCH_HD inline float seed_final(float tag, std::size_t i) { return seed_written(tag, i) * 2.0f + 1.0f; }
+
+#if defined(SOVA_BENCH_KERNELS)
+/// The loop on a GPU (seed_gpu.cu). Owns one non-blocking stream, the
+/// preallocated buffer and a device counter of mismatches the kernel saw.
+/// Every method throws std::runtime_error naming the failing call.
+class GpuSeed {
+ public:
+  GpuSeed();
+  ~GpuSeed();
+  GpuSeed(const GpuSeed&) = delete;
+  GpuSeed& operator=(const GpuSeed&) = delete;
+
+  /// The release threshold set, before each run, on both the runtime's default
+  /// pool and sova's current pool: 0 (both allocators' default) or UINT64_MAX.
+  void set_release_threshold(std::uint64_t bytes) { threshold_ = bytes; }
+  /// One timed loop of kSeedIterations; returns its wall time in seconds.
+  double run(SeedVariant v);
+  /// Untimed: one iteration, then copies the 4 MiB back and checks every float.
+  void verify(SeedVariant v);
+  /// Mismatches the kernel has seen since construction (read back; synchronizes).
+  std::uint64_t kernel_errors();
+
+ private:
+  float* acquire(SeedVariant v);
+  void release(SeedVariant v, float* p);
+  void launch(float* p, int tag);
+
+  Stream stream_{nullptr};
+  float* prealloc_ = nullptr;
+  unsigned long long* errors_ = nullptr;  // device counter
+  std::uint64_t threshold_ = 0;
+};
+#endif
+
+/// The loop on sova's host simulation, for machines without a GPU
+/// (seed_sim.cpp). The "kernel" is host work launched on a sim stream: a
+/// memset of the 4 MiB and a check of one word per page. Only the
+/// sova and preallocated variants exist here; the preallocated buffer is
+/// mapped through the same SimDriver calls sova uses, so both touch the same
+/// kind of memory. The C API must already run on `sim` (capi_sim()).
+class SimSeed {
+ public:
+  explicit SimSeed(sova::SimDriver& sim);  // throws std::runtime_error
+  ~SimSeed();
+  SimSeed(const SimSeed&) = delete;
+  SimSeed& operator=(const SimSeed&) = delete;
+
+  void set_release_threshold(std::uint64_t bytes) { threshold_ = bytes; }
+  double run(SeedVariant v);  // sova or preallocated only
+  std::uint64_t kernel_errors();
+
+ private:
+  void* acquire(SeedVariant v);
+  void release(SeedVariant v, void* p);
+
+  sova::SimDriver& sim_;
+  Stream stream_;
+  std::uintptr_t va_ = 0;  // the preallocated buffer's mapping
+  std::size_t bytes_ = 0;
+  sova::PhysicalHandle chunk_ = 0;
+  std::atomic<std::uint64_t> errors_{0};
+  std::uint64_t threshold_ = 0;
+};
+
+/// Sets cudaMemPoolAttrReleaseThreshold on sova's current pool of device 0
+/// (and, on a GPU, on the runtime's default pool). Throws std::runtime_error.
+void set_seed_thresholds(std::uint64_t bytes, bool runtime_pool_too);
+
+}  // namespace sova_bench

@@ -1,0 +1,238 @@
+#include "arena/arena.hpp"
+
+#include <sova/pool.hpp>  // sova::Error
+
+#include <algorithm>
+#include <string>
+
+namespace sova::detail {
+
+namespace {
+std::size_t round_up(std::size_t value, std::size_t multiple) {
+  return (value + multiple - 1) / multiple * multiple;
+}
+}  // namespace
+
+Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes,
+             std::size_t max_physical)
+    : driver_(driver), device_(device), granularity_(granularity), max_physical_(max_physical) {
+  size_ = round_up(va_bytes, granularity_);
+  cudaError_t error = driver_.address_reserve(size_, granularity_, &base_);
+  if (error != cudaSuccess) {
+    throw Error("sova: reserving " + std::to_string(size_) + " bytes of VA failed: " +
+                    cudaGetErrorName(error),
+                error);
+  }
+  chunk_of_granule_.assign(size_ / granularity_, kUnbacked);
+}
+
+Arena::~Arena() {
+  for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
+    if (chunks_[slot].granules != 0) destroy_chunk(static_cast<std::int32_t>(slot));
+  }
+  driver_.address_free(base_, size_);
+}
+
+std::vector<cudaMemAccessDesc> Arena::access_descs() const {
+  std::vector<cudaMemAccessDesc> descs;
+  descs.reserve(1 + peers_.size());
+  cudaMemAccessDesc own{};
+  own.location.type = cudaMemLocationTypeDevice;
+  own.location.id = device_;
+  own.flags = cudaMemAccessFlagsProtReadWrite;
+  descs.push_back(own);
+  descs.insert(descs.end(), peers_.begin(), peers_.end());
+  return descs;
+}
+
+cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
+                                std::int32_t* slot_out) noexcept {
+  const std::size_t bytes = granules * granularity_;
+  if (max_physical_ != 0 && backed_bytes_ + bytes > max_physical_) return cudaErrorMemoryAllocation;
+  PhysicalHandle handle = 0;
+  cudaError_t error = driver_.physical_create(device_, bytes, &handle);
+  if (error != cudaSuccess) return error;
+  const std::uintptr_t va = base_ + first_granule * granularity_;
+  error = driver_.map(va, bytes, handle);
+  if (error != cudaSuccess) {
+    driver_.physical_release(handle);
+    return error;
+  }
+  try {
+    const std::vector<cudaMemAccessDesc> descs = access_descs();
+    error = driver_.set_access(va, bytes, descs.data(), descs.size());
+  } catch (const std::bad_alloc&) {
+    error = cudaErrorMemoryAllocation;
+  }
+  if (error != cudaSuccess) {
+    driver_.unmap(va, bytes);
+    driver_.physical_release(handle);
+    return error;
+  }
+  std::int32_t slot;
+  try {
+    if (!free_chunk_slots_.empty()) {
+      slot = free_chunk_slots_.back();
+      free_chunk_slots_.pop_back();
+    } else {
+      chunks_.emplace_back();
+      slot = static_cast<std::int32_t>(chunks_.size() - 1);
+    }
+  } catch (const std::bad_alloc&) {
+    driver_.unmap(va, bytes);
+    driver_.physical_release(handle);
+    return cudaErrorMemoryAllocation;
+  }
+  chunks_[slot] = Chunk{first_granule, granules, handle};
+  std::fill_n(chunk_of_granule_.begin() + static_cast<std::ptrdiff_t>(first_granule), granules, slot);
+  backed_bytes_ += bytes;
+  backed_high_ = std::max(backed_high_, backed_bytes_);
+  ++chunks_mapped_;
+  *slot_out = slot;
+  return cudaSuccess;
+}
+
+void Arena::destroy_chunk(std::int32_t slot) noexcept {
+  Chunk& chunk = chunks_[slot];
+  const std::size_t bytes = chunk.granules * granularity_;
+  driver_.unmap(base_ + chunk.first_granule * granularity_, bytes);
+  driver_.physical_release(chunk.handle);
+  std::fill_n(chunk_of_granule_.begin() + static_cast<std::ptrdiff_t>(chunk.first_granule),
+              chunk.granules, kUnbacked);
+  backed_bytes_ -= bytes;
+  ++chunks_unmapped_;
+  chunk = Chunk{};
+  free_chunk_slots_.push_back(slot);  // capacity never shrinks below chunks_.size(): no throw
+}
+
+cudaError_t Arena::commit(std::size_t offset, std::size_t bytes) noexcept {
+  if (bytes == 0) return cudaSuccess;
+  if (offset > size_ || bytes > size_ - offset) return cudaErrorInvalidValue;
+  const std::size_t first = offset / granularity_;
+  const std::size_t last = (offset + bytes - 1) / granularity_;  // inclusive
+  // Reserve slot capacity up front so destroy_chunk's push_back never throws.
+  try {
+    free_chunk_slots_.reserve(chunks_.size() + (last - first + 1));
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
+  std::int32_t created[64];
+  std::size_t created_count = 0;
+  std::size_t granule = first;
+  while (granule <= last) {
+    if (chunk_of_granule_[granule] != kUnbacked) {
+      ++granule;
+      continue;
+    }
+    std::size_t run_end = granule;
+    while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked) ++run_end;
+    std::int32_t slot = kUnbacked;
+    cudaError_t error =
+        created_count < 64 ? create_chunk(granule, run_end - granule + 1, &slot) : cudaErrorMemoryAllocation;
+    if (error != cudaSuccess) {
+      while (created_count > 0) destroy_chunk(created[--created_count]);
+      return error;
+    }
+    created[created_count++] = slot;
+    granule = run_end + 1;
+  }
+  return cudaSuccess;
+}
+
+std::size_t Arena::release_within(std::size_t offset, std::size_t bytes,
+                                  std::size_t keep_at_least) noexcept {
+  if (bytes == 0 || offset >= size_) return 0;
+  bytes = std::min(bytes, size_ - offset);
+  // Only granules wholly inside the range can belong to a releasable chunk.
+  const std::size_t first = round_up(offset, granularity_) / granularity_;
+  const std::size_t end = (offset + bytes) / granularity_;  // exclusive
+  std::size_t released = 0;
+  std::size_t granule = first;
+  while (granule < end && backed_bytes_ > keep_at_least) {
+    const std::int32_t slot = chunk_of_granule_[granule];
+    if (slot == kUnbacked) {
+      ++granule;
+      continue;
+    }
+    const Chunk chunk = chunks_[slot];
+    const bool wholly_inside = chunk.first_granule >= first && chunk.first_granule + chunk.granules <= end;
+    if (wholly_inside) {
+      const std::size_t chunk_bytes = chunk.granules * granularity_;
+      if (backed_bytes_ < keep_at_least + chunk_bytes) break;  // would fall below what the caller keeps
+      destroy_chunk(slot);
+      released += chunk_bytes;
+    }
+    granule = chunk.first_granule + chunk.granules;
+  }
+  return released;
+}
+
+bool Arena::is_backed(std::size_t offset, std::size_t bytes) const noexcept {
+  if (bytes == 0) return true;
+  const std::size_t first = offset / granularity_;
+  const std::size_t last = (offset + bytes - 1) / granularity_;
+  for (std::size_t g = first; g <= last; ++g) {
+    if (chunk_of_granule_[g] == kUnbacked) return false;
+  }
+  return true;
+}
+
+std::size_t Arena::backed_bytes_in(std::size_t offset, std::size_t bytes) const noexcept {
+  if (bytes == 0) return 0;
+  const std::size_t first = offset / granularity_;
+  const std::size_t last = (offset + bytes - 1) / granularity_;
+  std::size_t backed = 0;
+  for (std::size_t g = first; g <= last; ++g) {
+    if (chunk_of_granule_[g] != kUnbacked) backed += granularity_;
+  }
+  return backed;
+}
+
+cudaError_t Arena::set_peer_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept {
+  if (count == 0) return cudaSuccess;
+  if (descs == nullptr) return cudaErrorInvalidValue;
+  int device_count = 0;
+  if (driver_.device_count(&device_count) != cudaSuccess) return cudaErrorInvalidDevice;
+  try {
+    std::vector<cudaMemAccessDesc> peers = peers_;
+    for (std::size_t i = 0; i < count; ++i) {
+      const cudaMemAccessDesc& desc = descs[i];
+      if (desc.location.type != cudaMemLocationTypeDevice) return cudaErrorInvalidValue;
+      if (desc.location.id < 0 || desc.location.id >= device_count) return cudaErrorInvalidDevice;
+      if (desc.location.id == device_) {
+        // The owner keeps read-write access: the runtime refuses anything else.
+        if (desc.flags != cudaMemAccessFlagsProtReadWrite) return cudaErrorInvalidDevice;
+        continue;
+      }
+      auto same = [&](const cudaMemAccessDesc& p) { return p.location.id == desc.location.id; };
+      peers.erase(std::remove_if(peers.begin(), peers.end(), same), peers.end());
+      if (desc.flags != cudaMemAccessFlagsProtNone) peers.push_back(desc);
+    }
+    // Apply to every mapped chunk; on failure restore the previous access.
+    std::vector<cudaMemAccessDesc> apply = peers;
+    for (std::size_t i = 0; i < count; ++i) {
+      if (descs[i].location.id != device_ && descs[i].flags == cudaMemAccessFlagsProtNone) apply.push_back(descs[i]);
+    }
+    for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
+      const Chunk& chunk = chunks_[slot];
+      if (chunk.granules == 0 || apply.empty()) continue;
+      cudaError_t error = driver_.set_access(base_ + chunk.first_granule * granularity_,
+                                             chunk.granules * granularity_, apply.data(), apply.size());
+      if (error != cudaSuccess) return error;
+    }
+    peers_ = std::move(peers);
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
+  return cudaSuccess;
+}
+
+cudaMemAccessFlags Arena::access_of(int device) const noexcept {
+  if (device == device_) return cudaMemAccessFlagsProtReadWrite;
+  for (const cudaMemAccessDesc& peer : peers_) {
+    if (peer.location.id == device) return peer.flags;
+  }
+  return cudaMemAccessFlagsProtNone;
+}
+
+}  // namespace sova::detail

@@ -1,0 +1,142 @@
+// sova C API — the fast path: sovaMallocAsync, sovaFreeAsync,
+// sovaMallocFromPoolAsync and their per-thread-default-stream variants.
+//
+// Budget: a malloc/free pair costs ~50-100 ns, most of it in Pool. What this
+// layer adds per call: one ReadSection (two thread-private stores, ~1-2 ns),
+// one atomic load per table (device's current pool, handle slot), for a free
+// a scan of Pool::contains over the few listed pools, and for sovaMallocAsync
+// the driver's current_device (cudaGetDevice). No lock, no shared write,
+// no allocation. Everything else (first use of a device, destroyed pools) is
+// in noinline functions below the fast ones.
+#include "capi/capi_errors.hpp"
+#include "capi/pool_lifetime.hpp"
+#include "capi/read_section.hpp"
+
+#include <sova/sova.h>
+
+namespace sova::capi {
+namespace {
+
+/// _ptsz: stream 0 is the calling thread's default stream. Handles other than
+/// 0 (cudaStreamLegacy included) keep their meaning, as in the runtime.
+inline cudaStream_t per_thread_if_zero(cudaStream_t stream) noexcept {
+  return stream == nullptr ? cudaStreamPerThread : stream;
+}
+
+/// First allocation on a device (or before any pool exists): creates the
+/// device's default pool, then allocates from its current pool.
+[[gnu::noinline]] cudaError_t malloc_first_use(void** ptr, std::size_t size,
+                                               cudaStream_t stream) noexcept {
+  int device = 0;
+  if (const cudaError_t err = pools_driver()->current_device(&device); err != cudaSuccess)
+    return err;
+  if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess)
+    return err;
+  PoolEntry* fallback = nullptr;
+  if (const cudaError_t err = ensure_default_pool(device, &fallback); err != cudaSuccess)
+    return err;
+  ReadSection section;
+  PoolEntry* e = g_state.devices.current(device);
+  // Never null once the default exists; the default is never deleted.
+  if (e == nullptr) e = fallback;
+  return e->pool.try_allocate(ptr, size, stream);
+}
+
+inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t stream) noexcept {
+  if (ptr == nullptr) [[unlikely]] return cudaErrorInvalidValue;
+  if (size == 0) {
+    *ptr = nullptr;
+    return cudaSuccess;
+  }
+  cudaError_t err;
+  if (Driver* driver = g_state.driver.load(std::memory_order_acquire)) [[likely]] {
+    int device;
+    err = driver->current_device(&device);
+    if (err == cudaSuccess) [[likely]] {
+      ReadSection section;
+      if (PoolEntry* e = g_state.devices.current(device)) [[likely]] {
+        err = e->pool.try_allocate(ptr, size, stream);
+        if (err == cudaSuccess) [[likely]] return err;
+        *ptr = nullptr;
+        return err;
+      }
+      section.leave();
+      err = malloc_first_use(ptr, size, stream);
+    }
+  } else {
+    err = malloc_first_use(ptr, size, stream);
+  }
+  if (err != cudaSuccess) *ptr = nullptr;
+  return err;
+}
+
+inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
+                               cudaStream_t stream) noexcept {
+  if (ptr == nullptr) [[unlikely]] return cudaErrorInvalidValue;
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr) [[unlikely]] {
+    *ptr = nullptr;
+    return cudaErrorInvalidValue;
+  }
+  if (size == 0) {
+    *ptr = nullptr;
+    return cudaSuccess;
+  }
+  const cudaError_t err = e->pool.try_allocate(ptr, size, stream);
+  if (err != cudaSuccess) [[unlikely]] *ptr = nullptr;
+  return err;
+}
+
+/// A free into a destroyed pool: the free that returns its last block
+/// finalizes it (pool_lifetime.hpp). Ends `section`.
+[[gnu::noinline]] void after_free_in_destroyed(PoolEntry* e, ReadSection& section) noexcept {
+  const bool claimed = claim_finalization(e);
+  section.leave();
+  if (claimed) finalize_pool(e);
+}
+
+inline cudaError_t free_impl(void* ptr, cudaStream_t stream) noexcept {
+  if (ptr == nullptr) return cudaSuccess;
+  ReadSection section;
+  PoolEntry* e = g_state.owners.find(ptr);
+  // Not in any sova pool: a host pointer, cudaMalloc memory, a pool already
+  // finalized. The runtime accepts cudaMalloc memory; sova cannot free it.
+  if (e == nullptr) [[unlikely]] return cudaErrorInvalidValue;
+  const cudaError_t err = e->pool.try_deallocate(ptr, stream);
+  if (e->destroyed.load(std::memory_order_acquire)) [[unlikely]] {
+    if (err == cudaSuccess) after_free_in_destroyed(e, section);
+  }
+  return err;
+}
+
+}  // namespace
+}  // namespace sova::capi
+
+using namespace sova::capi;
+
+cudaError_t sovaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
+  return malloc_current(devPtr, size, stream);
+}
+
+cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream) {
+  return malloc_current(devPtr, size, per_thread_if_zero(stream));
+}
+
+cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream) {
+  return free_impl(devPtr, stream);
+}
+
+cudaError_t sovaFreeAsync_ptsz(void* devPtr, cudaStream_t stream) {
+  return free_impl(devPtr, per_thread_if_zero(stream));
+}
+
+cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool,
+                                    cudaStream_t stream) {
+  return malloc_from(devPtr, size, pool, stream);
+}
+
+cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool,
+                                         cudaStream_t stream) {
+  return malloc_from(devPtr, size, pool, per_thread_if_zero(stream));
+}

@@ -1,0 +1,115 @@
+// sova C API — pools: create, destroy, attributes, trim, access.
+// Error codes follow docs/notes/runtime-errors.md; Pool returns the runtime's
+// codes for everything it validates itself (attributes, access descriptors).
+#include "capi/capi_errors.hpp"
+#include "capi/pool_lifetime.hpp"
+#include "capi/read_section.hpp"
+
+#include <sova/sova.h>
+
+#include <cstring>
+
+namespace sova::capi {
+namespace {
+
+/// The raw value of a C enum field. A C caller may store any int there, and in
+/// C++ an enum object holding a value outside its enumerators' range is not
+/// something to switch on; the integer is.
+template <class Enum>
+int raw_enum(const Enum& field) noexcept {
+  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized on the ABIs sova supports");
+  int value;
+  std::memcpy(&value, &field, sizeof value);
+  return value;
+}
+
+/// cudaSuccess when `props` asks for something sova can make; else the
+/// runtime-style error. Invalid values come before unsupported ones, so a
+/// caller learns first what no version of sova would accept.
+cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
+  for (const unsigned char byte : props.reserved)
+    if (byte != 0) return cudaErrorInvalidValue;
+  bool supported = true;
+  switch (raw_enum(props.policy)) {
+    case sovaPolicyDefault:
+    case sovaPolicyBestFit:
+      break;
+    case sovaPolicySizeClass:
+    case sovaPolicyBuddy:
+      supported = false;
+      break;
+    default:
+      return cudaErrorInvalidValue;
+  }
+  if (const cudaError_t err = check_device(props.device, cudaErrorInvalidValue);
+      err != cudaSuccess)
+    return err;
+  if (!supported) return cudaErrorNotSupported;
+  // IPC export is not built yet; the runtime would accept POSIX fd / fabric.
+  if (raw_enum(props.handleTypes) != cudaMemHandleTypeNone) return cudaErrorNotSupported;
+  return cudaSuccess;
+}
+
+}  // namespace
+}  // namespace sova::capi
+
+using namespace sova::capi;
+
+cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props) {
+  if (pool == nullptr || props == nullptr) return cudaErrorInvalidValue;
+  if (const cudaError_t err = check_props(*props); err != cudaSuccess) return err;
+  sova::PoolOptions options;
+  options.device = props->device;
+  options.max_size = props->maxSize;
+  // sovaPolicyBestFit: Pool has a single policy for now (per-stream caches
+  // over a best-fit heap), which is best-fit as far as placement goes.
+  options.policy = sova::Policy::default_policy;
+  PoolEntry* e = nullptr;
+  if (const cudaError_t err = create_pool(options, false, &e); err != cudaSuccess) return err;
+  // No other thread can know the handle yet, so `e` cannot be destroyed here.
+  *pool = HandleTable::to_handle(e);
+  return cudaSuccess;
+}
+
+cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) { return destroy_pool(pool); }
+
+cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
+  return e->pool.set_attribute(attr, value);
+}
+
+cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
+  return e->pool.get_attribute(attr, value);
+}
+
+cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep) {
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr) return cudaErrorInvalidValue;
+  try {
+    e->pool.trim_to(minBytesToKeep);
+  } catch (...) {
+    return error_from_current_exception();
+  }
+  return cudaSuccess;
+}
+
+cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count) {
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr || (descs == nullptr && count != 0)) return cudaErrorInvalidValue;
+  return e->pool.set_access(descs, count);
+}
+
+cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
+                                 cudaMemLocation* location) {
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr || flags == nullptr || location == nullptr) return cudaErrorInvalidValue;
+  return e->pool.get_access(flags, location);
+}

@@ -1,0 +1,45 @@
+// sova C API — finds the pool that owns a pointer, for sovaFreeAsync.
+//
+// Every pool that still holds memory is listed: live pools and destroyed pools
+// waiting for their last block (pool_lifetime.hpp). The list is a fixed array
+// with holes, scanned up to a high-water mark, so a reader never misses an
+// entry that stays listed while it scans (entries are never moved). Most
+// processes have one or a few pools, so the scan is a few Pool::contains calls.
+#pragma once
+
+#include "capi/pool_entry.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+
+namespace sova::capi {
+
+class PointerRegistry {
+ public:
+  static constexpr std::uint32_t kMaxOwners = 16384;
+
+  /// The listed pool whose VA range holds `ptr`, or nullptr. Lock-free; call
+  /// inside a ReadSection. A pool added concurrently may be missed, which is
+  /// harmless: its blocks cannot have been handed out before it was added.
+  PoolEntry* find(const void* ptr) const noexcept {
+    const std::uint32_t n = limit_.load(std::memory_order_acquire);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      PoolEntry* e = owners_[i].load(std::memory_order_acquire);
+      if (e != nullptr && e->pool.contains(ptr)) return e;
+    }
+    return nullptr;
+  }
+
+  /// Lists `e`. Lifetime mutex held. False (nothing changed) when full.
+  bool add(PoolEntry* e) noexcept;
+  /// Unlists `e`. Lifetime mutex held. Readers may still hold `e` until the
+  /// caller's synchronize_readers() returns.
+  void remove(PoolEntry* e) noexcept;
+
+ private:
+  std::array<std::atomic<PoolEntry*>, kMaxOwners> owners_{};
+  std::atomic<std::uint32_t> limit_{0};  ///< slots at and above are empty
+};
+
+}  // namespace sova::capi

@@ -1,0 +1,259 @@
+// The slow path: the ladder from the heap to out-of-memory (pool_core.hpp
+// lists the steps). Runs with heap_mutex_ held; stream locks are taken
+// inside it, never the other way round.
+#include "core/pool_core.hpp"
+
+namespace sova::detail {
+
+namespace {
+// Detaches the blocks `cache` holds for which `complete(block)` is true and
+// returns them as a list linked through bin_next.
+template <class Predicate>
+Block* detach(SizeBins& cache, Predicate complete) {
+  Block* list = nullptr;
+  cache.extract_if_not([&](Block* b) { return !complete(b); },
+                       [&](Block* b) {
+                         b->bin_next = list;
+                         list = b;
+                       });
+  return list;
+}
+}  // namespace
+
+cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t size,
+                                    StreamState* state, cudaStream_t stream) noexcept {
+  std::lock_guard<std::mutex> lock(heap_mutex_);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    Block* block = find_without_growth(size, state, stream);
+    if (block == nullptr) {
+      const cudaError_t error = grow(size, state, &block);
+      if (error != cudaSuccess && error != cudaErrorMemoryAllocation) {
+        ++failed_allocations_;
+        return error;
+      }
+    }
+    if (block != nullptr) {
+      hand_out(block, bytes, state);
+      *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
+      return cudaSuccess;
+    }
+    // Step 7: frees not known complete may be holding what we need.
+    bool anything_held = false;
+    for (StreamState* other : all_streams()) {
+      other->lock.lock();
+      anything_held = anything_held || other->cache.blocks() != 0;
+      other->lock.unlock();
+      anything_held = anything_held || !other->pending.empty();
+    }
+    if (attempt > 0 || !anything_held) break;
+    synchronize_everything();
+  }
+  ++failed_allocations_;
+  return cudaErrorMemoryAllocation;
+}
+
+Block* PoolCore::find_without_growth(std::size_t size, StreamState* state,
+                                     cudaStream_t stream) noexcept {
+  auto take = [&](Block* block) { return block != nullptr && carve(block, size) ? block : nullptr; };
+  // 1. Backed heap memory that is safe, or pending on this very stream.
+  if (Block* block = take(best_fit_for(state, size, true))) return block;
+  // 2. This stream's own cache, coalesced into the heap.
+  if (state->cache.blocks() != 0) {
+    flush_cache_to_heap(state);
+    if (Block* block = take(best_fit_for(state, size, true))) return block;
+  }
+  // 3. Opportunistic: other streams' frees known complete.
+  if (reuse_allow_opportunistic_.load(std::memory_order_relaxed)) {
+    harvest_streams(state);
+    if (Block* block = take(best_fit_for(state, size, true))) {
+      ++cross_stream_reuses_;
+      return block;
+    }
+  }
+  // 4. Internal dependencies: wait for another stream's fence.
+  if (reuse_allow_internal_dependencies_.load(std::memory_order_relaxed)) {
+    if (Block* block = take_with_wait(size, state, stream)) return block;
+  }
+  return nullptr;
+}
+
+void PoolCore::flush_cache_to_heap(StreamState* state) noexcept {
+  state->lock.lock();
+  poll_fences_locked(state);
+  const std::uint64_t safe_epoch = state->safe_epoch;
+  Block* list = detach(state->cache, [](Block*) { return true; });
+  state->lock.unlock();
+  while (list != nullptr) {
+    Block* block = list;
+    list = list->bin_next;
+    take_from_cache(state, safe_epoch, block);
+  }
+}
+
+void PoolCore::harvest_streams(StreamState* except) noexcept {
+  std::vector<StreamState*> streams;
+  try {
+    streams = all_streams();
+  } catch (...) {
+    return;
+  }
+  for (StreamState* other : streams) {
+    if (other == except) continue;
+    other->lock.lock();
+    poll_fences_locked(other);
+    const std::uint64_t safe_epoch = other->safe_epoch;
+    Block* list = detach(other->cache, [&](Block* b) { return b->epoch <= safe_epoch; });
+    if (other->open_epoch_has_frees) {
+      // Frees no fence covers yet. Only the stream's own next call may record
+      // one (the handle may be destroyed meanwhile) — except the legacy
+      // stream, which lives as long as the process.
+      if (other->is_legacy) {
+        record_fence_locked(other, cudaStreamLegacy);
+      } else {
+        other->fence_requested.store(true, std::memory_order_relaxed);
+      }
+    }
+    other->lock.unlock();
+    while (list != nullptr) {
+      Block* block = list;
+      list = list->bin_next;
+      block->stream = nullptr;
+      insert_free(block);
+    }
+    // Its pending heap blocks whose frees are now known complete become safe.
+    for (auto it = other->pending.begin(); it != other->pending.end();) {
+      Block* block = *it;
+      if (block->epoch > safe_epoch) {
+        ++it;
+        continue;
+      }
+      it = other->pending.erase(it);
+      block->stream = nullptr;
+      insert_free(block);  // may merge with and erase other safe blocks, never pending ones
+    }
+  }
+}
+
+Block* PoolCore::take_with_wait(std::size_t size, StreamState* state, cudaStream_t stream) noexcept {
+  std::vector<StreamState*> streams;
+  try {
+    streams = all_streams();
+  } catch (...) {
+    return nullptr;
+  }
+  for (StreamState* other : streams) {
+    if (other == state) continue;
+    other->lock.lock();
+    if (other->fences.empty()) {
+      other->lock.unlock();
+      continue;
+    }
+    const Fence fence = other->fences.back();
+    // Everything the fence covers goes to the heap, pending on `other`.
+    Block* list = detach(other->cache, [&](Block* b) { return b->epoch <= fence.epoch; });
+    while (list != nullptr) {
+      Block* block = list;
+      list = list->bin_next;
+      block->stream = other;
+      insert_free(block);
+    }
+    Block* chosen = nullptr;
+    int scanned = 0;
+    for (auto it = other->pending.lower_bound(size); it != other->pending.end() && scanned < 16;
+         ++it, ++scanned) {
+      if ((*it)->epoch <= fence.epoch && arena_.is_backed((*it)->offset, size)) {
+        chosen = *it;
+        break;
+      }
+    }
+    if (chosen != nullptr && carve(chosen, size)) {
+      if (driver_.stream_wait_event(stream, fence.event) == cudaSuccess) {
+        other->lock.unlock();
+        ++cross_stream_waits_;
+        ++cross_stream_reuses_;
+        return chosen;
+      }
+      insert_free(chosen);  // could not order the streams: give it back
+    }
+    other->lock.unlock();
+  }
+  return nullptr;
+}
+
+cudaError_t PoolCore::grow(std::size_t size, StreamState* state, Block** out) noexcept {
+  Block* block = best_fit_for(state, size, false);
+  if (block == nullptr || !carve(block, size)) return cudaErrorMemoryAllocation;
+  cudaError_t error = arena_.commit(block->offset, size);
+  if (error == cudaErrorMemoryAllocation) {
+    // Step 6: make room by releasing free physical memory that is safe.
+    const std::size_t granularity = arena_.granularity();
+    const std::size_t span = (block->offset + size + granularity - 1) / granularity * granularity -
+                             block->offset / granularity * granularity;
+    const std::size_t missing = span - arena_.backed_bytes_in(block->offset, size);
+    const std::size_t backed = arena_.backed_bytes();
+    if (release_free_memory(backed > missing ? backed - missing : 0) != 0) {
+      error = arena_.commit(block->offset, size);
+    }
+  }
+  if (error != cudaSuccess) {
+    insert_free(block);
+    return error;
+  }
+  *out = block;
+  return cudaSuccess;
+}
+
+void PoolCore::synchronize_everything() noexcept {
+  std::vector<StreamState*> streams;
+  std::vector<std::uint64_t> cutoffs;
+  try {
+    streams = all_streams();
+    cutoffs.resize(streams.size());
+  } catch (...) {
+    return;
+  }
+  // Close every stream's epoch first: frees stamped before the synchronize
+  // began are complete once it returns; later ones are not.
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    StreamState* s = streams[i];
+    s->lock.lock();
+    cutoffs[i] = s->epoch;
+    if (s->open_epoch_has_frees) {
+      ++s->epoch;
+      s->open_epoch_has_frees = false;
+    }
+    s->lock.unlock();
+  }
+  if (driver_.device_synchronize(device_) != cudaSuccess) return;
+  ++device_synchronizes_;
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    StreamState* s = streams[i];
+    s->lock.lock();
+    if (cutoffs[i] > s->safe_epoch) s->safe_epoch = cutoffs[i];
+    while (!s->fences.empty() && s->fences.front().epoch <= s->safe_epoch) {
+      return_event(s->fences.front().event);
+      s->fences.pop_front();
+    }
+    s->lock.unlock();
+  }
+  harvest_streams(nullptr);
+}
+
+void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept {
+  block->requested = bytes;
+  block->stream = nullptr;
+  block->bin_next = nullptr;
+  block->state.store(BlockState::live, std::memory_order_release);
+  state->lock.lock();
+  StreamState::bump(state->live_bytes, static_cast<std::int64_t>(bytes));
+  StreamState::bump(state->live_blocks, 1);
+  StreamState::bump(state->allocations);
+  const std::int64_t live = state->live_bytes.load(std::memory_order_relaxed);
+  if (live > state->live_high.load(std::memory_order_relaxed)) {
+    state->live_high.store(live, std::memory_order_relaxed);
+  }
+  state->lock.unlock();
+  sample_used_high();
+}
+
+}  // namespace sova::detail

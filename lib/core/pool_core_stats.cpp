@@ -1,0 +1,233 @@
+// Statistics, attributes, access, and the invariant checker.
+#include "core/pool_core.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <string>
+
+namespace sova::detail {
+
+std::uint64_t PoolCore::used_now() noexcept {
+  std::int64_t used = 0;
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  for (auto& entry : streams_) used += entry.second->live_bytes.load(std::memory_order_relaxed);
+  return used > 0 ? static_cast<std::uint64_t>(used) : 0;
+}
+
+void PoolCore::sample_used_high() noexcept {
+  const std::uint64_t used = used_now();
+  std::uint64_t high = used_high_sampled_.load(std::memory_order_relaxed);
+  while (used > high && !used_high_sampled_.compare_exchange_weak(high, used)) {
+  }
+}
+
+PoolStats PoolCore::stats() {
+  PoolStats s;
+  std::lock_guard<std::mutex> heap(heap_mutex_);
+  sample_used_high();
+  s.reserved_current = arena_.backed_bytes();
+  s.reserved_high = arena_.backed_high();
+  s.chunks_mapped = arena_.chunks_mapped();
+  s.chunks_unmapped = arena_.chunks_unmapped();
+  s.failed_allocations = failed_allocations_;
+  s.cross_stream_reuses = cross_stream_reuses_;
+  s.cross_stream_waits = cross_stream_waits_;
+  s.device_synchronizes = device_synchronizes_;
+  s.events_recorded = events_recorded_.load(std::memory_order_relaxed);
+  std::int64_t used = 0;
+  std::int64_t live_blocks = 0;
+  std::int64_t stream_high = 0;
+  for (StreamState* st : all_streams()) {
+    st->lock.lock();
+    used += st->live_bytes.load(std::memory_order_relaxed);
+    live_blocks += st->live_blocks.load(std::memory_order_relaxed);
+    stream_high = std::max(stream_high, st->live_high.load(std::memory_order_relaxed));
+    s.allocations += st->allocations.load(std::memory_order_relaxed);
+    s.deallocations += st->deallocations.load(std::memory_order_relaxed);
+    s.fast_path_hits += st->fast_hits.load(std::memory_order_relaxed);
+    s.cached_bytes += st->cache.bytes();
+    for (const Block* b : st->pending) {
+      s.cached_bytes += b->size;
+      if (arena_.is_backed(b->offset, b->size)) s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
+    }
+    st->lock.unlock();
+  }
+  for (const Block* b : safe_) {
+    const bool is_tail = b->offset + b->size == arena_.size();
+    if (!is_tail) s.cached_bytes += b->size;
+    if (arena_.is_backed(b->offset, b->size)) s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
+  }
+  s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
+  s.used_high = std::max<std::uint64_t>(used_high_sampled_.load(), static_cast<std::uint64_t>(stream_high));
+  s.used_high = std::max(s.used_high, s.used_current);
+  s.live_blocks = live_blocks > 0 ? static_cast<std::uint64_t>(live_blocks) : 0;
+  return s;
+}
+
+std::string PoolCore::describe() {
+  const PoolStats s = stats();
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "pool on device %d (%s driver): reserved %" PRIu64 " B (high %" PRIu64 "), used %" PRIu64
+                " B (high %" PRIu64 ") in %" PRIu64 " blocks, cached %" PRIu64 " B, largest free backed block %" PRIu64
+                " B, max size %zu B",
+                device_, driver_.name(), s.reserved_current, s.reserved_high, s.used_current, s.used_high,
+                s.live_blocks, s.cached_bytes, s.largest_free_block, arena_.max_physical());
+  return line;
+}
+
+cudaError_t PoolCore::set_attribute(cudaMemPoolAttr attr, const void* value) noexcept {
+  if (value == nullptr) return cudaErrorInvalidValue;
+  switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies:
+      reuse_follow_event_dependencies_.store(*static_cast<const int*>(value) != 0);
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowOpportunistic:
+      reuse_allow_opportunistic_.store(*static_cast<const int*>(value) != 0);
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowInternalDependencies:
+      reuse_allow_internal_dependencies_.store(*static_cast<const int*>(value) != 0);
+      return cudaSuccess;
+    case cudaMemPoolAttrReleaseThreshold:
+      release_threshold_.store(*static_cast<const std::uint64_t*>(value));
+      return cudaSuccess;
+    case cudaMemPoolAttrReservedMemHigh:
+      if (*static_cast<const std::uint64_t*>(value) != 0) return cudaErrorInvalidValue;
+      {
+        std::lock_guard<std::mutex> lock(heap_mutex_);
+        arena_.reset_backed_high();
+      }
+      return cudaSuccess;
+    case cudaMemPoolAttrUsedMemHigh:
+      if (*static_cast<const std::uint64_t*>(value) != 0) return cudaErrorInvalidValue;
+      try {
+        std::lock_guard<std::mutex> heap(heap_mutex_);
+        for (StreamState* st : all_streams()) {
+          st->lock.lock();
+          st->live_high.store(st->live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
+          st->lock.unlock();
+        }
+        used_high_sampled_.store(used_now());
+      } catch (...) {
+        return cudaErrorMemoryAllocation;
+      }
+      return cudaSuccess;
+    default:
+      return cudaErrorInvalidValue;  // the Current figures are read-only; unknown attributes
+  }
+}
+
+cudaError_t PoolCore::get_attribute(cudaMemPoolAttr attr, void* value) noexcept {
+  if (value == nullptr) return cudaErrorInvalidValue;
+  switch (attr) {
+    case cudaMemPoolReuseFollowEventDependencies:
+      *static_cast<int*>(value) = reuse_follow_event_dependencies_.load() ? 1 : 0;
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowOpportunistic:
+      *static_cast<int*>(value) = reuse_allow_opportunistic_.load() ? 1 : 0;
+      return cudaSuccess;
+    case cudaMemPoolReuseAllowInternalDependencies:
+      *static_cast<int*>(value) = reuse_allow_internal_dependencies_.load() ? 1 : 0;
+      return cudaSuccess;
+    case cudaMemPoolAttrReleaseThreshold:
+      *static_cast<std::uint64_t*>(value) = release_threshold_.load();
+      return cudaSuccess;
+    case cudaMemPoolAttrReservedMemCurrent:
+    case cudaMemPoolAttrReservedMemHigh:
+    case cudaMemPoolAttrUsedMemCurrent:
+    case cudaMemPoolAttrUsedMemHigh: {
+      PoolStats s;
+      try {
+        s = stats();
+      } catch (...) {
+        return cudaErrorMemoryAllocation;
+      }
+      std::uint64_t figure = attr == cudaMemPoolAttrReservedMemCurrent ? s.reserved_current
+                             : attr == cudaMemPoolAttrReservedMemHigh  ? s.reserved_high
+                             : attr == cudaMemPoolAttrUsedMemCurrent   ? s.used_current
+                                                                       : s.used_high;
+      *static_cast<std::uint64_t*>(value) = figure;
+      return cudaSuccess;
+    }
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+cudaError_t PoolCore::set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept {
+  std::lock_guard<std::mutex> lock(heap_mutex_);
+  return arena_.set_peer_access(descs, count);
+}
+
+cudaError_t PoolCore::get_access(cudaMemAccessFlags* flags, const cudaMemLocation* location) noexcept {
+  if (flags == nullptr || location == nullptr) return cudaErrorInvalidValue;
+  if (location->type != cudaMemLocationTypeDevice) return cudaErrorInvalidValue;
+  int count = 0;
+  if (driver_.device_count(&count) != cudaSuccess || location->id < 0 || location->id >= count) {
+    return cudaErrorInvalidValue;
+  }
+  std::lock_guard<std::mutex> lock(heap_mutex_);
+  *flags = arena_.access_of(location->id);
+  return cudaSuccess;
+}
+
+void PoolCore::check_invariants() {
+  std::lock_guard<std::mutex> heap(heap_mutex_);
+  std::vector<StreamState*> streams = all_streams();
+  for (StreamState* s : streams) s->lock.lock();
+  std::string problem;
+  auto fail = [&](const std::string& what, const Block* b) {
+    if (problem.empty()) {
+      problem = what + (b != nullptr ? " (block at offset " + std::to_string(b->offset) + ", size " +
+                                           std::to_string(b->size) + ")"
+                                     : std::string());
+    }
+  };
+  std::size_t expected_offset = 0;
+  std::size_t free_blocks = 0, cached_blocks = 0;
+  std::int64_t live_requested = 0;
+  const Block* prev = nullptr;
+  for (const Block* b = map_.find(0); b != nullptr && problem.empty(); prev = b, b = b->next) {
+    if (b->offset != expected_offset) fail("blocks do not tile the VA range", b);
+    if (b->prev != prev) fail("broken address-order link", b);
+    if (b->size == 0 || b->size % kAlignment != 0) fail("block size not a positive multiple of 512", b);
+    if (map_.find(b->offset) != b) fail("block map does not point at block", b);
+    const BlockState state = b->state.load();
+    if (state != BlockState::free && !arena_.is_backed(b->offset, b->size)) fail("live or cached block not backed", b);
+    if (state == BlockState::live) live_requested += static_cast<std::int64_t>(b->requested);
+    if (state == BlockState::cached) ++cached_blocks;
+    if (state == BlockState::free) {
+      ++free_blocks;
+      auto& set = b->stream != nullptr ? b->stream->pending : safe_;
+      if (set.find(const_cast<Block*>(b)) == set.end()) fail("free block missing from its set", b);
+      if (prev != nullptr && prev->state.load() == BlockState::free && prev->stream == b->stream) {
+        fail("adjacent free blocks with the same tag not coalesced", b);
+      }
+    }
+    expected_offset = b->offset + b->size;
+  }
+  if (problem.empty() && expected_offset != arena_.size()) fail("blocks do not cover the VA range", nullptr);
+  std::size_t set_blocks = safe_.size();
+  std::size_t bin_blocks = 0;
+  std::int64_t stream_live = 0;
+  for (StreamState* s : streams) {
+    set_blocks += s->pending.size();
+    bin_blocks += s->cache.blocks();
+    stream_live += s->live_bytes.load();
+    s->cache.for_each([&](const Block* b) {
+      if (b->state.load() != BlockState::cached || b->stream != s) fail("cache holds a block not cached by it", b);
+    });
+  }
+  if (problem.empty() && set_blocks != free_blocks) fail("free sets and free blocks disagree", nullptr);
+  if (problem.empty() && bin_blocks != cached_blocks) fail("caches and cached blocks disagree", nullptr);
+  if (problem.empty() && stream_live != live_requested) {
+    fail("used bytes " + std::to_string(stream_live) + " != live blocks' bytes " + std::to_string(live_requested),
+         nullptr);
+  }
+  if (problem.empty() && arena_.backed_bytes() > arena_.size()) fail("more backed than reserved", nullptr);
+  for (StreamState* s : streams) s->lock.unlock();
+  if (!problem.empty()) throw Error("sova: invariant broken: " + problem, cudaErrorUnknown);
+}
+
+}  // namespace sova::detail

@@ -1,0 +1,147 @@
+// Streams: finding a stream's state, fences, events.
+#include "core/pool_core.hpp"
+
+#include <chrono>
+
+namespace sova::detail {
+
+namespace {
+
+// Each thread remembers the stream states it used last, keyed by pool uid
+// (never reused, so a destroyed pool's entries can never match). Initial-exec
+// TLS: a load off the thread pointer, no __tls_get_addr call on the fast path.
+struct RecentStream {
+  std::uint64_t pool_uid = 0;
+  cudaStream_t stream = nullptr;
+  StreamState* state = nullptr;
+};
+constexpr int kRecent = 4;
+__attribute__((tls_model("initial-exec"))) thread_local RecentStream t_recent[kRecent];
+__attribute__((tls_model("initial-exec"))) thread_local std::uintptr_t t_per_thread_key = 0;
+std::atomic<std::uintptr_t> g_next_thread_number{1};
+
+// Keys for cudaStreamPerThread: ...10 in binary, never a real handle (those
+// are pointers, aligned to at least 8) nor 0x1/0x2.
+std::uintptr_t per_thread_key() noexcept {
+  if (t_per_thread_key == 0) t_per_thread_key = (g_next_thread_number.fetch_add(1) << 2) | 0x2;
+  return t_per_thread_key;
+}
+
+std::uintptr_t canonical_key(cudaStream_t stream) noexcept {
+  const auto value = reinterpret_cast<std::uintptr_t>(stream);
+  if (value == 0 || value == reinterpret_cast<std::uintptr_t>(cudaStreamLegacy)) return kLegacyKey;
+  if (value == reinterpret_cast<std::uintptr_t>(cudaStreamPerThread)) return per_thread_key();
+  return value;
+}
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+StreamState* PoolCore::stream_state(cudaStream_t stream) noexcept {
+  const RecentStream& first = t_recent[0];
+  if (first.pool_uid == uid_ && first.stream == stream) return first.state;
+  return stream_state_slow(stream);
+}
+
+StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
+  StreamState* state = nullptr;
+  int hit = -1;
+  for (int i = 1; i < kRecent; ++i) {
+    if (t_recent[i].pool_uid == uid_ && t_recent[i].stream == stream) {
+      state = t_recent[i].state;
+      hit = i;
+      break;
+    }
+  }
+  if (state == nullptr) {
+    const std::uintptr_t key = canonical_key(stream);
+    try {
+      std::lock_guard<std::mutex> lock(streams_mutex_);
+      std::unique_ptr<StreamState>& slot = streams_[key];
+      if (!slot) {
+        slot = std::make_unique<StreamState>();
+        slot->key = key;
+        slot->is_legacy = key == kLegacyKey;
+        stream_count_.fetch_add(1, std::memory_order_relaxed);
+      }
+      state = slot.get();
+    } catch (...) {
+      return nullptr;  // out of host memory
+    }
+    hit = kRecent - 1;
+  }
+  // Move to the front, most recent first.
+  for (int i = hit; i > 0; --i) t_recent[i] = t_recent[i - 1];
+  t_recent[0] = RecentStream{uid_, stream, state};
+  return state;
+}
+
+std::vector<StreamState*> PoolCore::all_streams() {
+  std::vector<StreamState*> states;
+  std::lock_guard<std::mutex> lock(streams_mutex_);
+  states.reserve(streams_.size());
+  for (auto& entry : streams_) states.push_back(entry.second.get());
+  return states;
+}
+
+EventHandle PoolCore::acquire_event() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    if (!spare_events_.empty()) {
+      EventHandle event = spare_events_.back();
+      spare_events_.pop_back();
+      return event;
+    }
+  }
+  EventHandle event = nullptr;
+  if (driver_.event_create(&event) != cudaSuccess) return nullptr;
+  return event;
+}
+
+void PoolCore::return_event(EventHandle event) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    spare_events_.push_back(event);
+  } catch (...) {
+    driver_.event_destroy(event);
+  }
+}
+
+void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noexcept {
+  state->fence_requested.store(false, std::memory_order_relaxed);
+  state->last_fence_ns = now_ns();
+  if (!state->open_epoch_has_frees) return;  // nothing new to cover
+  EventHandle event = acquire_event();
+  if (event == nullptr) return;
+  cudaStream_t handle = state->is_legacy ? cudaStreamLegacy : stream;
+  if (driver_.event_record(event, handle) != cudaSuccess) {
+    return_event(event);
+    return;
+  }
+  try {
+    state->fences.push_back(Fence{event, state->epoch});
+  } catch (...) {
+    return_event(event);  // cannot remember it: the epoch stays open
+    return;
+  }
+  ++state->epoch;
+  state->open_epoch_has_frees = false;
+  events_recorded_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void PoolCore::poll_fences_locked(StreamState* state) noexcept {
+  while (!state->fences.empty()) {
+    const Fence fence = state->fences.front();
+    if (driver_.event_query(fence.event) != cudaSuccess) break;
+    if (fence.epoch > state->safe_epoch) state->safe_epoch = fence.epoch;
+    state->fences.pop_front();
+    return_event(fence.event);
+  }
+}
+
+}  // namespace sova::detail

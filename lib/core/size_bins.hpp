@@ -1,0 +1,142 @@
+// SizeBins: one stream's cache of freed blocks, keyed by exact size.
+//
+// An open-addressing table from block size to an intrusive LIFO list
+// (Block::bin_next). pop and push are a hash, a short probe and a pointer
+// swap: the fast path's core (budget ~5 ns each). Keys are never removed (an
+// emptied list keeps its slot), so a stream's table holds one slot per
+// distinct size it has ever freed; it doubles when half full. If growing
+// fails for want of host memory the block goes to an overflow list instead,
+// so push never fails. Not thread-safe: the owning stream's lock guards it.
+#pragma once
+
+#include "core/block.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <new>
+
+namespace sova::detail {
+
+class SizeBins {
+ public:
+  SizeBins() { rehash(kInitialSlots); }
+
+  /// The most recently freed block of exactly `size` bytes, or nullptr.
+  Block* pop(std::size_t size) noexcept {
+    Slot* slot = find(size);
+    if (slot == nullptr || slot->head == nullptr) return nullptr;
+    Block* block = slot->head;
+    slot->head = block->bin_next;
+    block->bin_next = nullptr;
+    bytes_ -= block->size;
+    --blocks_;
+    return block;
+  }
+
+  void push(Block* block) noexcept {
+    Slot* slot = find_or_insert(block->size);
+    if (slot == nullptr) {
+      block->bin_next = overflow_;
+      overflow_ = block;
+    } else {
+      block->bin_next = slot->head;
+      slot->head = block;
+    }
+    bytes_ += block->size;
+    ++blocks_;
+  }
+
+  /// Unlinks every block for which keep(block) is false and hands it to take(block).
+  template <class Keep, class Take>
+  void extract_if_not(Keep keep, Take take) {
+    auto sweep = [&](Block*& head) {
+      Block** link = &head;
+      while (*link != nullptr) {
+        Block* block = *link;
+        if (keep(block)) {
+          link = &block->bin_next;
+        } else {
+          *link = block->bin_next;
+          block->bin_next = nullptr;
+          bytes_ -= block->size;
+          --blocks_;
+          take(block);
+        }
+      }
+    };
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      if (slots_[i].size != 0) sweep(slots_[i].head);
+    }
+    sweep(overflow_);
+  }
+
+  template <class Visit>
+  void for_each(Visit visit) const {
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      for (Block* b = slots_[i].head; b != nullptr; b = b->bin_next) visit(b);
+    }
+    for (Block* b = overflow_; b != nullptr; b = b->bin_next) visit(b);
+  }
+
+  std::size_t bytes() const noexcept { return bytes_; }
+  std::size_t blocks() const noexcept { return blocks_; }
+
+ private:
+  struct Slot {
+    std::size_t size = 0;  // 0 = empty slot
+    Block* head = nullptr;
+  };
+  static constexpr std::size_t kInitialSlots = 64;
+
+  static std::size_t hash(std::size_t size) noexcept {
+    // Sizes are multiples of 512: drop those zero bits, then mix.
+    std::size_t h = size / kAlignment;
+    h ^= h >> 17;
+    h *= 0x9E3779B97F4A7C15ull;
+    return h ^ (h >> 29);
+  }
+
+  Slot* find(std::size_t size) noexcept {
+    for (std::size_t i = hash(size) & (capacity_ - 1);; i = (i + 1) & (capacity_ - 1)) {
+      if (slots_[i].size == size) return &slots_[i];
+      if (slots_[i].size == 0) return nullptr;
+    }
+  }
+
+  Slot* find_or_insert(std::size_t size) noexcept {
+    if (Slot* slot = find(size)) return slot;
+    if ((used_ + 1) * 2 > capacity_) {
+      try {
+        rehash(capacity_ * 2);
+      } catch (const std::bad_alloc&) {
+        if (used_ + 1 >= capacity_) return nullptr;  // table full: overflow list
+      }
+    }
+    std::size_t i = hash(size) & (capacity_ - 1);
+    while (slots_[i].size != 0) i = (i + 1) & (capacity_ - 1);
+    slots_[i].size = size;
+    ++used_;
+    return &slots_[i];
+  }
+
+  void rehash(std::size_t capacity) {
+    std::unique_ptr<Slot[]> fresh(new Slot[capacity]);
+    for (std::size_t i = 0; i < capacity_; ++i) {
+      if (slots_[i].size == 0) continue;
+      std::size_t j = hash(slots_[i].size) & (capacity - 1);
+      while (fresh[j].size != 0) j = (j + 1) & (capacity - 1);
+      fresh[j] = slots_[i];
+    }
+    slots_ = std::move(fresh);
+    capacity_ = capacity;
+  }
+
+  std::unique_ptr<Slot[]> slots_;
+  std::size_t capacity_ = 0;
+  std::size_t used_ = 0;
+  Block* overflow_ = nullptr;
+  std::size_t bytes_ = 0;
+  std::size_t blocks_ = 0;
+};
+
+}  // namespace sova::detail

@@ -1,0 +1,75 @@
+// StreamState: what a pool knows of one stream.
+//
+// Epochs and fences (how frees become safe for other streams without an
+// event per free): every free on a stream is stamped with the stream's
+// current epoch. Closing an epoch records one event (a fence) on the stream;
+// once the fence completes, every free stamped with that epoch or earlier is
+// complete. Fences are recorded lazily: when another stream asks for this
+// stream's memory (at this stream's next pool call, which is the only moment
+// the handle is known to be alive), on a large free at most once per
+// kFenceInterval, or by the pool itself on the legacy default stream, which
+// can never be destroyed.
+#pragma once
+
+#include "core/block.hpp"
+#include "core/size_bins.hpp"
+#include "core/spin_lock.hpp"
+
+#include <sova/driver.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <set>
+
+namespace sova::detail {
+
+struct Fence {
+  EventHandle event = nullptr;
+  std::uint64_t epoch = 0;  ///< frees stamped <= epoch are complete once the event is
+};
+
+struct StreamState {
+  /// Canonical key: the handle, kLegacyKey for 0 / cudaStreamLegacy, or a
+  /// per-thread key for cudaStreamPerThread.
+  std::uintptr_t key = 0;
+  bool is_legacy = false;
+
+  // ---- guarded by `lock` --------------------------------------------------
+  SpinLock lock;
+  SizeBins cache;
+  std::uint64_t epoch = 1;       ///< stamped on frees now
+  std::uint64_t safe_epoch = 0;  ///< frees stamped <= this are known complete
+  std::deque<Fence> fences;      ///< recorded, not yet seen complete; oldest first
+  std::int64_t last_fence_ns = 0;
+  bool open_epoch_has_frees = false;  ///< a free is stamped with `epoch` (a fence would cover it)
+
+  // ---- written under `lock`, read by statistics without it ------------------
+  std::atomic<std::int64_t> live_bytes{0};   ///< requested bytes allocated minus freed on this stream
+  std::atomic<std::int64_t> live_blocks{0};
+  std::atomic<std::int64_t> live_high{0};    ///< high-water mark of live_bytes
+  std::atomic<std::uint64_t> allocations{0};
+  std::atomic<std::uint64_t> deallocations{0};
+  std::atomic<std::uint64_t> fast_hits{0};
+
+  /// Set by another stream that wants this stream's cached memory; the next
+  /// call on this stream records a fence.
+  std::atomic<bool> fence_requested{false};
+
+  // ---- guarded by the pool's heap lock -------------------------------------
+  /// Free blocks whose free on this stream is not yet known complete.
+  std::set<Block*, BySizeThenOffset> pending;
+
+  /// Adds `delta` to a counter that only this stream's lock holder writes.
+  static void bump(std::atomic<std::int64_t>& counter, std::int64_t delta) noexcept {
+    counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+  }
+  static void bump(std::atomic<std::uint64_t>& counter) noexcept {
+    counter.store(counter.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+};
+
+/// cudaStreamLegacy's value, used as the key for 0 and cudaStreamLegacy alike.
+inline constexpr std::uintptr_t kLegacyKey = 0x1;
+
+}  // namespace sova::detail

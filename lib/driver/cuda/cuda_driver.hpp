@@ -1,0 +1,56 @@
+// sova — CudaDriver: sova::Driver over the real CUDA driver and runtime.
+//
+// VMM and device queries go to libcuda through entry points resolved at run
+// time (entry_points.hpp), under a scoped current context (context.hpp);
+// streams and events go through the runtime, whose handles the pool already
+// holds. Every runtime call leaves the caller's last-error state as it was
+// (runtime_call.hpp). The object has no state of its own; all of it is
+// process-wide and never destroyed, so any number of CudaDriver objects
+// behave as one (cuda_driver() hands out a single one).
+//
+// Split by concern: cuda_driver.cpp (identity, cuda_driver()), devices.cpp,
+// vmm.cpp, streams.cpp.
+#pragma once
+
+#include <sova/driver.hpp>
+
+namespace sova::cuda_detail {
+
+class CudaDriver final : public Driver {
+ public:
+  const char* name() const noexcept override { return "cuda"; }
+
+  // devices.cpp
+  cudaError_t device_count(int* count) noexcept override;
+  cudaError_t current_device(int* device) noexcept override;
+  cudaError_t device_info(int device, DeviceInfo* out) noexcept override;
+  cudaError_t memory_info(int device, std::size_t* free_bytes,
+                          std::size_t* total_bytes) noexcept override;
+  cudaError_t device_synchronize(int device) noexcept override;
+
+  // vmm.cpp
+  cudaError_t address_reserve(std::size_t bytes, std::size_t alignment,
+                              std::uintptr_t* va) noexcept override;
+  cudaError_t address_free(std::uintptr_t va, std::size_t bytes) noexcept override;
+  cudaError_t physical_create(int device, std::size_t bytes,
+                              PhysicalHandle* out) noexcept override;
+  cudaError_t physical_release(PhysicalHandle handle) noexcept override;
+  cudaError_t map(std::uintptr_t va, std::size_t bytes, PhysicalHandle handle) noexcept override;
+  cudaError_t unmap(std::uintptr_t va, std::size_t bytes) noexcept override;
+  cudaError_t set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs,
+                         std::size_t count) noexcept override;
+
+  // streams.cpp
+  cudaError_t event_create(EventHandle* event) noexcept override;
+  cudaError_t event_destroy(EventHandle event) noexcept override;
+  cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept override;
+  cudaError_t event_query(EventHandle event) noexcept override;
+  cudaError_t event_synchronize(EventHandle event) noexcept override;
+  cudaError_t stream_wait_event(cudaStream_t stream, EventHandle event) noexcept override;
+  cudaError_t stream_query(cudaStream_t stream) noexcept override;
+  cudaError_t stream_synchronize(cudaStream_t stream) noexcept override;
+  cudaError_t stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept override;
+  cudaError_t stream_id(cudaStream_t stream, unsigned long long* id) noexcept override;
+};
+
+}  // namespace sova::cuda_detail

@@ -1,0 +1,128 @@
+// Device queries. Attributes need only an initialised driver, not a context,
+// so device_info does not create one (asking about a device must not cost it
+// a context, hundreds of MiB, the program may never use) unless the driver
+// refuses the granularity query without one.
+// memory_info and device_synchronize act on a context and use the device's
+// primary one, then give the caller's back.
+#include "driver/cuda/allocation_prop.hpp"
+#include "driver/cuda/context.hpp"
+#include "driver/cuda/cuda_driver.hpp"
+#include "driver/cuda/entry_points.hpp"
+#include "driver/cuda/error_map.hpp"
+#include "driver/cuda/runtime_call.hpp"
+
+namespace sova::cuda_detail {
+
+namespace {
+
+cudaError_t bool_attribute(CUdevice dev, CUdevice_attribute attr, bool* out) noexcept {
+  int value = 0;
+  const CUresult r = entry_points().device_get_attribute(&value, attr, dev);
+  if (r != CUDA_SUCCESS) return to_runtime_error(r);
+  *out = value != 0;
+  return cudaSuccess;
+}
+
+cudaError_t granularity(int device, CUmemAllocationGranularity_flags which,
+                        std::size_t* out) noexcept {
+  CUmemAllocationProp prop;
+  if (const cudaError_t err = allocation_prop(device, &prop); err != cudaSuccess) return err;
+  const EntryPoints& cu = entry_points();
+  CUresult r = cu.mem_get_allocation_granularity(out, &prop, which);
+  if (r == CUDA_ERROR_INVALID_CONTEXT) {
+    // The documentation does not say whether this query needs a context. If
+    // the driver insists, ask again under the device's primary context.
+    ScopedContext ctx(device);
+    if (ctx.status() != cudaSuccess) return ctx.status();
+    r = cu.mem_get_allocation_granularity(out, &prop, which);
+  }
+  return to_runtime_error(r);
+}
+
+}  // namespace
+
+cudaError_t CudaDriver::device_count(int* count) noexcept {
+  if (count == nullptr) return cudaErrorInvalidValue;
+  const EntryPoints& cu = entry_points();
+  *count = cu.status == cudaSuccess ? cu.device_count : 0;
+  return cu.status;
+}
+
+cudaError_t CudaDriver::current_device(int* device) noexcept {
+  if (device == nullptr) return cudaErrorInvalidValue;
+  return quiet([&] { return cudaGetDevice(device); });
+}
+
+cudaError_t CudaDriver::device_info(int device, DeviceInfo* out) noexcept {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  if (const cudaError_t err = check_device(device); err != cudaSuccess) return err;
+  const EntryPoints& cu = entry_points();
+  CUdevice dev = 0;
+  if (CUresult r = cu.device_get(&dev, device); r != CUDA_SUCCESS) return to_runtime_error(r);
+
+  // Filled in a local and copied at the end: on failure *out is untouched.
+  DeviceInfo info;
+  info.ordinal = device;
+  if (CUresult r = cu.device_get_name(info.name, static_cast<int>(sizeof info.name), dev);
+      r != CUDA_SUCCESS) {
+    return to_runtime_error(r);
+  }
+  info.name[sizeof info.name - 1] = '\0';
+  if (CUresult r = cu.device_total_mem(&info.total_memory, dev); r != CUDA_SUCCESS) {
+    return to_runtime_error(r);
+  }
+
+  const struct {
+    CUdevice_attribute attr;
+    bool* field;
+  } flags[] = {
+      {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, &info.vmm_supported},
+      {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, &info.posix_fd_supported},
+      {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, &info.fabric_supported},
+      {CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, &info.compression_supported},
+      {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, &info.rdma_with_vmm_supported},
+  };
+  for (const auto& f : flags) {
+    if (const cudaError_t err = bool_attribute(dev, f.attr, f.field); err != cudaSuccess) return err;
+  }
+
+  // Without VMM there is no granularity to ask for; 0 says so (the pool
+  // refuses such a device with cudaErrorNotSupported).
+  if (info.vmm_supported) {
+    if (const cudaError_t err = granularity(device, CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+                                            &info.granularity);
+        err != cudaSuccess) {
+      return err;
+    }
+    if (const cudaError_t err = granularity(device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
+                                            &info.recommended_granularity);
+        err != cudaSuccess) {
+      return err;
+    }
+  }
+  *out = info;
+  return cudaSuccess;
+}
+
+cudaError_t CudaDriver::memory_info(int device, std::size_t* free_bytes,
+                                    std::size_t* total_bytes) noexcept {
+  if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
+  ScopedContext ctx(device);
+  if (ctx.status() != cudaSuccess) return ctx.status();
+  // The runtime acts on the thread's current driver context, now `device`'s.
+  std::size_t free_now = 0;
+  std::size_t total = 0;
+  const cudaError_t err = quiet([&] { return cudaMemGetInfo(&free_now, &total); });
+  if (err != cudaSuccess) return err;
+  *free_bytes = free_now;
+  *total_bytes = total;
+  return cudaSuccess;
+}
+
+cudaError_t CudaDriver::device_synchronize(int device) noexcept {
+  ScopedContext ctx(device);
+  if (ctx.status() != cudaSuccess) return ctx.status();
+  return quiet([] { return cudaDeviceSynchronize(); });
+}
+
+}  // namespace sova::cuda_detail

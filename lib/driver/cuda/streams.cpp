@@ -1,0 +1,83 @@
+// Streams and events through the runtime: the pool holds runtime handles
+// (cudaStream_t, and events it made here), and the runtime already resolves
+// the special handles (0 / cudaStreamLegacy, cudaStreamPerThread) against the
+// calling thread's current device, exactly as cudaMallocAsync does. No context
+// switching here for the same reason: the caller's current device is part of
+// what stream 0 means.
+//
+// Events are created on the calling thread's current device. An event can be
+// recorded only on a stream of its own device, so the caller (the pool) must
+// create events while its device is current.
+#include "driver/cuda/cuda_driver.hpp"
+#include "driver/cuda/runtime_call.hpp"
+
+namespace sova::cuda_detail {
+
+namespace {
+
+cudaEvent_t as_event(EventHandle event) noexcept { return static_cast<cudaEvent_t>(event); }
+
+}  // namespace
+
+cudaError_t CudaDriver::event_create(EventHandle* event) noexcept {
+  if (event == nullptr) return cudaErrorInvalidValue;
+  cudaEvent_t created = nullptr;
+  // Timing off: recording and querying are cheaper, and we never time.
+  const cudaError_t err =
+      quiet([&] { return cudaEventCreateWithFlags(&created, cudaEventDisableTiming); });
+  if (err != cudaSuccess) return err;
+  *event = created;
+  return cudaSuccess;
+}
+
+cudaError_t CudaDriver::event_destroy(EventHandle event) noexcept {
+  return quiet([&] { return cudaEventDestroy(as_event(event)); });
+}
+
+cudaError_t CudaDriver::event_record(EventHandle event, cudaStream_t stream) noexcept {
+  return quiet([&] { return cudaEventRecord(as_event(event), stream); });
+}
+
+cudaError_t CudaDriver::event_query(EventHandle event) noexcept {
+  return quiet([&] { return cudaEventQuery(as_event(event)); });
+}
+
+cudaError_t CudaDriver::event_synchronize(EventHandle event) noexcept {
+  return quiet([&] { return cudaEventSynchronize(as_event(event)); });
+}
+
+cudaError_t CudaDriver::stream_wait_event(cudaStream_t stream, EventHandle event) noexcept {
+  return quiet([&] { return cudaStreamWaitEvent(stream, as_event(event), 0); });
+}
+
+cudaError_t CudaDriver::stream_query(cudaStream_t stream) noexcept {
+  return quiet([&] { return cudaStreamQuery(stream); });
+}
+
+cudaError_t CudaDriver::stream_synchronize(cudaStream_t stream) noexcept {
+  return quiet([&] { return cudaStreamSynchronize(stream); });
+}
+
+cudaError_t CudaDriver::stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept {
+  if (capturing == nullptr) return cudaErrorInvalidValue;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const cudaError_t err = quiet([&] { return cudaStreamIsCapturing(stream, &status); });
+  if (err != cudaSuccess) return err;
+  // An invalidated capture is still a capture until cudaStreamEndCapture:
+  // work submitted to the stream is not executed, so treat it as capturing.
+  *capturing = status != cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
+
+cudaError_t CudaDriver::stream_id(cudaStream_t stream, unsigned long long* id) noexcept {
+  if (id == nullptr) return cudaErrorInvalidValue;
+  // cudaStreamGetId (CUDA 12.0) is the runtime face of cuStreamGetId: a
+  // per-process unique id, never reused even when a handle value is.
+  unsigned long long value = 0;
+  const cudaError_t err = quiet([&] { return cudaStreamGetId(stream, &value); });
+  if (err != cudaSuccess) return err;
+  *id = value;
+  return cudaSuccess;
+}
+
+}  // namespace sova::cuda_detail

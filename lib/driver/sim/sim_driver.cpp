@@ -1,0 +1,149 @@
+// sova sim — SimDriver: construction, test controls, devices and memory.
+// Stream and event methods are in sim_driver_streams.cpp.
+#include "sim_state.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <stdexcept>
+#include <utility>
+
+namespace sova {
+namespace {
+
+void check_config(const SimConfig& c) {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  if (c.device_count < 1) throw std::invalid_argument("SimConfig: device_count < 1");
+  if (c.granularity == 0 || c.granularity % page != 0)
+    throw std::invalid_argument("SimConfig: granularity must be a multiple of the page size");
+}
+
+}  // namespace
+
+SimDriver::SimDriver(const SimConfig& config)
+    : state_((check_config(config), std::make_unique<State>(config))) {}
+
+SimDriver::~SimDriver() {
+  // Drain the streams first: queued work may still touch the memory that the
+  // State's SimMemory unmaps when it is destroyed right after.
+  state_->streams->shutdown();
+}
+
+// ---- test-facing controls ---------------------------------------------------
+
+cudaStream_t SimDriver::create_stream(bool blocking) {
+  cudaStream_t s = state_->streams->create(0, blocking);
+  if (s == nullptr) throw std::logic_error("sova sim: create_stream after shutdown");
+  return s;
+}
+
+void SimDriver::destroy_stream(cudaStream_t stream) {
+  if (state_->streams->destroy(stream) != cudaSuccess)
+    throw std::invalid_argument("sova sim: destroy_stream of an invalid stream");
+}
+
+void SimDriver::launch(cudaStream_t stream, std::function<void()> work) {
+  sim::Item item;
+  item.work = std::move(work);
+  if (state_->streams->submit(stream, std::move(item)) != cudaSuccess)
+    throw std::invalid_argument("sova sim: launch on an invalid stream");
+}
+
+void SimDriver::delay(cudaStream_t stream, std::chrono::microseconds duration) {
+  sim::Item item;
+  item.delay = duration;
+  if (state_->streams->submit(stream, std::move(item)) != cudaSuccess)
+    throw std::invalid_argument("sova sim: delay on an invalid stream");
+}
+
+void SimDriver::fail_physical_create_at(int n, cudaError_t error) {
+  state_->memory.fail_create_at(n, error);
+}
+
+void SimDriver::fail_map_at(int n, cudaError_t error) { state_->memory.fail_map_at(n, error); }
+
+void SimDriver::fail_set_access_at(int n, cudaError_t error) {
+  state_->memory.fail_set_access_at(n, error);
+}
+
+SimCounters SimDriver::counters() const {
+  SimCounters c;
+  state_->memory.fill_counters(&c);
+  c.events_recorded = state_->events_recorded.load();
+  c.stream_waits = state_->stream_waits.load();
+  c.device_synchronizes = state_->device_synchronizes.load();
+  return c;
+}
+
+// ---- devices ------------------------------------------------------------------
+
+cudaError_t SimDriver::device_count(int* count) noexcept {
+  if (count == nullptr) return cudaErrorInvalidValue;
+  *count = state_->config.device_count;
+  return cudaSuccess;
+}
+
+cudaError_t SimDriver::current_device(int* device) noexcept {
+  if (device == nullptr) return cudaErrorInvalidValue;
+  *device = 0;  // the sim has no cudaSetDevice
+  return cudaSuccess;
+}
+
+cudaError_t SimDriver::device_info(int device, DeviceInfo* out) noexcept {
+  if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
+  if (out == nullptr) return cudaErrorInvalidValue;
+  const SimConfig& c = state_->config;
+  *out = DeviceInfo{};
+  out->ordinal = device;
+  std::snprintf(out->name, sizeof out->name, "%s", "sova sim device");
+  out->total_memory = c.total_memory;
+  out->granularity = c.granularity;
+  out->recommended_granularity = c.granularity;
+  out->vmm_supported = c.vmm_supported;
+  out->posix_fd_supported = c.posix_fd_supported;
+  out->fabric_supported = c.fabric_supported;
+  out->compression_supported = c.compression_supported;
+  out->rdma_with_vmm_supported = false;
+  return cudaSuccess;
+}
+
+cudaError_t SimDriver::memory_info(int device, std::size_t* free_bytes,
+                                   std::size_t* total_bytes) noexcept {
+  return sim::guarded([&] { return state_->memory.info(device, free_bytes, total_bytes); });
+}
+
+// ---- memory -------------------------------------------------------------------
+
+cudaError_t SimDriver::address_reserve(std::size_t bytes, std::size_t alignment,
+                                       std::uintptr_t* va) noexcept {
+  return sim::guarded([&] { return state_->memory.reserve(bytes, alignment, va); });
+}
+
+cudaError_t SimDriver::address_free(std::uintptr_t va, std::size_t bytes) noexcept {
+  return sim::guarded([&] { return state_->memory.free(va, bytes); });
+}
+
+cudaError_t SimDriver::physical_create(int device, std::size_t bytes,
+                                       PhysicalHandle* out) noexcept {
+  return sim::guarded([&] { return state_->memory.create(device, bytes, out); });
+}
+
+cudaError_t SimDriver::physical_release(PhysicalHandle handle) noexcept {
+  return sim::guarded([&] { return state_->memory.release(handle); });
+}
+
+cudaError_t SimDriver::map(std::uintptr_t va, std::size_t bytes,
+                           PhysicalHandle handle) noexcept {
+  return sim::guarded([&] { return state_->memory.map(va, bytes, handle); });
+}
+
+cudaError_t SimDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
+  return sim::guarded([&] { return state_->memory.unmap(va, bytes); });
+}
+
+cudaError_t SimDriver::set_access(std::uintptr_t va, std::size_t bytes,
+                                  const cudaMemAccessDesc* descs, std::size_t count) noexcept {
+  return sim::guarded([&] { return state_->memory.set_access(va, bytes, descs, count); });
+}
+
+}  // namespace sova

@@ -1,0 +1,121 @@
+// sova sim — SimDriver: streams and events (semantics in sim_streams.hpp and
+// sim_events.hpp). Host-side waits block the calling thread on the stream's
+// completion count; calling them from a stream's own work deadlocks, as a
+// kernel waiting on its own stream would hang.
+#include "sim_state.hpp"
+
+#include <optional>
+#include <utility>
+#include <vector>
+
+namespace sova {
+
+cudaError_t SimDriver::event_create(EventHandle* event) noexcept {
+  return sim::guarded([&] { return state_->events.create(event); });
+}
+
+cudaError_t SimDriver::event_destroy(EventHandle event) noexcept {
+  return sim::guarded([&] { return state_->events.destroy(event); });
+}
+
+cudaError_t SimDriver::event_record(EventHandle event, cudaStream_t stream) noexcept {
+  return sim::guarded([&] {
+    // Check the event first so a bad one enqueues nothing.
+    cudaError_t e = state_->events.check(event);
+    if (e != cudaSuccess) return e;
+    sim::Point at;
+    e = state_->streams->submit(stream, sim::Item{}, &at);  // the marker
+    if (e != cudaSuccess) return e;
+    e = state_->events.set(event, std::move(at));
+    if (e != cudaSuccess) return e;  // destroyed meanwhile; the marker is harmless
+    state_->events_recorded.fetch_add(1, std::memory_order_relaxed);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t SimDriver::event_query(EventHandle event) noexcept {
+  return sim::guarded([&] {
+    std::optional<sim::Point> at;
+    const cudaError_t e = state_->events.get(event, &at);
+    if (e != cudaSuccess) return e;
+    return !at || at->reached() ? cudaSuccess : cudaErrorNotReady;
+  });
+}
+
+cudaError_t SimDriver::event_synchronize(EventHandle event) noexcept {
+  return sim::guarded([&] {
+    std::optional<sim::Point> at;
+    const cudaError_t e = state_->events.get(event, &at);
+    if (e != cudaSuccess) return e;
+    if (at) at->wait();
+    return cudaSuccess;
+  });
+}
+
+cudaError_t SimDriver::stream_wait_event(cudaStream_t stream, EventHandle event) noexcept {
+  return sim::guarded([&] {
+    std::optional<sim::Point> at;  // captured now: a later re-record does not matter
+    cudaError_t e = state_->events.get(event, &at);
+    if (e != cudaSuccess) return e;
+    if (!at) {
+      // Waiting for an event never recorded is a no-op, as in CUDA.
+      sim::Point ignored;
+      return state_->streams->tail(stream, &ignored);
+    }
+    sim::Item item;
+    item.waits.push_back(std::move(*at));
+    e = state_->streams->submit(stream, std::move(item));
+    if (e != cudaSuccess) return e;
+    state_->stream_waits.fetch_add(1, std::memory_order_relaxed);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t SimDriver::stream_query(cudaStream_t stream) noexcept {
+  return sim::guarded([&] {
+    sim::Point tail;
+    const cudaError_t e = state_->streams->tail(stream, &tail);
+    if (e != cudaSuccess) return e;
+    return tail.reached() ? cudaSuccess : cudaErrorNotReady;
+  });
+}
+
+cudaError_t SimDriver::stream_synchronize(cudaStream_t stream) noexcept {
+  return sim::guarded([&] {
+    sim::Point tail;
+    const cudaError_t e = state_->streams->tail(stream, &tail);
+    if (e != cudaSuccess) return e;
+    tail.wait();
+    return cudaSuccess;
+  });
+}
+
+cudaError_t SimDriver::stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept {
+  return sim::guarded([&] {
+    if (capturing == nullptr) return cudaErrorInvalidValue;
+    sim::Point ignored;
+    const cudaError_t e = state_->streams->tail(stream, &ignored);  // validates the handle
+    if (e != cudaSuccess) return e;
+    *capturing = false;  // the sim has no graphs
+    return cudaSuccess;
+  });
+}
+
+cudaError_t SimDriver::stream_id(cudaStream_t stream, unsigned long long* id) noexcept {
+  return sim::guarded([&] {
+    if (id == nullptr) return cudaErrorInvalidValue;
+    return state_->streams->id(stream, id);
+  });
+}
+
+cudaError_t SimDriver::device_synchronize(int device) noexcept {
+  return sim::guarded([&] {
+    if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
+    // Work submitted after the snapshot is not waited for, as in CUDA.
+    for (const sim::Point& p : state_->streams->device_tails(device)) p.wait();
+    state_->device_synchronizes.fetch_add(1, std::memory_order_relaxed);
+    return cudaSuccess;
+  });
+}
+
+}  // namespace sova

@@ -1,0 +1,54 @@
+// sova sim — SimDriver::State: what one SimDriver owns, and the helper its
+// noexcept Driver methods use to turn exceptions into CUDA errors.
+#pragma once
+
+#include <sova/sim.hpp>
+
+#include "sim_events.hpp"
+#include "sim_memory.hpp"
+#include "sim_streams.hpp"
+
+#include <atomic>
+#include <memory>
+#include <new>
+#include <system_error>
+
+namespace sova {
+
+struct SimDriver::State {
+  explicit State(const SimConfig& c)
+      : config(c),
+        memory(c.device_count, c.total_memory, c.granularity),
+        streams(std::make_shared<sim::SimStreams>(c.device_count)) {}
+
+  bool valid_device(int device) const noexcept {
+    return device >= 0 && device < config.device_count;
+  }
+
+  const SimConfig config;
+  sim::SimMemory memory;
+  // Shared: per-thread stream hooks hold weak references to it.
+  std::shared_ptr<sim::SimStreams> streams;
+  sim::SimEvents events;
+  std::atomic<std::size_t> events_recorded{0};
+  std::atomic<std::size_t> stream_waits{0};
+  std::atomic<std::size_t> device_synchronizes{0};
+};
+
+namespace sim {
+
+/// Runs `f` (returning cudaError_t) and maps what it may throw (allocation of
+/// a table entry, start of a worker thread) to the runtime's errors.
+template <class F>
+cudaError_t guarded(F&& f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  } catch (...) {
+    return cudaErrorUnknown;
+  }
+}
+
+}  // namespace sim
+}  // namespace sova

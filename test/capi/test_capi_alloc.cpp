@@ -1,0 +1,230 @@
+// C API: sovaMallocAsync / sovaFreeAsync / sovaMallocFromPoolAsync, one test
+// per row of docs/notes/runtime-errors.md that concerns them, each checking
+// that a rejected call changed nothing.
+#include "capi/capi_test_util.hpp"
+
+#include <cstdlib>
+#include <vector>
+
+using namespace sova::capi_test;
+
+TEST_CASE("capi: size 0 gives NULL and cudaSuccess; freeing NULL is cudaSuccess", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  void* p = reinterpret_cast<void*>(0x1234);
+  CHECK(sovaMallocAsync(&p, 0, s) == cudaSuccess);
+  CHECK(p == nullptr);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+  p = reinterpret_cast<void*>(0x1234);
+  CHECK(sovaMallocFromPoolAsync(&p, 0, pool, s) == cudaSuccess);
+  CHECK(p == nullptr);
+  CHECK(sovaFreeAsync(nullptr, s) == cudaSuccess);
+  CHECK(sovaFreeAsync_ptsz(nullptr, nullptr) == cudaSuccess);
+  CHECK(used(pool) == 0);
+}
+
+TEST_CASE("capi: a NULL result pointer is cudaErrorInvalidValue and allocates nothing", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  const std::uint64_t used_before = used(default_pool(0));
+  CHECK(sovaMallocAsync(nullptr, 16, s) == cudaErrorInvalidValue);
+  CHECK(sovaMallocAsync_ptsz(nullptr, 16, s) == cudaErrorInvalidValue);
+  CHECK(sovaMallocFromPoolAsync(nullptr, 16, pool, s) == cudaErrorInvalidValue);
+  CHECK(sovaMallocFromPoolAsync_ptsz(nullptr, 16, pool, s) == cudaErrorInvalidValue);
+  CHECK(used(default_pool(0)) == used_before);
+  CHECK(used(pool) == 0);
+  CHECK(reserved(pool) == 0);
+}
+
+TEST_CASE("capi: sovaMallocAsync allocates from the current device's current pool", "[capi]") {
+  ScopedStream s;
+  sovaMemPool_t current = nullptr;
+  REQUIRE(sovaDeviceGetMemPool(&current, 0) == cudaSuccess);
+  const std::uint64_t used_before = used(current);
+  void* p = nullptr;
+  REQUIRE(sovaMallocAsync(&p, 3000, s) == cudaSuccess);
+  REQUIRE(p != nullptr);
+  CHECK(used(current) == used_before + 3000);
+  fill_on(s, p, 3000, 0x5a);
+  s.synchronize();
+  CHECK(holds(p, 3000, 0x5a));
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+  CHECK(used(current) == used_before);
+}
+
+TEST_CASE("capi: an impossible size is cudaErrorMemoryAllocation with NULL; the next works",
+          "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  for (const std::size_t size : {std::size_t{1} << 50, (std::size_t{1} << 30) + MiB}) {
+    void* p = reinterpret_cast<void*>(0x1234);
+    CHECK(sovaMallocFromPoolAsync(&p, size, pool, s) == cudaErrorMemoryAllocation);
+    CHECK(p == nullptr);
+    CHECK(used(pool) == 0);
+    CHECK(reserved(pool) == 0);
+  }
+  const std::uint64_t used_before = used(default_pool(0));
+  void* p = reinterpret_cast<void*>(0x1234);
+  CHECK(sovaMallocAsync(&p, std::size_t{1} << 50, s) == cudaErrorMemoryAllocation);
+  CHECK(p == nullptr);
+  CHECK(used(default_pool(0)) == used_before);
+
+  void* q = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&q, 256, pool, s) == cudaSuccess);
+  CHECK(q != nullptr);
+  CHECK(used(pool) == 256);
+  CHECK(sovaFreeAsync(q, s) == cudaSuccess);
+}
+
+TEST_CASE("capi: freeing a pointer no pool handed out is cudaErrorInvalidValue", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  void* live = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&live, 4096, pool, s) == cudaSuccess);
+  fill_on(s, live, 4096, 0x11);
+  static int host_static = 0;
+  int host_stack = 0;
+  void* host_heap = std::malloc(64);
+  CHECK(sovaFreeAsync(&host_static, s) == cudaErrorInvalidValue);
+  CHECK(sovaFreeAsync(&host_stack, s) == cudaErrorInvalidValue);
+  CHECK(sovaFreeAsync(host_heap, s) == cudaErrorInvalidValue);
+  CHECK(sovaFreeAsync_ptsz(host_heap, nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaFreeAsync(reinterpret_cast<void*>(0x1000), s) == cudaErrorInvalidValue);
+  std::free(host_heap);
+  s.synchronize();
+  CHECK(used(pool) == 4096);
+  CHECK(holds(live, 4096, 0x11));
+  CHECK(sovaFreeAsync(live, s) == cudaSuccess);
+  CHECK(used(pool) == 0);
+}
+
+TEST_CASE("capi: an interior pointer is cudaErrorInvalidValue; the block stays live and intact",
+          "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 4096, pool, s) == cudaSuccess);
+  fill_on(s, p, 4096, 0x77);
+  CHECK(sovaFreeAsync(static_cast<char*>(p) + 256, s) == cudaErrorInvalidValue);
+  CHECK(sovaFreeAsync(static_cast<char*>(p) + 1, s) == cudaErrorInvalidValue);
+  s.synchronize();
+  CHECK(used(pool) == 4096);
+  CHECK(holds(p, 4096, 0x77));
+  // Still live: another allocation does not get it.
+  void* q = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&q, 4096, pool, s) == cudaSuccess);
+  CHECK(q != p);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+  CHECK(sovaFreeAsync(q, s) == cudaSuccess);
+  CHECK(used(pool) == 0);
+}
+
+TEST_CASE("capi: a double free is cudaErrorInvalidValue, before or after a synchronize", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  void* p = nullptr;
+  void* other = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 4096, pool, s) == cudaSuccess);
+  REQUIRE(sovaMallocFromPoolAsync(&other, 8192, pool, s) == cudaSuccess);
+  fill_on(s, other, 8192, 0x42);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+  CHECK(sovaFreeAsync(p, s) == cudaErrorInvalidValue);
+  CHECK(used(pool) == 8192);
+  s.synchronize();
+  CHECK(sovaFreeAsync(p, s) == cudaErrorInvalidValue);
+  CHECK(used(pool) == 8192);
+  CHECK(holds(other, 8192, 0x42));
+  CHECK(sovaFreeAsync(other, s) == cudaSuccess);
+  CHECK(used(pool) == 0);
+}
+
+TEST_CASE("capi: used counts requested bytes, drops at free; pointers are 512-byte aligned",
+          "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  void* p = nullptr;
+  void* q = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 1, pool, s) == cudaSuccess);
+  CHECK(used(pool) == 1);
+  REQUIRE(sovaMallocFromPoolAsync(&q, 3000, pool, s) == cudaSuccess);
+  CHECK(used(pool) == 3001);
+  CHECK(reinterpret_cast<std::uintptr_t>(p) % 512 == 0);
+  CHECK(reinterpret_cast<std::uintptr_t>(q) % 512 == 0);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+  CHECK(used(pool) == 3000);  // at once, before the stream ran the free
+  CHECK(sovaFreeAsync(q, s) == cudaSuccess);
+  CHECK(used(pool) == 0);
+  CHECK(attr(pool, cudaMemPoolAttrUsedMemHigh) == 3001);
+}
+
+TEST_CASE("capi: the first small allocation reserves one granule", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 1, pool, s) == cudaSuccess);
+  sova::DeviceInfo info;
+  REQUIRE(sim().device_info(0, &info) == cudaSuccess);
+  CHECK(reserved(pool) == info.granularity);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+}
+
+TEST_CASE("capi: a pool's maxSize bounds what it hands out", "[capi]") {
+  ScopedPool pool(0, 64 * MiB);
+  ScopedStream s;
+  void* p = nullptr;
+  void* r = reinterpret_cast<void*>(0x1234);
+  REQUIRE(sovaMallocFromPoolAsync(&p, 32 * MiB, pool, s) == cudaSuccess);
+  CHECK(sovaMallocFromPoolAsync(&r, 48 * MiB, pool, s) == cudaErrorMemoryAllocation);
+  CHECK(r == nullptr);
+  CHECK(sovaMallocFromPoolAsync(&r, 65 * MiB, pool, s) == cudaErrorMemoryAllocation);
+  CHECK(r == nullptr);
+  CHECK(used(pool) == 32 * MiB);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+}
+
+TEST_CASE("capi: NULL, garbage and destroyed pools are cudaErrorInvalidValue for allocation",
+          "[capi]") {
+  ScopedStream s;
+  sovaMemPool_t destroyed = ScopedPool().release();
+  REQUIRE(sovaMemPoolDestroy(destroyed) == cudaSuccess);
+  int stack_object = 0;
+  const sovaMemPool_t bad[] = {
+      nullptr,
+      destroyed,
+      reinterpret_cast<sovaMemPool_t>(&stack_object),
+      reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0xdeadbeef}),
+      reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0x5}),
+      reinterpret_cast<sovaMemPool_t>(~std::uintptr_t{0}),
+  };
+  for (sovaMemPool_t pool : bad) {
+    void* p = reinterpret_cast<void*>(0x1234);
+    CHECK(sovaMallocFromPoolAsync(&p, 16, pool, s) == cudaErrorInvalidValue);
+    CHECK(p == nullptr);
+    CHECK(sovaMallocFromPoolAsync_ptsz(&p, 16, pool, s) == cudaErrorInvalidValue);
+  }
+}
+
+TEST_CASE("capi: data written through a block survives other blocks' traffic", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  ScopedStream t;
+  std::vector<void*> blocks;
+  for (int i = 0; i < 32; ++i) {
+    void* p = nullptr;
+    REQUIRE(sovaMallocFromPoolAsync(&p, 4096 * (i + 1), pool, i % 2 ? s : t) == cudaSuccess);
+    fill_on(i % 2 ? s : t, p, 4096 * (i + 1), static_cast<unsigned char>(i));
+    blocks.push_back(p);
+  }
+  // Free the even ones, allocate again over them; odd ones must be untouched.
+  for (int i = 0; i < 32; i += 2) CHECK(sovaFreeAsync(blocks[i], t) == cudaSuccess);
+  for (int i = 0; i < 32; i += 2) {
+    REQUIRE(sovaMallocFromPoolAsync(&blocks[i], 4096 * (i + 1), pool, t) == cudaSuccess);
+    fill_on(t, blocks[i], 4096 * (i + 1), 0xee);
+  }
+  s.synchronize();
+  t.synchronize();
+  for (int i = 1; i < 32; i += 2) CHECK(holds(blocks[i], 4096 * (i + 1), static_cast<unsigned char>(i)));
+  for (int i = 0; i < 32; i += 2) CHECK(holds(blocks[i], 4096 * (i + 1), 0xee));
+  for (int i = 0; i < 32; ++i) CHECK(sovaFreeAsync(blocks[i], s) == cudaSuccess);
+  CHECK(used(pool) == 0);
+}

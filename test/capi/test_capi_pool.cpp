@@ -1,0 +1,305 @@
+// C API: sovaMemPoolCreate / Destroy / Set-GetAttribute / TrimTo /
+// Set-GetAccess, with the error rows of docs/notes/runtime-errors.md.
+#include "capi/capi_test_util.hpp"
+
+using namespace sova::capi_test;
+
+namespace {
+
+/// Live VA reservations in the sim: one per pool that still exists.
+std::size_t live_reservations() { return sim().counters().reservations; }
+
+}  // namespace
+
+TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
+  sim();
+  sovaMemPool_t pool = nullptr;
+  const std::size_t before = live_reservations();
+  sovaMemPoolProps props = props_on(0);
+
+  SECTION("NULL output or props") {
+    CHECK(sovaMemPoolCreate(nullptr, &props) == cudaErrorInvalidValue);
+    CHECK(sovaMemPoolCreate(&pool, nullptr) == cudaErrorInvalidValue);
+  }
+  SECTION("device out of range") {
+    for (const int device : {-1, 2, 99}) {
+      props.device = device;
+      CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+    }
+  }
+  SECTION("reserved bytes not zero") {
+    props.reserved[63] = 1;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+    props.reserved[63] = 0;
+    props.reserved[0] = 0x80;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+  }
+  SECTION("unknown policy") {
+    const int bad[] = {4, -1, 99};
+    for (const int value : bad) {
+      std::memcpy(&props.policy, &value, sizeof value);
+      CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+    }
+  }
+  SECTION("policies not yet available") {
+    props.policy = sovaPolicySizeClass;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorNotSupported);
+    props.policy = sovaPolicyBuddy;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorNotSupported);
+    // An unusable value wins over an unsupported one.
+    props.device = 99;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+  }
+  SECTION("IPC handle types are not yet available") {
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorNotSupported);
+  }
+  CHECK(pool == nullptr);
+  CHECK(live_reservations() == before);
+}
+
+TEST_CASE("capi: zeroed props make a default pool on device 0; best-fit is accepted", "[capi]") {
+  sim();
+  sovaMemPoolProps props;
+  std::memset(&props, 0, sizeof props);
+  sovaMemPool_t a = nullptr;
+  REQUIRE(sovaMemPoolCreate(&a, &props) == cudaSuccess);
+  props.policy = sovaPolicyBestFit;
+  props.device = 1;
+  sovaMemPool_t b = nullptr;
+  REQUIRE(sovaMemPoolCreate(&b, &props) == cudaSuccess);
+  CHECK(a != b);
+  CHECK(a != default_pool(0));
+  CHECK(used(a) == 0);
+  ScopedStream s;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 1000, b, s) == cudaSuccess);
+  CHECK(used(b) == 1000);
+  CHECK(used(a) == 0);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+  CHECK(sovaMemPoolDestroy(a) == cudaSuccess);
+  CHECK(sovaMemPoolDestroy(b) == cudaSuccess);
+}
+
+TEST_CASE("capi: destroying a pool without live blocks releases it at once", "[capi]") {
+  default_pool(0);  // exists before counting
+  const std::size_t before = live_reservations();
+  sovaMemPool_t pool = ScopedPool().release();
+  CHECK(live_reservations() == before + 1);
+  ScopedStream s;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 5000, pool, s) == cudaSuccess);
+  REQUIRE(sovaFreeAsync(p, s) == cudaSuccess);
+  CHECK(sovaMemPoolDestroy(pool) == cudaSuccess);
+  CHECK(live_reservations() == before);
+  // The handle is dead, and so is the memory: its pointers are nobody's.
+  CHECK(sovaMemPoolDestroy(pool) == cudaErrorInvalidValue);
+  CHECK(sovaFreeAsync(p, s) == cudaErrorInvalidValue);
+  std::uint64_t value = 0;
+  CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value) ==
+        cudaErrorInvalidValue);
+}
+
+TEST_CASE("capi: destroying a pool with a live block defers until that block is freed", "[capi]") {
+  default_pool(0);
+  const std::size_t before = live_reservations();
+  const std::size_t physical_before = sim().counters().physical_bytes;
+  ScopedStream s;
+  sovaMemPool_t pool = ScopedPool().release();
+  void* p = nullptr;
+  void* q = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 3 * MiB, pool, s) == cudaSuccess);
+  REQUIRE(sovaMallocFromPoolAsync(&q, 1000, pool, s) == cudaSuccess);
+  fill_on(s, p, 3 * MiB, 0x3c);
+  fill_on(s, q, 1000, 0xc3);
+
+  CHECK(sovaMemPoolDestroy(pool) == cudaSuccess);  // the runtime returns at once too
+  // The handle fails at once, everywhere.
+  void* r = nullptr;
+  std::uint64_t value = 0;
+  CHECK(sovaMallocFromPoolAsync(&r, 16, pool, s) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value) ==
+        cudaErrorInvalidValue);
+  CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &value) ==
+        cudaErrorInvalidValue);
+  CHECK(sovaMemPoolTrimTo(pool, 0) == cudaErrorInvalidValue);
+  CHECK(sovaDeviceSetMemPool(0, pool) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolDestroy(pool) == cudaErrorInvalidValue);
+  // The memory lives on, contents intact.
+  s.synchronize();
+  CHECK(live_reservations() == before + 1);
+  CHECK(holds(p, 3 * MiB, 0x3c));
+  CHECK(holds(q, 1000, 0xc3));
+  // Rejected frees do not count as the last one.
+  CHECK(sovaFreeAsync(static_cast<char*>(p) + 512, s) == cudaErrorInvalidValue);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+  CHECK(sovaFreeAsync(p, s) == cudaErrorInvalidValue);
+  CHECK(live_reservations() == before + 1);
+  CHECK(holds(q, 1000, 0xc3));
+  // The last free releases everything.
+  CHECK(sovaFreeAsync(q, s) == cudaSuccess);
+  CHECK(live_reservations() == before);
+  CHECK(sim().counters().physical_bytes == physical_before);
+  CHECK(sovaFreeAsync(q, s) == cudaErrorInvalidValue);
+}
+
+TEST_CASE("capi: default, NULL and garbage pools cannot be destroyed", "[capi]") {
+  const sovaMemPool_t def = default_pool(0);
+  CHECK(sovaMemPoolDestroy(def) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolDestroy(default_pool(1)) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolDestroy(nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolDestroy(reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0xdeadbeef})) ==
+        cudaErrorInvalidValue);
+  // Still the default pool and still working.
+  CHECK(default_pool(0) == def);
+  ScopedStream s;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 64, def, s) == cudaSuccess);
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+}
+
+TEST_CASE("capi: attributes follow the runtime's rules", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 1000, pool, s) == cudaSuccess);
+  std::uint64_t v = 0;
+
+  SECTION("release threshold round-trips") {
+    v = 64 * MiB;
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &v) == cudaSuccess);
+    CHECK(attr(pool, cudaMemPoolAttrReleaseThreshold) == 64 * MiB);
+  }
+  SECTION("high-water marks: only 0 resets them") {
+    v = 5;
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v) == cudaErrorInvalidValue);
+    CHECK(attr(pool, cudaMemPoolAttrUsedMemHigh) == 1000);
+    REQUIRE(sovaFreeAsync(p, s) == cudaSuccess);
+    p = nullptr;
+    v = 0;
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &v) == cudaSuccess);
+    CHECK(attr(pool, cudaMemPoolAttrUsedMemHigh) == 0);
+  }
+  SECTION("current figures are read-only") {
+    const std::uint64_t reserved_before = reserved(pool);
+    v = 0;
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v) ==
+          cudaErrorInvalidValue);
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v) ==
+          cudaErrorInvalidValue);
+    CHECK(reserved(pool) == reserved_before);
+    CHECK(used(pool) == 1000);
+  }
+  SECTION("unknown attributes and NULL values") {
+    const auto unknown = static_cast<cudaMemPoolAttr>(999);
+    CHECK(sovaMemPoolSetAttribute(pool, unknown, &v) == cudaErrorInvalidValue);
+    CHECK(sovaMemPoolGetAttribute(pool, unknown, &v) == cudaErrorInvalidValue);
+    CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, nullptr) ==
+          cudaErrorInvalidValue);
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, nullptr) ==
+          cudaErrorInvalidValue);
+    CHECK(attr(pool, cudaMemPoolAttrReleaseThreshold) == 0);
+  }
+  SECTION("reuse switches read back as 0 or 1") {
+    int iv = 7;
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &iv) == cudaSuccess);
+    iv = -1;
+    CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &iv) == cudaSuccess);
+    CHECK(iv == 1);
+    iv = 0;
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &iv) ==
+          cudaSuccess);
+    iv = -1;
+    CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &iv) ==
+          cudaSuccess);
+    CHECK(iv == 0);
+  }
+  SECTION("NULL and garbage pools") {
+    const sovaMemPool_t bad[] = {nullptr, reinterpret_cast<sovaMemPool_t>(&v)};
+    for (sovaMemPool_t b : bad) {
+      CHECK(sovaMemPoolSetAttribute(b, cudaMemPoolAttrReleaseThreshold, &v) ==
+            cudaErrorInvalidValue);
+      CHECK(sovaMemPoolGetAttribute(b, cudaMemPoolAttrReleaseThreshold, &v) ==
+            cudaErrorInvalidValue);
+    }
+  }
+  if (p != nullptr) CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+}
+
+TEST_CASE("capi: sovaMemPoolTrimTo releases free memory, never live memory", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  std::uint64_t keep_all = UINT64_MAX;
+  REQUIRE(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all) == cudaSuccess);
+  void* live = nullptr;
+  void* freed = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&live, 4 * MiB, pool, s) == cudaSuccess);
+  REQUIRE(sovaMallocFromPoolAsync(&freed, 8 * MiB, pool, s) == cudaSuccess);
+  fill_on(s, live, 4 * MiB, 0x99);
+  REQUIRE(sovaFreeAsync(freed, s) == cudaSuccess);
+  s.synchronize();
+  CHECK(reserved(pool) >= 12 * MiB);
+  CHECK(sovaMemPoolTrimTo(pool, 0) == cudaSuccess);
+  CHECK(reserved(pool) >= 4 * MiB);
+  CHECK(reserved(pool) < 12 * MiB);
+  CHECK(used(pool) == 4 * MiB);
+  CHECK(holds(live, 4 * MiB, 0x99));
+  CHECK(sovaFreeAsync(live, s) == cudaSuccess);
+  s.synchronize();
+  CHECK(sovaMemPoolTrimTo(pool, 0) == cudaSuccess);
+  CHECK(reserved(pool) == 0);
+  CHECK(sovaMemPoolTrimTo(nullptr, 0) == cudaErrorInvalidValue);
+}
+
+TEST_CASE("capi: pool access follows the runtime's rules", "[capi]") {
+  ScopedPool pool;
+  cudaMemAccessDesc desc;
+  std::memset(&desc, 0, sizeof desc);
+  desc.location.type = cudaMemLocationTypeDevice;
+  desc.location.id = 0;
+  desc.flags = cudaMemAccessFlagsProtNone;
+  CHECK(sovaMemPoolSetAccess(pool, &desc, 1) == cudaErrorInvalidDevice);  // own device
+  desc.location.id = 99;
+  desc.flags = cudaMemAccessFlagsProtReadWrite;
+  CHECK(sovaMemPoolSetAccess(pool, &desc, 1) == cudaErrorInvalidDevice);
+  CHECK(sovaMemPoolSetAccess(pool, nullptr, 0) == cudaSuccess);
+  CHECK(sovaMemPoolSetAccess(pool, nullptr, 1) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolSetAccess(nullptr, nullptr, 0) == cudaErrorInvalidValue);
+
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+  cudaMemLocation location;
+  std::memset(&location, 0, sizeof location);
+  location.type = cudaMemLocationTypeDevice;
+  location.id = 0;
+  CHECK(sovaMemPoolGetAccess(&flags, pool, &location) == cudaSuccess);
+  CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+  location.id = 99;
+  CHECK(sovaMemPoolGetAccess(&flags, pool, &location) == cudaErrorInvalidValue);
+  location.id = 0;
+  CHECK(sovaMemPoolGetAccess(nullptr, pool, &location) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetAccess(&flags, pool, nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetAccess(&flags, nullptr, &location) == cudaErrorInvalidValue);
+
+  // The pool still works after the rejected calls.
+  ScopedStream s;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 4096, pool, s) == cudaSuccess);
+  fill_on(s, p, 4096, 1);
+  s.synchronize();
+  CHECK(holds(p, 4096, 1));
+  CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+}
+
+TEST_CASE("capi: granting device 1 access to a device-0 pool", "[capi]") {
+  ScopedPool pool;
+  cudaMemAccessDesc desc;
+  std::memset(&desc, 0, sizeof desc);
+  desc.location.type = cudaMemLocationTypeDevice;
+  desc.location.id = 1;
+  desc.flags = cudaMemAccessFlagsProtReadWrite;
+  CHECK(sovaMemPoolSetAccess(pool, &desc, 1) == cudaSuccess);
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+  cudaMemLocation location = desc.location;
+  CHECK(sovaMemPoolGetAccess(&flags, pool, &location) == cudaSuccess);
+  CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+}

@@ -1,0 +1,177 @@
+// Conformance: a block freed on stream A while A's work still uses it must
+// not be overwritten by another stream's work, whatever the reuse settings.
+//
+// Stream A writes a tag, stays busy, then checks the tag and frees the block.
+// Stream B allocates the same size at once and overwrites what it gets. If the
+// pool handed B the block without ordering B after A, A's check counts
+// mismatches (the negative control shows the check does catch that).
+#include "conformance/pool_fixture.hpp"
+
+using namespace sova;
+using namespace sova::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::size_t kBytes = std::size_t{4} << 20;
+constexpr std::uint32_t kTagA = 0xAAAA0001u;
+constexpr std::uint32_t kTagB = 0xBBBB0002u;
+
+void set_reuse(Pool& pool, bool opportunistic, bool internal) {
+  int on = opportunistic ? 1 : 0;
+  REQUIRE(pool.set_attribute(cudaMemPoolReuseAllowOpportunistic, &on) == cudaSuccess);
+  on = internal ? 1 : 0;
+  REQUIRE(pool.set_attribute(cudaMemPoolReuseAllowInternalDependencies, &on) == cudaSuccess);
+}
+
+}  // namespace
+
+TEST_CASE("negative control: unordered reuse across streams is detected", "[conformance]") {
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  Pool pool(options_on(device));
+  ScopedStream a(device);
+  ScopedStream b(device);
+  void* p = pool.allocate(kBytes, a);
+  device.fill(p, kBytes, kTagA, a);
+  device.busy(a, 50ms);
+  device.expect(p, kBytes, kTagA, a);
+  device.fill(p, kBytes, kTagB, b);  // what a buggy allocator would let B do
+  device.synchronize_device();
+  CHECK(device.mismatches() > 0);
+  pool.deallocate(p, a);
+}
+
+TEST_CASE("a block freed on a busy stream is not overwritten by another stream", "[conformance]") {
+  TestDevice& device = test_device();
+  struct Setting {
+    bool opportunistic, internal;
+  };
+  const Setting settings[] = {{true, true}, {true, false}, {false, true}, {false, false}};
+  for (const Setting& setting : settings) {
+    INFO("opportunistic " << setting.opportunistic << ", internal dependencies " << setting.internal);
+    device.reset_mismatches();
+    Pool pool(options_on(device));
+    set_reuse(pool, setting.opportunistic, setting.internal);
+    ScopedStream a(device);
+    ScopedStream b(device);
+
+    void* p = pool.allocate(kBytes, a);
+    device.fill(p, kBytes, kTagA, a);
+    device.busy(a, 50ms);
+    device.expect(p, kBytes, kTagA, a);
+    pool.deallocate(p, a);
+
+    // B asks at once. A's large free recorded a fence, so with internal
+    // dependencies B may take p, its work ordered after A's; else B grows.
+    void* q = pool.allocate(kBytes, b);
+    device.fill(q, kBytes, kTagB, b);
+    if (setting.internal) {
+      CHECK(q == p);
+      CHECK(pool.stats().cross_stream_waits == 1);
+    } else {
+      CHECK(q != p);
+    }
+    device.synchronize_device();
+    CHECK(device.mismatches() == 0);
+    pool.check_invariants();
+    pool.deallocate(q, b);
+  }
+}
+
+TEST_CASE("small frees get a fence when another stream asks, at the freeing stream's next call",
+          "[conformance]") {
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  Pool pool(options_on(device));
+  ScopedStream a(device);
+  ScopedStream b(device);
+  // Below a granule (no fence of its own); the filler takes the rest of p's
+  // granule so that B cannot be served from backed memory beside p.
+  constexpr std::size_t kSmall = std::size_t{1} << 20;
+  void* p = pool.allocate(kSmall, a);
+  void* filler = pool.allocate(kSmall, b);
+  device.fill(p, kSmall, kTagA, a);
+  device.busy(a, 50ms);
+  device.expect(p, kSmall, kTagA, a);
+  pool.deallocate(p, a);  // small: no fence of its own
+  const std::uint64_t events_before = pool.stats().events_recorded;
+
+  void* q1 = pool.allocate(kSmall, b);  // nothing covers p yet: B gets other memory
+  CHECK(q1 != p);
+  device.fill(q1, kSmall, kTagB, b);
+  CHECK(pool.stats().events_recorded == events_before);
+
+  pool.deallocate(pool.allocate(512, a), a);  // A's next call records the requested fence
+  CHECK(pool.stats().events_recorded == events_before + 1);
+
+  void* q2 = pool.allocate(kSmall, b);  // internal dependency: wait on A's fence
+  CHECK(q2 == p);
+  CHECK(pool.stats().cross_stream_waits == 1);
+  device.fill(q2, kSmall, kTagB, b);
+  device.synchronize_device();
+  CHECK(device.mismatches() == 0);
+  pool.deallocate(q1, b);
+  pool.deallocate(q2, b);
+  pool.deallocate(filler, b);
+  pool.check_invariants();
+}
+
+TEST_CASE("frees known complete are reused by other streams (opportunistic)", "[conformance]") {
+  TestDevice& device = test_device();
+  Pool pool(options_on(device));
+  ScopedStream a(device);
+  ScopedStream b(device);
+  void* p = pool.allocate(kBytes, a);
+  pool.deallocate(p, a);  // a large free records a fence (first in this stream)
+  device.synchronize(a);
+  const std::uint64_t reserved = attribute(pool, cudaMemPoolAttrReservedMemCurrent);
+  void* q = pool.allocate(kBytes, b);
+  CHECK(q == p);
+  CHECK(attribute(pool, cudaMemPoolAttrReservedMemCurrent) == reserved);
+  CHECK(pool.stats().cross_stream_reuses == 1);
+  CHECK(pool.stats().cross_stream_waits == 0);
+  pool.deallocate(q, b);
+  pool.check_invariants();
+}
+
+TEST_CASE("with every reuse switch off, another stream never gets a freed block before it is complete",
+          "[conformance]") {
+  TestDevice& device = test_device();
+  Pool pool(options_on(device));
+  set_reuse(pool, false, false);
+  ScopedStream a(device);
+  ScopedStream b(device);
+  void* p = pool.allocate(kBytes, a);
+  pool.deallocate(p, a);
+  device.synchronize(a);
+  void* q = pool.allocate(kBytes, b);
+  CHECK(q != p);
+  CHECK(pool.stats().cross_stream_reuses == 0);
+  pool.deallocate(q, b);
+}
+
+TEST_CASE("out of memory waits for other streams' frees before failing", "[conformance]") {
+  TestDevice& device = test_device();
+  PoolOptions options = options_on(device);
+  options.max_size = std::size_t{16} << 20;
+  Pool pool(options);
+  set_reuse(pool, false, false);
+  ScopedStream a(device);
+  ScopedStream b(device);
+  device.reset_mismatches();
+  void* p = pool.allocate(std::size_t{16} << 20, a);
+  device.fill(p, std::size_t{16} << 20, kTagA, a);
+  device.busy(a, 30ms);
+  device.expect(p, std::size_t{16} << 20, kTagA, a);
+  pool.deallocate(p, a);
+  // Only p's memory can satisfy B: the pool must make it safe (synchronize) first.
+  void* q = pool.allocate(std::size_t{16} << 20, b);
+  CHECK(q == p);
+  CHECK(pool.stats().device_synchronizes == 1);
+  device.fill(q, std::size_t{16} << 20, kTagB, b);
+  device.synchronize_device();
+  CHECK(device.mismatches() == 0);
+  pool.deallocate(q, b);
+  pool.check_invariants();
+}

@@ -1,0 +1,46 @@
+// TestDevice: what the conformance suite needs from "a device", so the same
+// tests run on the host simulation (sim suite, CI) and on a GPU (gpu suite).
+//
+// Work is stream-ordered: fill/expect/busy are enqueued on the stream, as a
+// kernel would be. `expect` never fails a test by itself: it counts words
+// that did not hold the tag, read back by mismatches() after a synchronize.
+// That is how premature reuse shows up: stream A still checking a block
+// another stream was handed and overwrote.
+#pragma once
+
+#include <sova/driver.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace sova::test {
+
+class TestDevice {
+ public:
+  virtual ~TestDevice() = default;
+  virtual const char* name() const = 0;  ///< "sim" or "cuda"
+  virtual Driver& driver() = 0;
+  virtual cudaStream_t create_stream() = 0;
+  virtual void destroy_stream(cudaStream_t stream) = 0;
+  /// Writes `tag` into every 32-bit word of [ptr, ptr + bytes).
+  virtual void fill(void* ptr, std::size_t bytes, std::uint32_t tag, cudaStream_t stream) = 0;
+  /// Counts the words of [ptr, ptr + bytes) that are not `tag`.
+  virtual void expect(void* ptr, std::size_t bytes, std::uint32_t tag, cudaStream_t stream) = 0;
+  /// Keeps the stream busy for about `duration`.
+  virtual void busy(cudaStream_t stream, std::chrono::microseconds duration) = 0;
+  virtual void synchronize(cudaStream_t stream) = 0;
+  virtual void synchronize_device() = 0;
+  /// Words found wrong by expect() so far (synchronize first).
+  virtual std::uint64_t mismatches() = 0;
+  virtual void reset_mismatches() = 0;
+};
+
+/// The device of this test binary: SimDriver in sova_tests, the GPU in sova_gpu_tests.
+std::unique_ptr<TestDevice> make_test_device();
+
+/// One process-wide device for the whole binary (streams and drivers are costly to set up).
+TestDevice& test_device();
+
+}  // namespace sova::test
