@@ -51,7 +51,7 @@ TEST_CASE("capi: destroy racing with frees of the last blocks finalizes once", "
   const std::size_t before = sim().counters().reservations;
   constexpr int kThreads = 4;
   constexpr int kBlocksPerThread = 64;
-  for (int round = 0; round < 20; ++round) {
+  for (int round = 0; round < 200; ++round) {
     sovaMemPool_t pool = ScopedPool().release();
     ScopedStream s;
     std::vector<std::vector<void*>> blocks(kThreads);

@@ -1,0 +1,149 @@
+// Driver failures during growth leave the pool and the device exactly as they were.
+#include "core/sim_pool_fixture.hpp"
+
+#include <cstring>
+
+using namespace sova;
+using namespace sova::test;
+
+TEST_CASE("a failed physical create changes nothing and the next allocation works", "[core][failure]") {
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));
+  cudaStream_t s = sim.create_stream();
+  void* keep = pool.allocate(std::size_t{3} << 20, s);
+  const PoolStats before = pool.stats();
+  const SimCounters device_before = sim.counters();
+
+  sim.fail_physical_create_at(1);
+  void* p = reinterpret_cast<void*>(0x1);
+  CHECK(pool.try_allocate(&p, std::size_t{8} << 20, s) == cudaErrorMemoryAllocation);
+  CHECK(p == nullptr);
+  const PoolStats after = pool.stats();
+  CHECK(after.reserved_current == before.reserved_current);
+  CHECK(after.used_current == before.used_current);
+  CHECK(after.live_blocks == before.live_blocks);
+  CHECK(sim.counters().physical_bytes == device_before.physical_bytes);
+  CHECK(sim.counters().maps == device_before.maps);
+  pool.check_invariants();
+
+  void* q = pool.allocate(std::size_t{8} << 20, s);
+  std::memset(q, 0x5A, std::size_t{8} << 20);  // sim memory is host memory: it must be mapped and writable
+  pool.deallocate(q, s);
+  pool.deallocate(keep, s);
+  sim.stream_synchronize(s);
+  pool.check_invariants();
+  sim.destroy_stream(s);
+}
+
+TEST_CASE("map and set-access failures are reported as the driver's error and undone", "[core][failure]") {
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));
+  cudaStream_t s = sim.create_stream();
+
+  SECTION("map") { sim.fail_map_at(1, cudaErrorUnknown); }
+  SECTION("set access") { sim.fail_set_access_at(1, cudaErrorUnknown); }
+
+  void* p = nullptr;
+  CHECK(pool.try_allocate(&p, std::size_t{4} << 20, s) == cudaErrorUnknown);
+  CHECK(p == nullptr);
+  CHECK(reserved_of(pool) == 0);
+  CHECK(sim.counters().physical_bytes == 0);
+  pool.check_invariants();
+  void* q = pool.allocate(std::size_t{1}, s);  // no failure armed any more
+  CHECK(q != nullptr);
+  pool.deallocate(q, s);
+  sim.destroy_stream(s);
+}
+
+TEST_CASE("growth that fails in a second run of granules undoes the first run", "[core][failure]") {
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));
+  cudaStream_t s = sim.create_stream();
+  const std::size_t mib = std::size_t{1} << 20;
+  // Lay out: A (2 MiB) B (2 MiB) C (2 MiB); free A and C, trim so their
+  // granules are unbacked while B stays: a hole, a backed granule, a hole.
+  void* a = pool.allocate(2 * mib, s);
+  void* b = pool.allocate(2 * mib, s);
+  void* c = pool.allocate(2 * mib, s);
+  pool.deallocate(a, s);
+  pool.deallocate(c, s);
+  pool.trim_to(0);
+  REQUIRE(reserved_of(pool) == 2 * mib);
+  pool.deallocate(b, s);
+  // Now a 6 MiB request fits A..C's coalesced VA: commit must back A's and C's
+  // granules, two separate chunks; make the second create fail.
+  const SimCounters before = sim.counters();
+  sim.fail_physical_create_at(2);
+  void* whole = nullptr;
+  const cudaError_t error = pool.try_allocate(&whole, 6 * mib, s);
+  if (error == cudaSuccess) {
+    // The pool may have found the memory elsewhere (after synchronizing); then
+    // it must still be consistent.
+    pool.deallocate(whole, s);
+  } else {
+    CHECK(error == cudaErrorMemoryAllocation);
+    CHECK(sim.counters().physical_bytes == before.physical_bytes);
+  }
+  pool.check_invariants();
+  sim.destroy_stream(s);
+}
+
+TEST_CASE("exhausting the device gives out-of-memory; freeing makes room again", "[core][failure]") {
+  SimDriver sim(small_sim(std::size_t{64} << 20));
+  Pool pool(options_on(sim));
+  cudaStream_t s = sim.create_stream();
+  const std::size_t mib = std::size_t{1} << 20;
+  void* blocks[8];
+  for (void*& b : blocks) b = pool.allocate(8 * mib, s);
+  void* p = nullptr;
+  CHECK(pool.try_allocate(&p, 8 * mib, s) == cudaErrorMemoryAllocation);
+  CHECK_THROWS_AS(pool.allocate(8 * mib, s), sova::OutOfMemory);
+  pool.check_invariants();
+  pool.deallocate(blocks[3], s);
+  pool.deallocate(blocks[4], s);
+  void* big = pool.allocate(16 * mib, s);  // the two coalesce
+  CHECK(big == blocks[3]);
+  pool.deallocate(big, s);
+  for (int i : {0, 1, 2, 5, 6, 7}) pool.deallocate(blocks[i], s);
+  pool.check_invariants();
+  sim.destroy_stream(s);
+}
+
+TEST_CASE("destroying a pool releases every chunk and its reservation", "[core][leak]") {
+  SimDriver sim(small_sim());
+  cudaStream_t s = sim.create_stream();
+  {
+    Pool pool(options_on(sim));
+    void* live = pool.allocate(5 << 20, s);
+    void* freed = pool.allocate(100, s);
+    pool.deallocate(freed, s);
+    CHECK(sim.counters().physical_bytes > 0);
+    CHECK(sim.counters().reservations == 1);
+    (void)live;  // destroyed while live: the pool still gives everything back
+  }
+  CHECK(sim.counters().physical_bytes == 0);
+  CHECK(sim.counters().reservations == 0);
+  CHECK(sim.counters().physical_creates == sim.counters().physical_releases);
+  sim.destroy_stream(s);
+}
+
+TEST_CASE("a device without VMM is refused with a clear error", "[core]") {
+  SimConfig config = small_sim();
+  config.vmm_supported = false;
+  SimDriver sim(config);
+  try {
+    Pool pool(options_on(sim));
+    FAIL("pool created without VMM");
+  } catch (const sova::Error& e) {
+    CHECK(e.error() == cudaErrorNotSupported);
+    CHECK(std::string(e.what()).find("virtual memory management") != std::string::npos);
+  }
+  PoolOptions bad = options_on(sim);
+  bad.device = 3;
+  try {
+    Pool pool(bad);
+    FAIL("pool created on a missing device");
+  } catch (const sova::Error& e) {
+    CHECK(e.error() == cudaErrorInvalidDevice);
+  }
+}
