@@ -1,7 +1,8 @@
 // pair/<allocator>/<bytes>: one allocate + free of the same size on one stream
 // per iteration, pool warm (a block of that size was freed on this stream just
 // before). No kernels and no synchronize inside the loop: this is the cost an
-// allocator adds to every allocation in a steady loop, its fast path.
+// allocator adds to every allocation in a steady loop, its fast path. Wall
+// time (UseRealTime), as the program sees it: cudaFree, for one, waits.
 // Peers (docs/benchmarks.md): cudaMallocAsync ~1.2 us, cudaMalloc ~95 us.
 #include "cases.hpp"
 
@@ -27,7 +28,7 @@ template <class A>
 benchmark::internal::Benchmark* register_pair() {
   auto* b = benchmark::RegisterBenchmark(case_name<A>("pair").c_str(), BM_pair<A>);
   for (long bytes : {256L, 4L << 10, 64L << 10, 1L << 20, 4L << 20, 64L << 20}) b->Arg(bytes);
-  return b->Unit(benchmark::kNanosecond);
+  return b->UseRealTime()->Unit(benchmark::kNanosecond);
 }
 
 [[maybe_unused]] const bool registered = [] {

@@ -14,6 +14,10 @@ std::atomic<std::uint64_t> g_next_pool_uid{1};
 // stream that then goes quiet becomes provably complete (and releasable)
 // without an event per free (0.4 us each on H100, docs/notes).
 constexpr std::int64_t kFenceIntervalNs = 1'000'000;
+// Reading the clock costs ~50 ns on the lent H100's host (measured: a 4 MiB
+// pair took 93 ns against 42 ns for 256 B): look at it on every 16th large
+// free only.
+constexpr std::uint32_t kClockEvery = 15;
 
 std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -154,8 +158,8 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   StreamState::bump(state->live_blocks, -1);
   StreamState::bump(state->deallocations);
   bool fence = state->fence_requested.load(std::memory_order_relaxed);
-  if (!fence && block->size >= info_.granularity) {
-    fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;
+  if (!fence && block->size >= info_.granularity && (++state->large_frees & kClockEvery) == 1) {
+    fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;  // the first, then every 16th
   }
   if (fence) record_fence_locked(state, stream);
   state->lock.unlock();

@@ -42,6 +42,7 @@ struct StreamState {
   std::uint64_t safe_epoch = 0;  ///< frees stamped <= this are known complete
   std::deque<Fence> fences;      ///< recorded, not yet seen complete; oldest first
   std::int64_t last_fence_ns = 0;
+  std::uint32_t large_frees = 0;  ///< counts frees of a granule or more (see kClockEvery)
   bool open_epoch_has_frees = false;  ///< a free is stamped with `epoch` (a fence would cover it)
 
   // ---- written under `lock`, read by statistics without it ------------------
