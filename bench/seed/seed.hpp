@@ -1,4 +1,4 @@
-// sova seed loop — the README's main job: on one stream, 100 times (allocate
+// sova seed loop — the project's main job: on one stream, 100 times (allocate
 // 4 MiB, run a kernel over it, free), timed whole-program: a host clock around
 // the 100 iterations plus the final stream synchronize.
 //
@@ -32,19 +32,6 @@ enum class SeedVariant {
 };
 constexpr int kSeedVariants = 4;
 const char* seed_variant_name(SeedVariant v);
-
-#if defined(__CUDACC__)
-#define SOVA_BENCH_HD __host__ __device__
-#else
-#define SOVA_BENCH_HD
-#endif
-
-/// Value the kernel writes at index i in iteration `tag`, and what it leaves
-/// there after the read-modify step. Exact in float (tag < 2^7, i & 0xffff).
-SOVA_BENCH_HD inline float seed_written(float tag, std::size_t i) {
-  return tag * 65536.0f + static_cast<float>(i & 0xffff);
-}
-SOVA_BENCH_HD inline float seed_final(float tag, std::size_t i) { return seed_written(tag, i) * 2.0f + 1.0f; }
 
 #if defined(SOVA_BENCH_KERNELS)
 /// The loop on a GPU (seed_gpu.cu). Owns one non-blocking stream, the

@@ -13,6 +13,14 @@ constexpr unsigned kThreads = 256;
 constexpr unsigned kBlocks = static_cast<unsigned>(kSeedFloats / kThreads);
 static_assert(kSeedFloats % kThreads == 0, "one float per thread");
 
+// What the kernel writes at index i in iteration `tag`, and what it leaves
+// there after the read-modify step. Exact in float: tag <= 100 < 2^7, so
+// every value stays below 2^24.
+__host__ __device__ float seed_written(float tag, std::size_t i) {
+  return tag * 65536.0f + static_cast<float>(i & 0xffff);
+}
+__host__ __device__ float seed_final(float tag, std::size_t i) { return seed_written(tag, i) * 2.0f + 1.0f; }
+
 // Writes every float, reads it back and checks it, then modifies it: the
 // allocation is really touched, and memory that is not what it should be
 // (unmapped, shared with something else) shows as a fault or a counted error.

@@ -1,6 +1,8 @@
 // PoolCore construction, destruction and the fast paths.
 #include "core/pool_core.hpp"
 
+#include "core/release_worker.hpp"
+
 #include <chrono>
 #include <string>
 
@@ -84,9 +86,11 @@ PoolCore::PoolCore(const PoolOptions& options)
   all->size = arena_.size();
   map_.set(0, all);
   safe_.insert(all);
+  register_for_release(this);
 }
 
 PoolCore::~PoolCore() {
+  unregister_for_release(this);
   // Frees may still be pending on streams: wait before unmapping anything.
   driver_.device_synchronize(device_);
   for (auto& entry : streams_) {

@@ -47,6 +47,10 @@ class PoolCore {
   cudaError_t allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept;
   cudaError_t deallocate(void* ptr, cudaStream_t stream) noexcept;
   cudaError_t trim_to(std::size_t bytes_to_keep) noexcept;
+  /// Called by the release worker every kReleasePeriod: if no allocation or
+  /// free happened since the last call, releases memory above the release
+  /// threshold whose frees are known complete (release_worker.hpp says why).
+  void release_if_idle() noexcept;
 
   cudaError_t set_attribute(cudaMemPoolAttr attr, const void* value) noexcept;
   cudaError_t get_attribute(cudaMemPoolAttr attr, void* value) noexcept;
@@ -108,6 +112,8 @@ class PoolCore {
   // ---- release (pool_core_release.cpp); heap_mutex_ held ---------------------
   /// Releases safe free physical memory until at most `keep` stays backed.
   std::size_t release_free_memory(std::size_t keep) noexcept;
+
+  std::uint64_t activity_seen_ = ~std::uint64_t{0};  ///< release worker only
 
   // ---- statistics (pool_core_stats.cpp) ---------------------------------------
   std::uint64_t used_now() noexcept;

@@ -33,4 +33,26 @@ cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {
   return cudaSuccess;
 }
 
+void PoolCore::release_if_idle() noexcept {
+  std::uint64_t activity = 0;
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    for (auto& entry : streams_) {
+      activity += entry.second->allocations.load(std::memory_order_relaxed) +
+                  entry.second->deallocations.load(std::memory_order_relaxed);
+    }
+  }
+  const bool idle = activity == activity_seen_;
+  activity_seen_ = activity;
+  if (!idle) return;
+  std::unique_lock<std::mutex> lock(heap_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;  // the pool is busy after all
+  const std::uint64_t threshold = release_threshold_.load(std::memory_order_relaxed);
+  if (arena_.backed_bytes() <= threshold) return;
+  // Moves frees known complete to the safe set; asks streams with uncovered
+  // frees for a fence (recorded at their next call; on the legacy stream, now).
+  harvest_streams(nullptr);
+  release_free_memory(threshold);
+}
+
 }  // namespace sova::detail

@@ -1,0 +1,47 @@
+// Probe: what the host-side calls on sova's C API path cost on this machine.
+// Prints ns per call (best of 5 runs of 2M calls). docs/notes records the output.
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cudaTypedefs.h>
+
+#include <chrono>
+#include <cstdio>
+
+template <class F>
+double ns_per_call(F f) {
+  double best = 1e30;
+  for (int run = 0; run < 5; ++run) {
+    const int n = 2000000;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) f();
+    auto t1 = std::chrono::steady_clock::now();
+    const double ns = std::chrono::duration<double, std::nano>(t1 - t0).count() / n;
+    if (ns < best) best = ns;
+  }
+  return best;
+}
+
+int main() {
+  cudaFree(nullptr);
+  PFN_cuCtxGetCurrent_v4000 ctx_get = nullptr;
+  cudaDriverEntryPointQueryResult q;
+  cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", reinterpret_cast<void**>(&ctx_get), 4000,
+                                   cudaEnableDefault, &q);
+  PFN_cuStreamGetId_v12000 get_id = nullptr;
+  cudaGetDriverEntryPointByVersion("cuStreamGetId", reinterpret_cast<void**>(&get_id), 12000,
+                                   cudaEnableDefault, &q);
+  PFN_cuStreamIsCapturing_v10000 is_capturing = nullptr;
+  cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", reinterpret_cast<void**>(&is_capturing), 10000,
+                                   cudaEnableDefault, &q);
+  cudaStream_t stream;
+  cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  volatile int sink = 0;
+  std::printf("cudaGetDevice          %6.1f ns\n", ns_per_call([&] { int d; cudaGetDevice(&d); sink = d; }));
+  std::printf("cuCtxGetCurrent        %6.1f ns\n", ns_per_call([&] { CUcontext c; ctx_get(&c); sink = c != nullptr; }));
+  std::printf("cudaStreamIsCapturing  %6.1f ns\n", ns_per_call([&] { cudaStreamCaptureStatus c; cudaStreamIsCapturing(stream, &c); sink = c; }));
+  std::printf("cuStreamIsCapturing    %6.1f ns\n", ns_per_call([&] { CUstreamCaptureStatus c; is_capturing((CUstream)stream, &c); sink = c; }));
+  std::printf("cuStreamGetId          %6.1f ns\n", ns_per_call([&] { unsigned long long id; get_id((CUstream)stream, &id); sink = (int)id; }));
+  std::printf("cudaEventRecord        %6.1f ns\n", ns_per_call([&] { static cudaEvent_t e = [] { cudaEvent_t x; cudaEventCreateWithFlags(&x, cudaEventDisableTiming); return x; }(); cudaEventRecord(e, stream); }));
+  std::printf("steady_clock::now      %6.1f ns\n", ns_per_call([&] { sink = (int)std::chrono::steady_clock::now().time_since_epoch().count(); }));
+  return 0;
+}
