@@ -28,6 +28,19 @@ SharedPool make_warm_pool(sova::Driver& driver) {
   return shared;
 }
 
+// Trims a sova pool to nothing cached and resets its high-water marks.
+void reset_pool_peaks(sova::Pool& pool) {
+  pool.trim_to(0);
+  const std::uint64_t zero = 0;
+  check_cuda(pool.set_attribute(cudaMemPoolAttrReservedMemHigh, &zero), "Pool::set_attribute(ReservedMemHigh)");
+  check_cuda(pool.set_attribute(cudaMemPoolAttrUsedMemHigh, &zero), "Pool::set_attribute(UsedMemHigh)");
+}
+
+PeakFigures read_pool_peaks(const sova::Pool& pool) {
+  const sova::PoolStats stats = pool.stats();
+  return {stats.reserved_high, stats.used_high};
+}
+
 // Runs `set_up` and turns what it throws into `why_not`.
 template <class F>
 void try_set_up(std::string& why_not, F&& set_up) {
@@ -71,6 +84,28 @@ void* CudaAsyncDefault::allocate(std::size_t bytes, cudaStream_t stream) {
 }
 void CudaAsyncDefault::deallocate(void* ptr, cudaStream_t stream) {
   check_cuda(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
+}
+
+void CudaAsyncDefault::reset_peaks() {
+  cudaMemPool_t pool = nullptr;
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // frees complete: trimmable
+  check_cuda(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+  std::uint64_t zero = 0;
+  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero),
+             "cudaMemPoolSetAttribute(ReservedMemHigh)");
+  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
+             "cudaMemPoolSetAttribute(UsedMemHigh)");
+}
+PeakFigures CudaAsyncDefault::read_peaks() {
+  cudaMemPool_t pool = nullptr;
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+  PeakFigures peaks;
+  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &peaks.reserved_high),
+             "cudaMemPoolGetAttribute(ReservedMemHigh)");
+  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peaks.used_high),
+             "cudaMemPoolGetAttribute(UsedMemHigh)");
+  return peaks;
 }
 
 CudaAsyncPool::CudaAsyncPool() {
@@ -127,6 +162,27 @@ void SovaCapi::deallocate(void* ptr, cudaStream_t stream) {
   check_cuda(sovaFreeAsync(ptr, stream), "sovaFreeAsync");
 }
 
+void SovaCapi::reset_peaks() {
+  sovaMemPool_t pool = nullptr;
+  check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool");
+  check_cuda(sovaMemPoolTrimTo(pool, 0), "sovaMemPoolTrimTo");
+  std::uint64_t zero = 0;
+  check_cuda(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero),
+             "sovaMemPoolSetAttribute(ReservedMemHigh)");
+  check_cuda(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
+             "sovaMemPoolSetAttribute(UsedMemHigh)");
+}
+PeakFigures SovaCapi::read_peaks() {
+  sovaMemPool_t pool = nullptr;
+  check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool");
+  PeakFigures peaks;
+  check_cuda(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &peaks.reserved_high),
+             "sovaMemPoolGetAttribute(ReservedMemHigh)");
+  check_cuda(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peaks.used_high),
+             "sovaMemPoolGetAttribute(UsedMemHigh)");
+  return peaks;
+}
+
 SovaPool::SovaPool() {
   if (!have_gpu()) {
     why_not = "no GPU";
@@ -137,10 +193,15 @@ SovaPool::SovaPool() {
   why_not = shared.error;
 }
 
+void SovaPool::reset_peaks() { reset_pool_peaks(*pool); }
+PeakFigures SovaPool::read_peaks() { return read_pool_peaks(*pool); }
+
 SovaPoolSim::SovaPoolSim() : sim(&shared_sim()) {
   static const SharedPool shared = make_warm_pool(shared_sim());
   pool = shared.pool;
   why_not = shared.error;
 }
+void SovaPoolSim::reset_peaks() { reset_pool_peaks(*pool); }
+PeakFigures SovaPoolSim::read_peaks() { return read_pool_peaks(*pool); }
 
 }  // namespace sova_bench

@@ -7,6 +7,12 @@
 //   void* allocate(bytes, stream);   throws std::runtime_error on failure
 //   void deallocate(ptr, stream);    throws std::runtime_error on failure
 //
+// and, where the allocator can tell its memory figures (random/ reads them):
+//
+//   void reset_peaks();              trims cached memory (after waiting for the
+//                                    device), then resets the high-water marks
+//   PeakFigures read_peaks();        reserved and used high-water marks since
+//
 // Static dispatch: a timed loop makes no call the allocator itself would not.
 // Pools are shared by the whole process (warm across benchmarks), made on
 // first use and never destroyed, so none outlives the CUDA runtime at exit.
@@ -22,9 +28,17 @@
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace sova_bench {
+
+/// High-water marks since the last reset_peaks(), in bytes, as the allocator
+/// counts them (cudaMemPoolAttrReservedMemHigh / UsedMemHigh and their kin).
+struct PeakFigures {
+  std::uint64_t reserved_high = 0;  ///< physical memory held
+  std::uint64_t used_high = 0;      ///< bytes handed out (requested sizes)
+};
 
 /// cudaMalloc / cudaFree; the stream is ignored (cudaFree synchronizes the device).
 struct CudaMalloc {
@@ -46,6 +60,10 @@ struct CudaAsyncDefault {
   CudaAsyncDefault();
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* ptr, cudaStream_t stream);
+  /// cudaDeviceSynchronize, cudaMemPoolTrimTo(0), then ReservedMemHigh and
+  /// UsedMemHigh set to 0 (which resets them to the current values).
+  void reset_peaks();
+  PeakFigures read_peaks();
 };
 
 /// cudaMallocFromPoolAsync / cudaFreeAsync on a pool made with cudaMemPoolCreate.
@@ -70,6 +88,9 @@ struct SovaCapi {
   SovaCapi();
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* ptr, cudaStream_t stream);
+  /// sovaMemPoolTrimTo(0) on the current pool, then its highs reset.
+  void reset_peaks();
+  PeakFigures read_peaks();
 };
 
 /// sova::Pool::allocate / deallocate on the CUDA driver.
@@ -82,6 +103,9 @@ struct SovaPool {
   SovaPool();
   void* allocate(std::size_t bytes, cudaStream_t stream) { return pool->allocate(bytes, stream); }
   void deallocate(void* ptr, cudaStream_t stream) { pool->deallocate(ptr, stream); }
+  /// Pool::trim_to(0), then the pool's highs reset.
+  void reset_peaks();
+  PeakFigures read_peaks();
 };
 
 /// sova::Pool on shared_sim(): runs everywhere, for smoke testing; host timings.
@@ -94,6 +118,9 @@ struct SovaPoolSim {
   SovaPoolSim();
   void* allocate(std::size_t bytes, cudaStream_t stream) { return pool->allocate(bytes, stream); }
   void deallocate(void* ptr, cudaStream_t stream) { pool->deallocate(ptr, stream); }
+  /// Pool::trim_to(0), then the pool's highs reset.
+  void reset_peaks();
+  PeakFigures read_peaks();
 };
 
 }  // namespace sova_bench

@@ -79,7 +79,8 @@ PoolCore::PoolCore(const PoolOptions& options)
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),
-      reuse_allow_internal_dependencies_(options.reuse_allow_internal_dependencies) {
+      reuse_allow_internal_dependencies_(options.reuse_allow_internal_dependencies),
+      check_capture_(options.check_capture) {
   // The whole VA range starts as one free, safe, unbacked block.
   Block* all = blocks_.make();
   all->offset = 0;
@@ -112,6 +113,9 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   const std::size_t size = round_up_to_alignment(bytes);
   StreamState* state = stream_state(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
+  if (check_capture_ && !state->is_legacy) {
+    if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
+  }
 
   // Fast path: a block of exactly this size freed earlier on this stream.
   state->lock.lock();
@@ -146,6 +150,9 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (block == nullptr) return cudaErrorInvalidValue;  // not a block start: interior or never handed out
   StreamState* state = stream_state(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
+  if (check_capture_ && !state->is_legacy) {
+    if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
+  }
 
   state->lock.lock();
   BlockState expected = BlockState::live;
@@ -168,6 +175,16 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (fence) record_fence_locked(state, stream);
   state->lock.unlock();
   return cudaSuccess;
+}
+
+cudaError_t PoolCore::refuse_capture(cudaStream_t stream) noexcept {
+  // Under capture, work is recorded, not run: a block handed out now would be
+  // used at every replay of the graph, long after sova reused it. The driver's
+  // own pool creates graph memory nodes instead; sova refuses, changing nothing.
+  bool capturing = false;
+  const cudaError_t error = driver_.stream_is_capturing(stream, &capturing);
+  if (error != cudaSuccess) return error;
+  return capturing ? cudaErrorStreamCaptureUnsupported : cudaSuccess;
 }
 
 std::size_t PoolCore::block_size(const void* ptr) const noexcept {

@@ -72,6 +72,9 @@ class PoolCore {
   // ---- streams (pool_core_streams.cpp) -----------------------------------
   StreamState* stream_state(cudaStream_t stream) noexcept;
   StreamState* stream_state_slow(cudaStream_t stream) noexcept;
+  /// cudaErrorStreamCaptureUnsupported when `stream` is being captured, the
+  /// driver's error for an invalid handle, else cudaSuccess.
+  cudaError_t refuse_capture(cudaStream_t stream) noexcept;
   std::vector<StreamState*> all_streams();
   /// Closes `state`'s epoch with an event recorded on `stream`. state->lock held.
   void record_fence_locked(StreamState* state, cudaStream_t stream) noexcept;
@@ -141,6 +144,7 @@ class PoolCore {
   std::atomic<bool> reuse_follow_event_dependencies_;
   std::atomic<bool> reuse_allow_opportunistic_;
   std::atomic<bool> reuse_allow_internal_dependencies_;
+  const bool check_capture_;
 
   // Slow-path counters (heap lock) and the sampled used high-water mark.
   std::uint64_t failed_allocations_ = 0;

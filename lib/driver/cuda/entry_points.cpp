@@ -47,6 +47,8 @@ EntryPoints load() noexcept {
   get("cuDeviceGetAttribute", &t.device_get_attribute);
   get("cuDevicePrimaryCtxRetain", &t.device_primary_ctx_retain);
   get("cuCtxGetCurrent", &t.ctx_get_current);
+  get("cuCtxGetDevice", &t.ctx_get_device);
+  get("cuStreamIsCapturing", &t.stream_is_capturing);
   get("cuCtxSetCurrent", &t.ctx_set_current);
   get("cuMemGetAllocationGranularity", &t.mem_get_allocation_granularity);
   get("cuMemAddressReserve", &t.mem_address_reserve);

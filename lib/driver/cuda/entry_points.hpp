@@ -31,6 +31,8 @@ struct EntryPoints {
   PFN_cuDevicePrimaryCtxRetain_v7000 device_primary_ctx_retain = nullptr;
   PFN_cuCtxGetCurrent_v4000 ctx_get_current = nullptr;
   PFN_cuCtxSetCurrent_v4000 ctx_set_current = nullptr;
+  PFN_cuCtxGetDevice_v2000 ctx_get_device = nullptr;
+  PFN_cuStreamIsCapturing_v10000 stream_is_capturing = nullptr;
   PFN_cuMemGetAllocationGranularity_v10020 mem_get_allocation_granularity = nullptr;
   PFN_cuMemAddressReserve_v10020 mem_address_reserve = nullptr;
   PFN_cuMemAddressFree_v10020 mem_address_free = nullptr;

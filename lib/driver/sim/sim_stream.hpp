@@ -65,7 +65,7 @@ class Stream {
 
   /// Appends an item; returns its sequence number (1 for the first item).
   std::uint64_t enqueue(Item item);
-  /// The Point covering everything submitted so far.
+  /// How many items were ever enqueued: Point{this, submitted()} covers them all.
   std::uint64_t submitted() const;
   /// Whether items are submitted but not finished.
   bool busy() const;

@@ -1,0 +1,20 @@
+// random/<allocator>/max_mib:M/allocs:N (see random_allocs.hpp) for sova and
+// the CUDA runtime's allocators; the trace generator is in random_trace.cpp.
+#include "random_allocs.hpp"
+
+namespace sova_bench {
+
+namespace {
+
+[[maybe_unused]] const bool registered = [] {
+  register_random<SovaPool>(10000);
+  register_random<SovaCapi>(10000);
+  register_random<CudaAsyncDefault>(10000);
+  // 0.1-1 ms a pair (cudaFree synchronizes the device): fewer allocations.
+  register_random<CudaMalloc>(1000);
+  register_random<SovaPoolSim>(static_cast<long>(kSimAllocs));
+  return true;
+}();
+
+}  // namespace
+}  // namespace sova_bench
