@@ -424,4 +424,18 @@ TEST_CASE("cuda driver: stream_is_capturing follows graph capture", "[gpu][cuda_
   CHECK_FALSE(capturing);
   if (graph != nullptr) REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
   REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+
+  // A thread that never touched CUDA has no context, so the legacy and
+  // per-thread streams mean nothing to the driver yet; the answer must still
+  // be the runtime's ("not capturing"), not an error.
+  cudaError_t legacy = cudaErrorUnknown, per_thread = cudaErrorUnknown;
+  bool legacy_capturing = true, per_thread_capturing = true;
+  std::thread([&] {
+    legacy = d.stream_is_capturing(nullptr, &legacy_capturing);
+    per_thread = d.stream_is_capturing(cudaStreamPerThread, &per_thread_capturing);
+  }).join();
+  CHECK(legacy == cudaSuccess);
+  CHECK_FALSE(legacy_capturing);
+  CHECK(per_thread == cudaSuccess);
+  CHECK_FALSE(per_thread_capturing);
 }

@@ -69,6 +69,18 @@ cudaError_t CudaDriver::stream_is_capturing(cudaStream_t stream, bool* capturing
   if (cu.status != cudaSuccess) return cu.status;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   const CUresult r = cu.stream_is_capturing(reinterpret_cast<CUstream>(stream), &status);
+  if (r == CUDA_ERROR_INVALID_CONTEXT) {
+    // The special handles (0, cudaStreamLegacy, cudaStreamPerThread) name a
+    // stream of the *current* context; a thread that never touched CUDA has
+    // none, and the driver refuses where the runtime would bind the current
+    // device's primary context and answer. Let the runtime do exactly that
+    // (once per such thread: afterwards the fast path above succeeds).
+    cudaStreamCaptureStatus rt_status = cudaStreamCaptureStatusNone;
+    const cudaError_t err = quiet([&] { return cudaStreamIsCapturing(stream, &rt_status); });
+    if (err != cudaSuccess) return err;
+    *capturing = rt_status != cudaStreamCaptureStatusNone;
+    return cudaSuccess;
+  }
   if (r != CUDA_SUCCESS) return to_runtime_error(r);
   // An invalidated capture is still a capture until cudaStreamEndCapture:
   // work submitted to the stream is not executed, so treat it as capturing.
