@@ -7,11 +7,12 @@
 //   void* allocate(bytes, stream);   throws std::runtime_error on failure
 //   void deallocate(ptr, stream);    throws std::runtime_error on failure
 //
-// and, where the allocator can tell its memory figures (random/ reads them):
+// and, where the allocator can tell (random/ and multistream/ read them):
 //
 //   void reset_peaks();              trims cached memory (after waiting for the
 //                                    device), then resets the high-water marks
 //   PeakFigures read_peaks();        reserved and used high-water marks since
+//   sova::PoolStats pool_stats();    sova's counters (sova::Pool only)
 //
 // Static dispatch: a timed loop makes no call the allocator itself would not.
 // Pools are shared by the whole process (warm across benchmarks), made on
@@ -106,6 +107,8 @@ struct SovaPool {
   /// Pool::trim_to(0), then the pool's highs reset.
   void reset_peaks();
   PeakFigures read_peaks();
+  /// sova's own counters (multistream/ reports cross-stream waits from them).
+  sova::PoolStats pool_stats() const { return pool->stats(); }
 };
 
 /// sova::Pool on shared_sim(): runs everywhere, for smoke testing; host timings.
@@ -121,6 +124,8 @@ struct SovaPoolSim {
   /// Pool::trim_to(0), then the pool's highs reset.
   void reset_peaks();
   PeakFigures read_peaks();
+  /// sova's own counters (multistream/ reports cross-stream waits from them).
+  sova::PoolStats pool_stats() const { return pool->stats(); }
 };
 
 }  // namespace sova_bench

@@ -1,6 +1,9 @@
 // sova_bench — Google Benchmark cases for sova against the CUDA runtime's
 // allocators: pair/ (warm allocate+free by size), threads/ (aggregate pairs/s
-// over 1..16 threads), burst/ (10k live then 10k frees), seed/ (the seed loop).
+// over 1..16 threads), burst/ (10k live then 10k frees), seed/ (the seed loop),
+// multistream/ (4 streams, long kernels on temporaries: issue 3), random/
+// (RMM's random_allocations shape, throughput and peak memory: issue 4).
+// PyTorch's allocator runs the same workloads in sova_bench_torch (bench/torch/).
 // Cases that need a GPU skip with "no GPU" where there is none; *_sim cases
 // (and sova_capi, without a GPU) run on sova's host simulation, labelled "sim":
 // host timings, for smoke testing, not GPU figures.

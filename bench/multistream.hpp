@@ -33,7 +33,9 @@
 // temporary, 16 MiB each). Reported time (manual): the allocator's loop.
 // Counters: vs_prealloc = sum of the allocator's loop times / sum of the
 // floor's, measured side by side in the same case; floor_ms = the floor's mean
-// loop time. The kernels count tags read back wrong (memory handed to another
+// loop time; for sova::Pool, per allocator loop, waits (cudaStreamWaitEvent
+// inserted for cross-stream reuse), xreuse (blocks taken from another
+// stream's frees) and syncs (device synchronizes). The kernels count tags read back wrong (memory handed to another
 // stream while still in use): any is an error, and the case fails.
 //
 // A header so that sova_bench (multistream.cpp) and sova_bench_torch share it.
@@ -42,6 +44,7 @@
 #include "cases.hpp"
 #include "multistream_kernel.hpp"
 
+#include <sova/pool.hpp>
 #include <sova/sim.hpp>
 
 #include <cuda_runtime_api.h>
@@ -163,6 +166,9 @@ void BM_multistream(benchmark::State& state) {
     std::uint32_t epoch = 1;
     run_allocator(epoch++);  // warm: the allocator holds what the loop needs
     run_floor(epoch++);
+    constexpr bool kHasPoolStats = requires(A& x) { x.pool_stats(); };
+    sova::PoolStats before{};
+    if constexpr (kHasPoolStats) before = a.pool_stats();
     double total = 0;
     double floor_total = 0;
     bool floor_first = false;
@@ -182,6 +188,15 @@ void BM_multistream(benchmark::State& state) {
     const auto iterations = static_cast<double>(state.iterations());
     if (floor_total > 0) state.counters["vs_prealloc"] = benchmark::Counter(total / floor_total);
     if (iterations > 0) state.counters["floor_ms"] = benchmark::Counter(floor_total / iterations * 1e3);
+    if constexpr (kHasPoolStats) {
+      const sova::PoolStats after = a.pool_stats();
+      auto per_loop = [iterations](std::uint64_t from, std::uint64_t to) {
+        return benchmark::Counter(iterations > 0 ? static_cast<double>(to - from) / iterations : 0.0);
+      };
+      state.counters["waits"] = per_loop(before.cross_stream_waits, after.cross_stream_waits);
+      state.counters["xreuse"] = per_loop(before.cross_stream_reuses, after.cross_stream_reuses);
+      state.counters["syncs"] = per_loop(before.device_synchronizes, after.device_synchronizes);
+    }
   });
 }
 

@@ -3,7 +3,6 @@
 #include "random_allocs.hpp"
 
 namespace sova_bench {
-
 namespace {
 
 [[maybe_unused]] const bool registered = [] {

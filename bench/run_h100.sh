@@ -1,21 +1,41 @@
 #!/usr/bin/env bash
 # Builds sova for release and runs the seed program and the benchmarks on a
-# GPU machine, made for the lent H100. Sized to stay well under 8 minutes
-# there: about 50 GPU cases x 5 repetitions x ~0.7 s (Google Benchmark's
-# default 0.5 s minimum time, plus its iteration-count search). Not yet timed
-# on the H100; each program is capped (timeout 60 s and 330 s) in case one hangs.
+# GPU machine, made for the lent H100; then, with $OUT set, plots them.
+# Sized for about 4-5 minutes there (build included) and capped under ~8:
+# each program has a timeout (sova_seed 60 s, sova_bench 270 s,
+# sova_bench_torch 120 s) in case one hangs. Not yet timed on the H100.
 #
-#   bench/run_h100.sh [SOVA_BENCH_ARGS...]     e.g. --benchmark_filter=pair/
+#   bench/run_h100.sh [SOVA_BENCH_ARGS...]     e.g. --benchmark_filter=multistream/
 #
 # BUILD_DIR (default build-bench) is configured with -Dbuildtype=release
 # -Dgpu=enabled (so a missing nvcc fails here, not silently) -Dtests=false.
-# With $OUT set, results also land there: seed.txt (the seed table),
-# bench.txt (console) and bench.json (Google Benchmark JSON, aggregates of 5
-# repetitions). *_sim cases are left out: host timings, for smoke tests only.
-# Exit status: non-zero if the build, sova_seed (e.g. a wrong kernel result)
-# or sova_bench failed; sova_bench runs even when sova_seed failed.
+# PyTorch: if $TORCH_VENV (default /opt/torch/.venv) has bin/python3, that bin/
+# goes first on PATH, so meson's python3 finds torch and sova_bench_torch is
+# built (bench/torch/meson.build), and the plots use that Python (matplotlib).
+#
+# sova_bench runs every case but the *_sim ones (host timings, smoke tests),
+# 3 repetitions, aggregates only, 0.2 s minimum time per repetition (the
+# --benchmark_min_time form the installed Google Benchmark accepts: "0.2s" for
+# 1.8, a plain "0.2" for 1.7). Arguments go to sova_bench only.
+#
+# With $OUT set, at most 8 files land there:
+#   seed.txt        the seed table
+#   bench.txt       console output of sova_bench, then of sova_bench_torch
+#   bench.json      sova_bench, Google Benchmark JSON (aggregates of 3 repetitions)
+#   torch.json      sova_bench_torch, the same (when it was built)
+#   summary.md      tables per workload and the targets (tools/plot_bench.py)
+#   ratios.png, threads.png, overheads.png   the figures (tools/plot_bench.py)
+# Exit status: non-zero if the build, sova_seed (e.g. a wrong kernel result),
+# sova_bench or sova_bench_torch failed; each program runs even when an
+# earlier one failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+start_s=$SECONDS
+
+venv=${TORCH_VENV:-/opt/torch/.venv}
+if [ -x "$venv/bin/python3" ]; then
+  export PATH="$venv/bin:$PATH"
+fi
 
 build=${BUILD_DIR:-build-bench}
 options=(-Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true)
@@ -24,26 +44,64 @@ if [ -f "$build/meson-private/coredata.dat" ]; then
 else
   meson setup "$build" "${options[@]}" || exit 1
 fi
-meson compile -C "$build" bench/sova_seed bench/sova_bench || exit 1
+targets=(bench/sova_seed bench/sova_bench)
+torch_bin=
+if meson introspect --targets "$build" | grep -q '"name": "sova_bench_torch"'; then
+  targets+=(bench/torch/sova_bench_torch)
+  torch_bin=$build/bench/torch/sova_bench_torch
+fi
+meson compile -C "$build" "${targets[@]}" || exit 1
+echo "built in $((SECONDS - start_s)) s"
 
-# run LOG COMMAND...: runs COMMAND, copying its output to $OUT/LOG when $OUT is set.
+# run LOG COMMAND...: runs COMMAND, copying its output to $OUT/LOG (appended) when $OUT is set.
 run() {
   local log=$1
   shift
   if [ -n "${OUT:-}" ]; then
-    "$@" 2>&1 | tee "$OUT/$log"
+    "$@" 2>&1 | tee -a "$OUT/$log"
   else
     "$@"
   fi
 }
+if [ -n "${OUT:-}" ]; then
+  mkdir -p "$OUT" && rm -f "$OUT/seed.txt" "$OUT/bench.txt" "$OUT/bench.json" "$OUT/torch.json"
+fi
+
+# Google Benchmark 1.8 takes "0.2s" (and warns on a bare number); 1.7 only a bare number.
+min_time=0.2s
+if ! "$build/bench/sova_bench" --benchmark_list_tests=true --benchmark_filter='^$' \
+    --benchmark_min_time=$min_time >/dev/null 2>&1; then
+  min_time=0.2
+fi
+common_args=(--benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+             --benchmark_min_time=$min_time)
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0
 run seed.txt timeout 60 "$build/bench/sova_seed" || status=1
 
-bench_args=(--benchmark_filter=-_sim --benchmark_repetitions=5 --benchmark_report_aggregates_only=true)
+bench_args=(--benchmark_filter=-_sim "${common_args[@]}")
 if [ -n "${OUT:-}" ]; then
   bench_args+=(--benchmark_out="$OUT/bench.json" --benchmark_out_format=json)
 fi
-run bench.txt timeout 330 "$build/bench/sova_bench" "${bench_args[@]}" "$@" || status=1
+run bench.txt timeout 270 "$build/bench/sova_bench" "${bench_args[@]}" "$@" || status=1
+
+jsons=()
+[ -n "${OUT:-}" ] && jsons+=("$OUT/bench.json")
+if [ -n "$torch_bin" ]; then
+  torch_args=("${common_args[@]}")
+  if [ -n "${OUT:-}" ]; then
+    torch_args+=(--benchmark_out="$OUT/torch.json" --benchmark_out_format=json)
+    jsons+=("$OUT/torch.json")
+  fi
+  run bench.txt timeout 120 "$torch_bin" "${torch_args[@]}" || status=1
+else
+  echo "sova_bench_torch not built (meson found no usable PyTorch; see its configure messages)" |
+    { if [ -n "${OUT:-}" ]; then tee -a "$OUT/bench.txt"; else cat; fi; }
+fi
+
+if [ -n "${OUT:-}" ]; then
+  python3 tools/plot_bench.py --out "$OUT" "${jsons[@]}" || status=1
+fi
+echo "run_h100.sh: $((SECONDS - start_s)) s in all, exit status $status"
 exit $status

@@ -217,10 +217,14 @@ void PoolCore::synchronize_everything() noexcept {
   for (std::size_t i = 0; i < streams.size(); ++i) {
     StreamState* s = streams[i];
     s->lock.lock();
-    cutoffs[i] = s->epoch;
     if (s->open_epoch_has_frees) {
-      ++s->epoch;
+      cutoffs[i] = s->epoch++;  // frees from now on get the next epoch
       s->open_epoch_has_frees = false;
+    } else {
+      // No free in the open epoch: it must stay open (frees made during or
+      // after the synchronize will be stamped with it), so only the epochs
+      // before it are complete.
+      cutoffs[i] = s->epoch - 1;
     }
     s->lock.unlock();
   }

@@ -59,7 +59,13 @@ PoolStats PoolCore::stats() {
     if (arena_.is_backed(b->offset, b->size)) s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
   }
   s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
-  s.used_high = std::max<std::uint64_t>(used_high_sampled_.load(), static_cast<std::uint64_t>(stream_high));
+  // A stream's own high-water mark is the pool's only while it is the only
+  // stream: with several, a stream that frees others' blocks sees its count
+  // fall below zero and its mark mean nothing. Then the sampled sum is used
+  // (a lower bound; docs/design.md, "Statistics").
+  const bool one_stream = stream_count_.load(std::memory_order_relaxed) == 1;
+  s.used_high = std::max<std::uint64_t>(used_high_sampled_.load(),
+                                        one_stream ? static_cast<std::uint64_t>(stream_high) : 0);
   s.used_high = std::max(s.used_high, s.used_current);
   s.live_blocks = live_blocks > 0 ? static_cast<std::uint64_t>(live_blocks) : 0;
   return s;

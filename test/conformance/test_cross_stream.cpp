@@ -36,6 +36,7 @@ TEST_CASE("negative control: unordered reuse across streams is detected", "[conf
   device.fill(p, kBytes, kTagA, a);
   device.busy(a, 50ms);
   device.expect(p, kBytes, kTagA, a);
+  device.busy(b, 10ms);              // lands inside A's busy period, after A's fill
   device.fill(p, kBytes, kTagB, b);  // what a buggy allocator would let B do
   device.synchronize_device();
   CHECK(device.mismatches() > 0);
@@ -170,6 +171,69 @@ TEST_CASE("out of memory waits for other streams' frees before failing", "[confo
   CHECK(q == p);
   CHECK(pool.stats().device_synchronizes == 1);
   device.fill(q, std::size_t{16} << 20, kTagB, b);
+  device.synchronize_device();
+  CHECK(device.mismatches() == 0);
+  pool.deallocate(q, b);
+  pool.check_invariants();
+}
+
+TEST_CASE("after a device synchronize, a stream's later frees are not taken as complete", "[conformance]") {
+  // Regression (found by the stress program): synchronizing closed a stream's
+  // open epoch even when it held no frees, so frees made afterwards counted
+  // as complete at once and another stream overwrote a block still in use.
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  Pool pool(options_on(device));
+  ScopedStream a(device);
+  ScopedStream b(device);
+  ScopedStream c(device);
+  pool.deallocate(pool.allocate(4096, c), c);  // something cached, so trim must synchronize
+  void* p = pool.allocate(kBytes, a);
+  pool.trim_to(0);
+  REQUIRE(pool.stats().device_synchronizes == 1);
+  device.fill(p, kBytes, kTagA, a);
+  device.busy(a, 50ms);
+  device.expect(p, kBytes, kTagA, a);
+  pool.deallocate(p, a);
+  void* q = pool.allocate(kBytes, b);
+  device.fill(q, kBytes, kTagB, b);
+  device.synchronize_device();
+  CHECK(device.mismatches() == 0);
+  pool.deallocate(q, b);
+  pool.check_invariants();
+}
+
+TEST_CASE("frees on another stream do not inflate the used high-water mark", "[conformance]") {
+  TestDevice& device = test_device();
+  Pool pool(options_on(device));
+  ScopedStream a(device);
+  ScopedStream b(device);
+  for (int i = 0; i < 100; ++i) {
+    void* p = pool.allocate(std::size_t{1} << 20, a);
+    pool.deallocate(p, b);
+    device.synchronize(b);
+  }
+  CHECK(attribute(pool, cudaMemPoolAttrUsedMemHigh) == (std::uint64_t{1} << 20));
+  CHECK(attribute(pool, cudaMemPoolAttrUsedMemCurrent) == 0);
+}
+
+TEST_CASE("a stream destroyed while its work runs: its cached blocks never race a new stream",
+          "[conformance]") {
+  // A new stream may receive the destroyed one's handle (CUDA hands it out
+  // again only after the old work is done) and so inherit its cache.
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  Pool pool(options_on(device));
+  cudaStream_t a = device.create_stream();
+  void* p = pool.allocate(kBytes, a);
+  device.fill(p, kBytes, kTagA, a);
+  device.busy(a, 50ms);
+  device.expect(p, kBytes, kTagA, a);
+  pool.deallocate(p, a);
+  device.destroy_stream(a);  // returns at once; A's work still runs
+  ScopedStream b(device);
+  void* q = pool.allocate(kBytes, b);
+  device.fill(q, kBytes, kTagB, b);
   device.synchronize_device();
   CHECK(device.mismatches() == 0);
   pool.deallocate(q, b);
