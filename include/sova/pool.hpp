@@ -46,12 +46,20 @@ struct PoolOptions {
   /// VA to reserve; 0 = twice the pool's limit (max_size or device memory).
   std::size_t va_reserve = 0;
   Policy policy = Policy::default_policy;
-  /// Refuse allocations and frees on a stream under graph capture with
-  /// cudaErrorStreamCaptureUnsupported (see docs/design.md, "Graph capture").
-  /// Costs one driver call (cuStreamIsCapturing, ~18 ns on H100) per allocation
-  /// and per free on streams other than the legacy stream, which cannot be
-  /// captured. Turn off only if no stream this pool serves is ever captured.
-  bool check_capture = true;
+  /// Check the stream of each allocation and free (docs/design.md, "Stream
+  /// checks"): a stream under graph capture is refused with
+  /// cudaErrorStreamCaptureUnsupported, and a handle that a new stream reused
+  /// after cudaStreamDestroy is told apart from the destroyed stream, whose
+  /// pending frees it must not inherit. Costs one driver call per free and two
+  /// per allocation (~18 ns each on the H100's host) on streams other than the
+  /// legacy stream. Turn off only where no stream this pool serves is ever
+  /// captured, and no stream is destroyed while blocks it freed may be pending.
+  bool check_streams = true;
+  /// Largest physical chunk the pool creates at once. Larger chunks cost fewer
+  /// driver calls to grow (one create/map/set-access round, ~50 us, whatever
+  /// the size up to 512 MiB on H100); smaller ones can be released sooner, since
+  /// a chunk goes back only when every byte of it is free. 0 = no limit.
+  std::size_t max_chunk = std::size_t{32} << 20;
   /// The driver to use; nullptr = process_driver(). Must outlive the pool.
   Driver* driver = nullptr;
 };

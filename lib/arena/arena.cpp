@@ -14,8 +14,12 @@ std::size_t round_up(std::size_t value, std::size_t multiple) {
 }  // namespace
 
 Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes,
-             std::size_t max_physical)
-    : driver_(driver), device_(device), granularity_(granularity), max_physical_(max_physical) {
+             std::size_t max_physical, std::size_t max_chunk)
+    : driver_(driver),
+      device_(device),
+      granularity_(granularity),
+      max_physical_(max_physical),
+      max_chunk_granules_(max_chunk == 0 ? 0 : std::max<std::size_t>(1, max_chunk / granularity)) {
   size_ = round_up(va_bytes, granularity_);
   cudaError_t error = driver_.address_reserve(size_, granularity_, &base_);
   if (error != cudaSuccess) {
@@ -116,24 +120,33 @@ cudaError_t Arena::commit(std::size_t offset, std::size_t bytes) noexcept {
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;
   }
-  std::int32_t created[64];
-  std::size_t created_count = 0;
+  std::vector<std::int32_t> created;
+  try {
+    created.reserve(last - first + 1);
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
   std::size_t granule = first;
   while (granule <= last) {
     if (chunk_of_granule_[granule] != kUnbacked) {
       ++granule;
       continue;
     }
-    std::size_t run_end = granule;
-    while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked) ++run_end;
+    std::size_t run_end = granule;  // inclusive
+    while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked &&
+           (max_chunk_granules_ == 0 || run_end + 1 - granule < max_chunk_granules_)) {
+      ++run_end;
+    }
     std::int32_t slot = kUnbacked;
-    cudaError_t error =
-        created_count < 64 ? create_chunk(granule, run_end - granule + 1, &slot) : cudaErrorMemoryAllocation;
+    const cudaError_t error = create_chunk(granule, run_end - granule + 1, &slot);
     if (error != cudaSuccess) {
-      while (created_count > 0) destroy_chunk(created[--created_count]);
+      while (!created.empty()) {
+        destroy_chunk(created.back());
+        created.pop_back();
+      }
       return error;
     }
-    created[created_count++] = slot;
+    created.push_back(slot);  // capacity reserved: no throw
     granule = run_end + 1;
   }
   return cudaSuccess;

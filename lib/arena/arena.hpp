@@ -3,9 +3,9 @@
 //
 // The arena knows nothing of blocks or streams: it answers "make these bytes
 // backed" and "give back the chunks lying wholly inside this range". Physical
-// memory is created one chunk per run of unbacked granules, so a 1 GiB
-// request costs one create/map/set-access round (~100 us on H100) instead of
-// 512 of them (~50 us each, docs/notes); the price is that a chunk can only be
+// memory is created in chunks of up to max_chunk per run of unbacked granules:
+// a 32 MiB chunk costs one create/map/set-access round (~50 us on H100), as
+// much as a 2 MiB one (docs/notes); the price is that a chunk can only be
 // released whole, once every byte of it is free.
 //
 // Not thread-safe: the pool calls it under its heap lock.
@@ -24,7 +24,7 @@ class Arena {
   /// Reserves `va_bytes` (rounded up to the granularity) of VA for `device`.
   /// `max_physical` caps backed bytes (0 = no cap). Throws sova::Error.
   Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes,
-        std::size_t max_physical);
+        std::size_t max_physical, std::size_t max_chunk);
   /// Unmaps and releases every chunk and frees the reservation. The caller
   /// guarantees the device no longer touches any of it.
   ~Arena();
@@ -38,8 +38,8 @@ class Arena {
     return address - base_ < size_;  // unsigned wrap makes addresses below base fail too
   }
 
-  /// Backs every granule overlapping [offset, offset + bytes): one new chunk per
-  /// run of unbacked granules, mapped and made accessible to the owning device
+  /// Backs every granule overlapping [offset, offset + bytes): new chunks for
+  /// each run of unbacked granules, at most max_chunk each, mapped and made accessible to the owning device
   /// and every peer granted by set_access. On failure everything this call
   /// created is undone and the error returned: cudaErrorMemoryAllocation when
   /// the device or max_physical has no room, else the driver's error.
@@ -89,6 +89,7 @@ class Arena {
   std::uintptr_t base_ = 0;
   std::size_t size_ = 0;
   std::size_t max_physical_;
+  std::size_t max_chunk_granules_;  ///< 0 = a whole run in one chunk
   std::vector<std::int32_t> chunk_of_granule_;  // kUnbacked or index into chunks_
   std::vector<Chunk> chunks_;
   std::vector<std::int32_t> free_chunk_slots_;

@@ -74,13 +74,14 @@ PoolCore::PoolCore(const PoolOptions& options)
       device_(options.device),
       info_(query_device(driver_, options.device)),
       uid_(g_next_pool_uid.fetch_add(1)),
-      arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size),
+      arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
+             options.max_chunk),
       map_(arena_.size(), info_.granularity),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),
       reuse_allow_internal_dependencies_(options.reuse_allow_internal_dependencies),
-      check_capture_(options.check_capture) {
+      check_streams_(options.check_streams) {
   // The whole VA range starts as one free, safe, unbacked block.
   Block* all = blocks_.make();
   all->offset = 0;
@@ -113,8 +114,16 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   const std::size_t size = round_up_to_alignment(bytes);
   StreamState* state = stream_state(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
-  if (check_capture_ && !state->is_legacy) {
+  if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
+    // A new stream may have the handle of a destroyed one, whose frees may
+    // still be pending: it must not pop them as its own.
+    unsigned long long id = 0;
+    if (const cudaError_t error = driver_.stream_id(stream, &id); error != cudaSuccess) return error;
+    if (id != state->stream_id) {
+      state = renew_stream_state(state, stream, id);
+      if (state == nullptr) return cudaErrorMemoryAllocation;
+    }
   }
 
   // Fast path: a block of exactly this size freed earlier on this stream.
@@ -150,7 +159,9 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (block == nullptr) return cudaErrorInvalidValue;  // not a block start: interior or never handed out
   StreamState* state = stream_state(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
-  if (check_capture_ && !state->is_legacy) {
+  // No identity check here: a free on a reused handle is stamped with the
+  // state's open epoch, which only a fence recorded with this very handle closes.
+  if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
   }
 

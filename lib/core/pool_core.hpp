@@ -12,11 +12,13 @@
 //       1. the heap's backed blocks that are safe or pending on this stream
 //       2. this stream's own cache flushed into the heap (coalesced)
 //       3. other streams' frees known complete (opportunistic reuse)
-//       4. another stream's fenced frees, with a wait inserted (internal deps)
-//       5. grow: back the best-fitting free VA with new physical chunks
-//       6. release free physical memory that is safe, retry the growth
-//       7. synchronize the device, so every free is complete; retry 1-6
-//       8. out of memory: everything as it was
+//       4. grow: back the best-fitting free VA with new physical chunks,
+//          releasing free physical memory that is safe if the device is full
+//       5. another stream's fenced frees, with a wait inserted (internal
+//          dependencies) — after growth, not before: a wait ties this stream
+//          to another's running work, growth costs once (docs/design.md)
+//       6. synchronize the device, so every free is complete; retry 1-5
+//       7. out of memory: everything as it was
 #pragma once
 
 #include "arena/arena.hpp"
@@ -75,6 +77,12 @@ class PoolCore {
   /// cudaErrorStreamCaptureUnsupported when `stream` is being captured, the
   /// driver's error for an invalid handle, else cudaSuccess.
   cudaError_t refuse_capture(cudaStream_t stream) noexcept;
+  /// The state for `stream` when its handle now names another stream than
+  /// `state` was made for (a destroyed stream's handle, reused): `state` is
+  /// retired with its cached blocks, a fresh state takes the key. nullptr when
+  /// host memory runs out.
+  StreamState* renew_stream_state(StreamState* state, cudaStream_t stream,
+                                  unsigned long long id) noexcept;
   std::vector<StreamState*> all_streams();
   /// Closes `state`'s epoch with an event recorded on `stream`. state->lock held.
   void record_fence_locked(StreamState* state, cudaStream_t stream) noexcept;
@@ -135,6 +143,9 @@ class PoolCore {
 
   std::mutex streams_mutex_;
   std::unordered_map<std::uintptr_t, std::unique_ptr<StreamState>> streams_;
+  /// States of destroyed streams whose handles were reused: still holding
+  /// cached and pending blocks, reclaimed through fences and synchronizes.
+  std::vector<std::unique_ptr<StreamState>> retired_streams_;
   std::atomic<std::size_t> stream_count_{0};
 
   std::mutex events_mutex_;
@@ -144,7 +155,7 @@ class PoolCore {
   std::atomic<bool> reuse_follow_event_dependencies_;
   std::atomic<bool> reuse_allow_opportunistic_;
   std::atomic<bool> reuse_allow_internal_dependencies_;
-  const bool check_capture_;
+  const bool check_streams_;
 
   // Slow-path counters (heap lock) and the sampled used high-water mark.
   std::uint64_t failed_allocations_ = 0;

@@ -32,6 +32,11 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
         return error;
       }
     }
+    // Internal dependencies come after growth: a wait ties this stream to
+    // another's running work (the serialization of rmm#850), growth costs once.
+    if (block == nullptr && reuse_allow_internal_dependencies_.load(std::memory_order_relaxed)) {
+      block = take_with_wait(size, state, stream);
+    }
     if (block != nullptr) {
       hand_out(block, bytes, state);
       *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
@@ -52,8 +57,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
   return cudaErrorMemoryAllocation;
 }
 
-Block* PoolCore::find_without_growth(std::size_t size, StreamState* state,
-                                     cudaStream_t stream) noexcept {
+Block* PoolCore::find_without_growth(std::size_t size, StreamState* state, cudaStream_t) noexcept {
   auto take = [&](Block* block) { return block != nullptr && carve(block, size) ? block : nullptr; };
   // 1. Backed heap memory that is safe, or pending on this very stream.
   if (Block* block = take(best_fit_for(state, size, true))) return block;
@@ -69,10 +73,6 @@ Block* PoolCore::find_without_growth(std::size_t size, StreamState* state,
       ++cross_stream_reuses_;
       return block;
     }
-  }
-  // 4. Internal dependencies: wait for another stream's fence.
-  if (reuse_allow_internal_dependencies_.load(std::memory_order_relaxed)) {
-    if (Block* block = take_with_wait(size, state, stream)) return block;
   }
   return nullptr;
 }

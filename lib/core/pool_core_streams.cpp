@@ -64,9 +64,11 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
       std::lock_guard<std::mutex> lock(streams_mutex_);
       std::unique_ptr<StreamState>& slot = streams_[key];
       if (!slot) {
-        slot = std::make_unique<StreamState>();
-        slot->key = key;
-        slot->is_legacy = key == kLegacyKey;
+        auto fresh = std::make_unique<StreamState>();
+        fresh->key = key;
+        fresh->is_legacy = key == kLegacyKey;
+        if (check_streams_ && !fresh->is_legacy) driver_.stream_id(stream, &fresh->stream_id);
+        slot = std::move(fresh);
         stream_count_.fetch_add(1, std::memory_order_relaxed);
       }
       state = slot.get();
@@ -84,9 +86,37 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
 std::vector<StreamState*> PoolCore::all_streams() {
   std::vector<StreamState*> states;
   std::lock_guard<std::mutex> lock(streams_mutex_);
-  states.reserve(streams_.size());
+  states.reserve(streams_.size() + retired_streams_.size());
   for (auto& entry : streams_) states.push_back(entry.second.get());
+  for (auto& retired : retired_streams_) states.push_back(retired.get());
   return states;
+}
+
+StreamState* PoolCore::renew_stream_state(StreamState* state, cudaStream_t stream,
+                                          unsigned long long id) noexcept {
+  StreamState* current = nullptr;
+  try {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    std::unique_ptr<StreamState>& slot = streams_[state->key];
+    if (slot.get() == state) {
+      auto fresh = std::make_unique<StreamState>();
+      fresh->key = state->key;
+      fresh->stream_id = id;
+      retired_streams_.reserve(retired_streams_.size() + 1);
+      retired_streams_.push_back(std::move(slot));
+      slot = std::move(fresh);
+      stream_count_.fetch_add(1, std::memory_order_relaxed);
+    }
+    current = slot.get();
+  } catch (...) {
+    return nullptr;
+  }
+  // The retired state's open epoch can never be fenced (its stream is gone):
+  // its blocks come back through the out-of-memory synchronize or trim.
+  for (RecentStream& recent : t_recent) {
+    if (recent.pool_uid == uid_ && recent.state == state) recent.state = current;
+  }
+  return current;
 }
 
 EventHandle PoolCore::acquire_event() noexcept {

@@ -34,6 +34,9 @@ struct StreamState {
   /// per-thread key for cudaStreamPerThread.
   std::uintptr_t key = 0;
   bool is_legacy = false;
+  /// The driver's never-reused id of the stream this state was made for
+  /// (cuStreamGetId); 0 when unknown or not checked.
+  unsigned long long stream_id = 0;
 
   // ---- guarded by `lock` --------------------------------------------------
   SpinLock lock;

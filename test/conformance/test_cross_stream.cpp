@@ -44,6 +44,9 @@ TEST_CASE("negative control: unordered reuse across streams is detected", "[conf
 }
 
 TEST_CASE("a block freed on a busy stream is not overwritten by another stream", "[conformance]") {
+  // The pool holds one block's worth: B can only have p, and only once it is
+  // ordered after A's use of it — by a wait (internal dependencies) or, with
+  // that switched off, by the out-of-memory path's device synchronize.
   TestDevice& device = test_device();
   struct Setting {
     bool opportunistic, internal;
@@ -52,7 +55,9 @@ TEST_CASE("a block freed on a busy stream is not overwritten by another stream",
   for (const Setting& setting : settings) {
     INFO("opportunistic " << setting.opportunistic << ", internal dependencies " << setting.internal);
     device.reset_mismatches();
-    Pool pool(options_on(device));
+    PoolOptions options = options_on(device);
+    options.max_size = kBytes;
+    Pool pool(options);
     set_reuse(pool, setting.opportunistic, setting.internal);
     ScopedStream a(device);
     ScopedStream b(device);
@@ -61,17 +66,18 @@ TEST_CASE("a block freed on a busy stream is not overwritten by another stream",
     device.fill(p, kBytes, kTagA, a);
     device.busy(a, 50ms);
     device.expect(p, kBytes, kTagA, a);
-    pool.deallocate(p, a);
+    pool.deallocate(p, a);  // a large free: a fence covers it at once
 
-    // B asks at once. A's large free recorded a fence, so with internal
-    // dependencies B may take p, its work ordered after A's; else B grows.
     void* q = pool.allocate(kBytes, b);
     device.fill(q, kBytes, kTagB, b);
+    CHECK(q == p);
+    const PoolStats stats = pool.stats();
     if (setting.internal) {
-      CHECK(q == p);
-      CHECK(pool.stats().cross_stream_waits == 1);
+      CHECK(stats.cross_stream_waits == 1);
+      CHECK(stats.device_synchronizes == 0);
     } else {
-      CHECK(q != p);
+      CHECK(stats.cross_stream_waits == 0);
+      CHECK(stats.device_synchronizes == 1);
     }
     device.synchronize_device();
     CHECK(device.mismatches() == 0);
@@ -80,35 +86,58 @@ TEST_CASE("a block freed on a busy stream is not overwritten by another stream",
   }
 }
 
-TEST_CASE("small frees get a fence when another stream asks, at the freeing stream's next call",
-          "[conformance]") {
+TEST_CASE("with room to grow, another stream grows rather than wait on a busy stream", "[conformance]") {
   TestDevice& device = test_device();
   device.reset_mismatches();
   Pool pool(options_on(device));
   ScopedStream a(device);
   ScopedStream b(device);
-  // Below a granule (no fence of its own); the filler takes the rest of p's
-  // granule so that B cannot be served from backed memory beside p.
-  constexpr std::size_t kSmall = std::size_t{1} << 20;
+  void* p = pool.allocate(kBytes, a);
+  device.fill(p, kBytes, kTagA, a);
+  device.busy(a, 50ms);
+  device.expect(p, kBytes, kTagA, a);
+  pool.deallocate(p, a);
+  void* q = pool.allocate(kBytes, b);
+  device.fill(q, kBytes, kTagB, b);
+  CHECK(q != p);
+  CHECK(pool.stats().cross_stream_waits == 0);
+  device.synchronize_device();
+  CHECK(device.mismatches() == 0);
+  pool.deallocate(q, b);
+}
+
+TEST_CASE("small frees get a fence when another stream asks, at the freeing stream's next call",
+          "[conformance]") {
+  // Pool of two granules (4 MiB): p and r (A) and a filler (B) share the first,
+  // B's 2 MiB q1 takes the second; then B's next 1 MiB can only be p, with a wait.
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  PoolOptions options = options_on(device);
+  options.max_size = std::size_t{4} << 20;
+  Pool pool(options);
+  ScopedStream a(device);
+  ScopedStream b(device);
+  constexpr std::size_t kSmall = std::size_t{1} << 20;  // below a granule: no fence of its own
   void* p = pool.allocate(kSmall, a);
-  void* filler = pool.allocate(kSmall, b);
+  void* r = pool.allocate(512, a);               // A frees it later: A's "next call"
+  void* filler = pool.allocate(kSmall - 512, b);  // the rest of the first granule
   device.fill(p, kSmall, kTagA, a);
   device.busy(a, 50ms);
   device.expect(p, kSmall, kTagA, a);
-  pool.deallocate(p, a);  // small: no fence of its own
+  pool.deallocate(p, a);
   const std::uint64_t events_before = pool.stats().events_recorded;
 
-  void* q1 = pool.allocate(kSmall, b);  // nothing covers p yet: B gets other memory
+  void* q1 = pool.allocate(2 * kSmall, b);  // nothing covers p yet: B grows, and asks A for a fence
   CHECK(q1 != p);
-  device.fill(q1, kSmall, kTagB, b);
   CHECK(pool.stats().events_recorded == events_before);
 
-  pool.deallocate(pool.allocate(512, a), a);  // A's next call records the requested fence
+  pool.deallocate(r, a);  // A's next call records the requested fence
   CHECK(pool.stats().events_recorded == events_before + 1);
 
-  void* q2 = pool.allocate(kSmall, b);  // internal dependency: wait on A's fence
+  void* q2 = pool.allocate(kSmall, b);  // full: internal dependency, wait on A's fence
   CHECK(q2 == p);
   CHECK(pool.stats().cross_stream_waits == 1);
+  CHECK(pool.stats().device_synchronizes == 0);
   device.fill(q2, kSmall, kTagB, b);
   device.synchronize_device();
   CHECK(device.mismatches() == 0);

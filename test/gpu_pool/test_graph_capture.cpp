@@ -50,10 +50,10 @@ TEST_CASE("allocation and free under graph capture are refused; the capture stay
   REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
 }
 
-TEST_CASE("a pool without capture checks does not query the stream", "[gpu][capture]") {
+TEST_CASE("a pool without stream checks keeps the plain fast path", "[gpu][capture]") {
   PoolOptions options;
   options.driver = &cuda_driver();
-  options.check_capture = false;
+  options.check_streams = false;
   Pool pool(options);
   cudaStream_t s;
   REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);

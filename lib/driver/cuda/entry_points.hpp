@@ -33,6 +33,7 @@ struct EntryPoints {
   PFN_cuCtxSetCurrent_v4000 ctx_set_current = nullptr;
   PFN_cuCtxGetDevice_v2000 ctx_get_device = nullptr;
   PFN_cuStreamIsCapturing_v10000 stream_is_capturing = nullptr;
+  PFN_cuStreamGetId_v12000 stream_get_id = nullptr;
   PFN_cuMemGetAllocationGranularity_v10020 mem_get_allocation_granularity = nullptr;
   PFN_cuMemAddressReserve_v10020 mem_address_reserve = nullptr;
   PFN_cuMemAddressFree_v10020 mem_address_free = nullptr;
