@@ -15,12 +15,13 @@ struct SharedPool {
   std::string error;
 };
 
-SharedPool make_warm_pool(sova::Driver& driver) {
+SharedPool make_warm_pool(sova::Driver& driver, bool check_streams = true) {
   SharedPool shared;
   try {
     sova::PoolOptions options;
     options.release_threshold = kKeepAll;
     options.driver = &driver;
+    options.check_streams = check_streams;
     shared.pool = new sova::Pool(options);  // never deleted, see allocators.hpp
   } catch (const std::exception& e) {
     shared.error = e.what();
@@ -194,6 +195,16 @@ SovaPool::SovaPool() {
 }
 
 void SovaPool::reset_peaks() { reset_pool_peaks(*pool); }
+
+SovaPoolUnchecked::SovaPoolUnchecked() {
+  if (!have_gpu()) {
+    why_not = "no GPU";
+    return;
+  }
+  static const SharedPool shared = make_warm_pool(sova::cuda_driver(), /*check_streams=*/false);
+  pool = shared.pool;
+  why_not = shared.error;
+}
 PeakFigures SovaPool::read_peaks() { return read_pool_peaks(*pool); }
 
 SovaPoolSim::SovaPoolSim() : sim(&shared_sim()) {

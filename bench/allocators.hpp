@@ -112,6 +112,14 @@ struct SovaPool {
 };
 
 /// sova::Pool on shared_sim(): runs everywhere, for smoke testing; host timings.
+/// sova::Pool with PoolOptions::check_streams = false: no driver call per
+/// allocation or free (no graph-capture or reused-handle checks), to show
+/// what those checks cost.
+struct SovaPoolUnchecked : SovaPool {
+  static constexpr const char* kName = "sova_pool_unchecked";
+  SovaPoolUnchecked();
+};
+
 struct SovaPoolSim {
   static constexpr const char* kName = "sova_pool_sim";
   std::string why_not;

@@ -7,6 +7,7 @@ namespace {
 
 [[maybe_unused]] const bool registered = [] {
   register_pair<SovaPool>();
+  register_pair<SovaPoolUnchecked>();
   register_pair<SovaCapi>();
   register_pair<CudaAsyncDefault>();
   register_pair<CudaAsyncPool>();

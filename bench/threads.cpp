@@ -39,6 +39,7 @@ void register_threads() {
 [[maybe_unused]] const bool registered = [] {
   register_threads<SovaCapi>();
   register_threads<SovaPool>();
+  register_threads<SovaPoolUnchecked>();
   register_threads<CudaAsyncDefault>();
   register_threads<SovaPoolSim>();
   return true;

@@ -11,6 +11,7 @@
  * cudaStreamPerThread the calling thread's own; code compiled with
  * `nvcc --default-stream per-thread` (CUDA_API_PER_THREAD_DEFAULT_STREAM)
  * gets 0 mapped to the per-thread stream, as the runtime does.
+ * docs/c-api.md lists every function's codes and where sova differs.
  */
 #ifndef SOVA_SOVA_H
 #define SOVA_SOVA_H
@@ -44,30 +45,62 @@ typedef struct sovaMemPoolProps {
 } sovaMemPoolProps;
 
 /** cudaMallocAsync from the device's current pool (sovaDeviceGetMemPool of the
- * current device). size 0 gives *devPtr = NULL and cudaSuccess. */
+ * current device; its default pool is created on first use). size 0 gives
+ * *devPtr = NULL and cudaSuccess. devPtr NULL: cudaErrorInvalidValue. Out of
+ * memory: cudaErrorMemoryAllocation, the pool unchanged. On any failure
+ * *devPtr is set to NULL. A stream under graph capture:
+ * cudaErrorStreamCaptureUnsupported. */
 SOVA_API cudaError_t sovaMallocAsync(void** devPtr, size_t size, cudaStream_t stream);
 /** cudaFreeAsync: the pool is found from the pointer. NULL: cudaSuccess.
  * A pointer no sova pool handed out, an interior pointer, or a double free:
- * cudaErrorInvalidValue, and nothing changes. */
+ * cudaErrorInvalidValue, and nothing changes (the runtime accepts cudaMalloc
+ * memory; sova cannot free it). The last block of a destroyed pool releases
+ * the pool. */
 SOVA_API cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream);
+/** As sovaMallocAsync, from `pool`. NULL, destroyed or otherwise invalid
+ * pool: cudaErrorInvalidValue (handles are validated, never dereferenced). */
 SOVA_API cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool,
                                              cudaStream_t stream);
 /** Creates a pool. NULL or invalid props (bad device, non-zero reserved bytes,
  * unknown policy): cudaErrorInvalidValue; a policy or handle type not yet
- * available: cudaErrorNotSupported; a device without VMM: cudaErrorNotSupported. */
+ * available: cudaErrorNotSupported; a device without VMM: cudaErrorNotSupported.
+ * Zeroed props are valid: device 0, default policy, no size limit. The first
+ * pool created fixes the process driver (sova::set_process_driver). */
 SOVA_API cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props);
 /** Destroys a pool. Like the runtime, returns at once; if blocks are still
- * live, the pool's memory is released when the last of them is freed. The
- * handle is invalid afterwards. A default pool: cudaErrorInvalidValue. */
+ * live, the pool's memory is released when the last of them is freed (with
+ * sovaFreeAsync). The handle is invalid at once, everywhere. If the pool was
+ * a device's current pool, that device's default pool becomes current again.
+ * A default pool, NULL or an invalid handle: cudaErrorInvalidValue. Safe
+ * while other threads use the pool: they finish first or see an invalid handle. */
 SOVA_API cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool);
+/** cudaMemPoolSet/GetAttribute: the runtime's attributes, rules and codes.
+ * NULL or invalid pool, NULL value, unknown attribute, setting a read-only
+ * figure, or a high-water mark to non-zero: cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value);
 SOVA_API cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value);
+/** Releases now the pool's free physical memory beyond minBytesToKeep, never
+ * memory under live blocks (may synchronize the device to prove frees
+ * complete). NULL or invalid pool: cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep);
+/** The device's default pool, created on first use (that device, default
+ * properties; never destroyed). Device out of range: cudaErrorInvalidDevice;
+ * pool NULL: cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaDeviceGetDefaultMemPool(sovaMemPool_t* pool, int device);
+/** Makes `pool` the device's current pool (what sovaMallocAsync uses there).
+ * Device out of range, NULL or invalid pool, or a pool of another device:
+ * cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaDeviceSetMemPool(int device, sovaMemPool_t pool);
+/** The device's current pool: its default pool unless sovaDeviceSetMemPool
+ * set another (and that one was not destroyed since). Device out of range or
+ * pool NULL: cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaDeviceGetMemPool(sovaMemPool_t* pool, int device);
-/* The runtime declares these two as plain structs (no typedef in C): spelled
- * with `struct` so that the header compiles as C and C++ alike. */
+/** cudaMemPoolSetAccess / GetAccess: the runtime's codes (a device out of
+ * range, or revoking the pool's own device: cudaErrorInvalidDevice; descs
+ * NULL with count 0: cudaSuccess). NULL or invalid pool, NULL flags or
+ * location: cudaErrorInvalidValue.
+ * The runtime declares both structs without a typedef in C: spelled with
+ * `struct` so that the header compiles as C and C++ alike. */
 SOVA_API cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const struct cudaMemAccessDesc* descs,
                                           size_t count);
 SOVA_API cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,

@@ -4,7 +4,8 @@
 // waiting for their last block (pool_lifetime.hpp). The list is a fixed array
 // with holes, scanned up to a high-water mark, so a reader never misses an
 // entry that stays listed while it scans (entries are never moved). Most
-// processes have one or a few pools, so the scan is a few Pool::contains calls.
+// processes have one or a few pools, so the scan is a few Pool::contains
+// calls, and find_for_free() skips the last one.
 #pragma once
 
 #include "capi/pool_entry.hpp"
@@ -29,6 +30,22 @@ class PointerRegistry {
       if (e != nullptr && e->pool.contains(ptr)) return e;
     }
     return nullptr;
+  }
+
+  /// As find(), but the last listed pool is returned without asking it:
+  /// when `ptr` is not in any other, it is that pool's or nobody's, and
+  /// Pool::try_deallocate tells which (cudaErrorInvalidValue for a pointer
+  /// outside its range). Saves the common case of one pool a Pool::contains
+  /// call (~1-2 ns). nullptr only when no pool is listed.
+  PoolEntry* find_for_free(const void* ptr) const noexcept {
+    std::uint32_t n = limit_.load(std::memory_order_acquire);
+    PoolEntry* last = nullptr;
+    while (n > 0 && (last = owners_[n - 1].load(std::memory_order_acquire)) == nullptr) --n;
+    for (std::uint32_t i = 0; i + 1 < n; ++i) {
+      PoolEntry* e = owners_[i].load(std::memory_order_acquire);
+      if (e != nullptr && e->pool.contains(ptr)) return e;
+    }
+    return last;
   }
 
   /// Lists `e`. Lifetime mutex held. False (nothing changed) when full.

@@ -6,9 +6,16 @@
 #include "capi/read_section.hpp"
 #include "driver/process_driver.hpp"
 
+#include <type_traits>
+
 namespace sova::capi {
 
+// Constant-initialized (no start-up order issue: the C API works from other
+// static constructors) and trivially destructible (nothing runs at exit, so
+// the C API also works from static destructors).
 constinit CapiState g_state;
+static_assert(std::is_trivially_destructible_v<CapiState>,
+              "the C API state must survive static destruction");
 
 Driver* pools_driver() noexcept {
   if (Driver* d = g_state.driver.load(std::memory_order_acquire)) return d;

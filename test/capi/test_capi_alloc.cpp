@@ -3,7 +3,9 @@
 // that a rejected call changed nothing.
 #include "capi/capi_test_util.hpp"
 
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 using namespace sova::capi_test;
@@ -226,5 +228,53 @@ TEST_CASE("capi: data written through a block survives other blocks' traffic", "
   for (int i = 1; i < 32; i += 2) CHECK(holds(blocks[i], 4096 * (i + 1), static_cast<unsigned char>(i)));
   for (int i = 0; i < 32; i += 2) CHECK(holds(blocks[i], 4096 * (i + 1), 0xee));
   for (int i = 0; i < 32; ++i) CHECK(sovaFreeAsync(blocks[i], s) == cudaSuccess);
+  CHECK(used(pool) == 0);
+}
+
+TEST_CASE("capi: device memory of another allocator is not sova's to free", "[capi]") {
+  // What cudaMalloc would hand out: mapped, accessible device memory outside
+  // every sova pool. The runtime's cudaFreeAsync accepts such a pointer; sova
+  // refuses it (docs/c-api.md).
+  ScopedPool pool;  // at least one pool listed
+  sova::DeviceInfo info;
+  REQUIRE(sim().device_info(0, &info) == cudaSuccess);
+  const std::size_t bytes = info.granularity;
+  std::uintptr_t va = 0;
+  sova::PhysicalHandle chunk = 0;
+  REQUIRE(sim().address_reserve(bytes, bytes, &va) == cudaSuccess);
+  REQUIRE(sim().physical_create(0, bytes, &chunk) == cudaSuccess);
+  REQUIRE(sim().map(va, bytes, chunk) == cudaSuccess);
+  cudaMemAccessDesc desc{};
+  desc.location.type = cudaMemLocationTypeDevice;
+  desc.location.id = 0;
+  desc.flags = cudaMemAccessFlagsProtReadWrite;
+  REQUIRE(sim().set_access(va, bytes, &desc, 1) == cudaSuccess);
+  std::memset(reinterpret_cast<void*>(va), 0x21, bytes);
+
+  ScopedStream s;
+  CHECK(sovaFreeAsync(reinterpret_cast<void*>(va), s) == cudaErrorInvalidValue);
+  s.synchronize();
+  CHECK(holds(reinterpret_cast<void*>(va), bytes, 0x21));
+  CHECK(used(pool) == 0);
+
+  REQUIRE(sim().unmap(va, bytes) == cudaSuccess);
+  REQUIRE(sim().physical_release(chunk) == cudaSuccess);
+  REQUIRE(sim().address_free(va, bytes) == cudaSuccess);
+}
+
+TEST_CASE("capi: with release threshold 0, freed memory goes back to the device", "[capi]") {
+  ScopedPool pool;
+  ScopedStream s;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 6 * MiB, pool, s) == cudaSuccess);
+  CHECK(reserved(pool) >= 6 * MiB);
+  REQUIRE(sovaFreeAsync(p, s) == cudaSuccess);
+  s.synchronize();
+  // The runtime releases at the synchronize, which sova cannot see: it
+  // releases once the pool notices the frees complete (docs/c-api.md).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (reserved(pool) != 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(reserved(pool) == 0);
   CHECK(used(pool) == 0);
 }

@@ -1,6 +1,7 @@
 // C API: sovaMemPoolCreate / Destroy / Set-GetAttribute / TrimTo /
 // Set-GetAccess, with the error rows of docs/notes/runtime-errors.md.
 #include "capi/capi_test_util.hpp"
+#include "capi/handle_table.hpp"
 
 using namespace sova::capi_test;
 
@@ -302,4 +303,28 @@ TEST_CASE("capi: granting device 1 access to a device-0 pool", "[capi]") {
   cudaMemLocation location = desc.location;
   CHECK(sovaMemPoolGetAccess(&flags, pool, &location) == cudaSuccess);
   CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+}
+
+TEST_CASE("capi: a destroyed handle stays invalid when its slot is reused", "[capi]") {
+  sovaMemPool_t a = ScopedPool().release();
+  REQUIRE(sovaMemPoolDestroy(a) == cudaSuccess);
+  ScopedPool b;
+  const auto slot_of = [](sovaMemPool_t h) {
+    using sova::capi::HandleTable;
+    return (reinterpret_cast<std::uintptr_t>(h) >> HandleTable::kTagBits) &
+           (HandleTable::kSlots - 1);
+  };
+  CHECK(slot_of(a) == slot_of(b.get()));  // retired slots are reused first
+  CHECK(a != b.get());
+  std::uint64_t value = 0;
+  CHECK(sovaMemPoolGetAttribute(a, cudaMemPoolAttrUsedMemCurrent, &value) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolDestroy(a) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetAttribute(b, cudaMemPoolAttrUsedMemCurrent, &value) == cudaSuccess);
+}
+
+TEST_CASE("capi: once a pool exists, the process driver cannot change", "[capi]") {
+  default_pool(0);
+  sova::SimDriver other;
+  CHECK(sova::set_process_driver(&other) == cudaErrorInvalidValue);
+  CHECK(&sova::process_driver() == &sim());
 }
