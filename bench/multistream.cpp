@@ -9,6 +9,7 @@ namespace {
 [[maybe_unused]] const bool registered = [] {
   register_multistream<MultiStreamFloor>();
   register_multistream<SovaPool>();
+  register_multistream<SovaPoolUnchecked>();
   register_multistream<SovaCapi>();
   register_multistream<CudaAsyncDefault>();
   register_multistream<CudaMalloc>();

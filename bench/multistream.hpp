@@ -196,6 +196,9 @@ void BM_multistream(benchmark::State& state) {
       state.counters["waits"] = per_loop(before.cross_stream_waits, after.cross_stream_waits);
       state.counters["xreuse"] = per_loop(before.cross_stream_reuses, after.cross_stream_reuses);
       state.counters["syncs"] = per_loop(before.device_synchronizes, after.device_synchronizes);
+      state.counters["maps"] = per_loop(before.chunks_mapped, after.chunks_mapped);
+      state.counters["events"] = per_loop(before.events_recorded, after.events_recorded);
+      state.counters["hits"] = per_loop(before.fast_path_hits, after.fast_path_hits);
     }
   });
 }
