@@ -128,19 +128,12 @@ cudaStream_t SimStreams::create(int device, bool blocking) {
     if (shut_down_) return nullptr;
     done = take_exited();
     auto s = make_stream(device, blocking ? StreamKind::blocking : StreamKind::non_blocking);
-    std::size_t slot = 0;
-    while (slot < slots_.size() &&
-           (slots_[slot] != nullptr || (draining_[slot] != nullptr && !draining_[slot]->exited()))) {
-      ++slot;
-    }
-    if (slot == slots_.size()) {
-      draining_.reserve(slots_.size() + 1);  // both grow together, or neither
+    auto free_slot = std::find(slots_.begin(), slots_.end(), nullptr);
+    const auto slot = static_cast<std::size_t>(free_slot - slots_.begin());
+    if (free_slot == slots_.end())
       slots_.push_back(std::move(s));
-      draining_.push_back(nullptr);
-    } else {
-      slots_[slot] = std::move(s);
-      draining_[slot] = nullptr;
-    }
+    else
+      *free_slot = std::move(s);
     handle = slot_handle(slot);
   }
   join_all(done);  // their workers have exited: near-instant
@@ -154,9 +147,7 @@ cudaError_t SimStreams::destroy(cudaStream_t handle) {
     if (is_implicit(handle)) return cudaErrorInvalidResourceHandle;
     StreamPtr s = resolve(handle);
     if (!s) return cudaErrorInvalidResourceHandle;
-    const std::size_t slot = (reinterpret_cast<std::uintptr_t>(handle) - kSlotBase) / kSlotStride;
-    slots_[slot] = nullptr;
-    draining_[slot] = s;
+    slots_[(reinterpret_cast<std::uintptr_t>(handle) - kSlotBase) / kSlotStride] = nullptr;
     s->close();
     retired_.push_back(std::move(s));
     done = take_exited();

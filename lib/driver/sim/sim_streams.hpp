@@ -93,11 +93,10 @@ class SimStreams : public std::enable_shared_from_this<SimStreams> {
   std::vector<StreamPtr> slots_;                    // created streams; null = free
   std::vector<StreamPtr> legacy_;                   // per device; null until used
   std::map<std::uint64_t, StreamPtr> per_thread_;   // by host thread serial
-  std::vector<StreamPtr> retired_;                  // closed, maybe still draining
-  // Per slot, the destroyed stream that last held it: like CUDA, which releases a
-  // destroyed stream (its handle included) only once its work is done, a slot is
-  // handed out again only after that stream has drained (the pool relies on it).
-  std::vector<StreamPtr> draining_;
+  // Closed, maybe still draining. Like CUDA (measured: tools/probe_stream_reuse),
+  // a destroyed stream's handle is handed out again at once, even while its
+  // work still runs; the pool's stream checks must cope with that.
+  std::vector<StreamPtr> retired_;
 };
 
 }  // namespace sova::sim
