@@ -4,7 +4,11 @@
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>
 
+#include <atomic>
 #include <chrono>
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <cstdio>
 
 template <class F>
@@ -42,6 +46,10 @@ int main() {
   std::printf("cuStreamIsCapturing    %6.1f ns\n", ns_per_call([&] { CUstreamCaptureStatus c; is_capturing((CUstream)stream, &c); sink = c; }));
   std::printf("cuStreamGetId          %6.1f ns\n", ns_per_call([&] { unsigned long long id; get_id((CUstream)stream, &id); sink = (int)id; }));
   std::printf("cudaEventRecord        %6.1f ns\n", ns_per_call([&] { static cudaEvent_t e = [] { cudaEvent_t x; cudaEventCreateWithFlags(&x, cudaEventDisableTiming); return x; }(); cudaEventRecord(e, stream); }));
+  std::printf("seq_cst fence          %6.1f ns\n", ns_per_call([&] { std::atomic_thread_fence(std::memory_order_seq_cst); }));
+  const long mask = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+  std::printf("membarrier query mask  %ld (private expedited %s)\n", mask,
+              mask >= 0 && (mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ? "available" : "NOT available");
   std::printf("steady_clock::now      %6.1f ns\n", ns_per_call([&] { sink = (int)std::chrono::steady_clock::now().time_since_epoch().count(); }));
   return 0;
 }
