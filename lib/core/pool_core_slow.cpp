@@ -99,6 +99,9 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
   }
   for (StreamState* other : streams) {
     if (other == except) continue;
+    // Nothing cached and nothing pending: nothing to gain (destroyed streams'
+    // states stay in the pool; most of them end up like this).
+    if (other->cache.blocks() == 0 && other->pending.empty()) continue;
     other->lock.lock();
     poll_fences_locked(other);
     const std::uint64_t safe_epoch = other->safe_epoch;

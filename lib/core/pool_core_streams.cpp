@@ -34,6 +34,8 @@ std::uintptr_t canonical_key(cudaStream_t stream) noexcept {
   return value;
 }
 
+constexpr std::size_t kMaxFences = 8;
+
 std::int64_t now_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
              std::chrono::steady_clock::now().time_since_epoch())
@@ -146,6 +148,11 @@ void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noex
   state->fence_requested.store(false, std::memory_order_relaxed);
   state->last_fence_ns = now_ns();
   if (!state->open_epoch_has_frees) return;  // nothing new to cover
+  // A stream that only ever hits its cache never reaches the slow path that
+  // polls its fences: poll here, and keep at most kMaxFences outstanding, so a
+  // long fast loop cannot pile up events (one per millisecond of large frees).
+  poll_fences_locked(state);
+  if (state->fences.size() >= kMaxFences) return;  // the epoch stays open; a later fence covers it
   EventHandle event = acquire_event();
   if (event == nullptr) return;
   cudaStream_t handle = state->is_legacy ? cudaStreamLegacy : stream;

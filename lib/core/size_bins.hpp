@@ -11,6 +11,7 @@
 
 #include "core/block.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <new>
@@ -29,7 +30,7 @@ class SizeBins {
     slot->head = block->bin_next;
     block->bin_next = nullptr;
     bytes_ -= block->size;
-    --blocks_;
+    blocks_.store(blocks_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return block;
   }
 
@@ -43,7 +44,7 @@ class SizeBins {
       slot->head = block;
     }
     bytes_ += block->size;
-    ++blocks_;
+    blocks_.store(blocks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
   /// Unlinks every block for which keep(block) is false and hands it to take(block).
@@ -59,7 +60,7 @@ class SizeBins {
           *link = block->bin_next;
           block->bin_next = nullptr;
           bytes_ -= block->size;
-          --blocks_;
+          blocks_.store(blocks_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
           take(block);
         }
       }
@@ -79,7 +80,9 @@ class SizeBins {
   }
 
   std::size_t bytes() const noexcept { return bytes_; }
-  std::size_t blocks() const noexcept { return blocks_; }
+  /// Blocks held. Written under the owner's lock; may be read without it (a
+  /// hint then: the slow path skips streams with nothing cached).
+  std::size_t blocks() const noexcept { return blocks_.load(std::memory_order_relaxed); }
 
  private:
   struct Slot {
@@ -136,7 +139,7 @@ class SizeBins {
   std::size_t used_ = 0;
   Block* overflow_ = nullptr;
   std::size_t bytes_ = 0;
-  std::size_t blocks_ = 0;
+  std::atomic<std::size_t> blocks_{0};
 };
 
 }  // namespace sova::detail
