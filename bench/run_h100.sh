@@ -64,7 +64,8 @@ run() {
   fi
 }
 if [ -n "${OUT:-}" ]; then
-  mkdir -p "$OUT" && rm -f "$OUT/seed.txt" "$OUT/bench.txt" "$OUT/bench.json" "$OUT/torch.json"
+  mkdir -p "$OUT" && rm -f "$OUT/seed.txt" "$OUT/bench.txt" "$OUT/bench.json" "$OUT/torch.json" \
+    "$OUT/torch_expandable.json"
 fi
 
 # Google Benchmark 1.8 takes "0.2s" (and warns on a bare number); 1.7 only a bare number.
@@ -89,12 +90,33 @@ run bench.txt timeout 270 "$build/bench/sova_bench" "${bench_args[@]}" "$@" || s
 jsons=()
 [ -n "${OUT:-}" ] && jsons+=("$OUT/bench.json")
 if [ -n "$torch_bin" ]; then
-  torch_args=("${common_args[@]}")
-  if [ -n "${OUT:-}" ]; then
-    torch_args+=(--benchmark_out="$OUT/torch.json" --benchmark_out_format=json)
-    jsons+=("$OUT/torch.json")
-  fi
-  run bench.txt timeout 120 "$torch_bin" "${torch_args[@]}" || status=1
+  # One PyTorch allocator mode per process (bench/torch/torch_allocator.hpp):
+  # torch_caching with PyTorch's settings variables unset, then torch_expandable
+  # with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True and --expandable. Each
+  # process probes what the allocator really does and exits 1 if it is not its
+  # mode; with $OUT, the setting is also read back from the JSON context.
+  for mode in caching expandable; do
+    torch_args=("${common_args[@]}")
+    torch_env=(-u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF)
+    json=torch.json
+    want=false
+    if [ "$mode" = expandable ]; then
+      torch_args+=(--expandable)
+      torch_env+=(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True)
+      json=torch_expandable.json
+      want=true
+    fi
+    if [ -n "${OUT:-}" ]; then
+      torch_args+=(--benchmark_out="$OUT/$json" --benchmark_out_format=json)
+    fi
+    run bench.txt timeout 75 env "${torch_env[@]}" "$torch_bin" "${torch_args[@]}" || status=1
+    [ -n "${OUT:-}" ] && [ -s "$OUT/$json" ] && jsons+=("$OUT/$json")
+    if [ -n "${OUT:-}" ] && ! grep -q "\"torch_expandable_segments\": \"$want\"" "$OUT/$json" 2>/dev/null; then
+      echo "sova_bench_torch ($mode): expandable_segments is not $want in PyTorch's allocator (torch_expandable_segments in $json)" |
+        tee -a "$OUT/bench.txt"
+      status=1
+    fi
+  done
 else
   echo "sova_bench_torch not built (meson found no usable PyTorch; see its configure messages)" |
     { if [ -n "${OUT:-}" ]; then tee -a "$OUT/bench.txt"; else cat; fi; }

@@ -54,8 +54,15 @@ cudaError_t CudaDriver::current_device(int* device) noexcept {
   // cuCtxGetCurrent 12 ns (docs/notes). A context belongs to one device for
   // life, so each thread remembers the device of the context it saw last.
   // No current context yet (nothing initialised on this thread): ask the runtime.
-  thread_local CUcontext last_context = nullptr;
-  thread_local int last_device = 0;
+  // Initial-exec: a load off the thread pointer, where the default model in a
+  // shared library calls __tls_get_addr (~10 ns each) on every access.
+  struct LastContext {
+    CUcontext context = nullptr;
+    int device = 0;
+  };
+  [[gnu::tls_model("initial-exec")]] static thread_local LastContext last;
+  CUcontext& last_context = last.context;
+  int& last_device = last.device;
   const EntryPoints& cu = entry_points();
   if (cu.status == cudaSuccess) {
     CUcontext context = nullptr;
