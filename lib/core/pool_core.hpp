@@ -116,6 +116,8 @@ class PoolCore {
   void harvest_streams(StreamState* except) noexcept;
   Block* take_with_wait(std::size_t size, StreamState* state, cudaStream_t stream) noexcept;
   cudaError_t grow(std::size_t size, StreamState* state, Block** out) noexcept;
+  /// Whether any stream caches blocks or has frees pending in the heap. Heap lock held.
+  bool frees_held_anywhere() noexcept;
   /// Synchronizes the device; afterwards every free made so far is complete.
   void synchronize_everything() noexcept;
   void hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept;

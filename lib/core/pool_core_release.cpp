@@ -19,14 +19,7 @@ cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {
   if (arena_.backed_bytes() <= bytes_to_keep) return cudaSuccess;
   // Memory is still held by frees sova cannot prove complete (no fence covers
   // them). Like PyTorch's empty_cache, wait for the device, then release.
-  bool anything_held = false;
-  for (StreamState* s : all_streams()) {
-    s->lock.lock();
-    anything_held = anything_held || s->cache.blocks() != 0;
-    s->lock.unlock();
-    anything_held = anything_held || !s->pending.empty();
-  }
-  if (anything_held) {
+  if (frees_held_anywhere()) {
     synchronize_everything();
     release_free_memory(bytes_to_keep);
   }

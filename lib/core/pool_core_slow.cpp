@@ -42,15 +42,8 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
       *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
       return cudaSuccess;
     }
-    // Step 7: frees not known complete may be holding what we need.
-    bool anything_held = false;
-    for (StreamState* other : all_streams()) {
-      other->lock.lock();
-      anything_held = anything_held || other->cache.blocks() != 0;
-      other->lock.unlock();
-      anything_held = anything_held || !other->pending.empty();
-    }
-    if (attempt > 0 || !anything_held) break;
+    // Step 6: frees not known complete may be holding what we need.
+    if (attempt > 0 || !frees_held_anywhere()) break;
     synchronize_everything();
   }
   ++failed_allocations_;
@@ -204,6 +197,18 @@ cudaError_t PoolCore::grow(std::size_t size, StreamState* state, Block** out) no
   }
   *out = block;
   return cudaSuccess;
+}
+
+bool PoolCore::frees_held_anywhere() noexcept {
+  try {
+    for (StreamState* s : all_streams()) {
+      // cache.blocks() is safe without the stream's lock; pending is the heap's.
+      if (s->cache.blocks() != 0 || !s->pending.empty()) return true;
+    }
+  } catch (...) {
+    return true;  // out of host memory: assume so, a synchronize is harmless
+  }
+  return false;
 }
 
 void PoolCore::synchronize_everything() noexcept {
