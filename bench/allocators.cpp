@@ -163,6 +163,15 @@ void SovaCapi::deallocate(void* ptr, cudaStream_t stream) {
   check_cuda(sovaFreeAsync(ptr, stream), "sovaFreeAsync");
 }
 
+SovaCapiFromPool::SovaCapiFromPool() {
+  try_set_up(why_not, [this] { check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool"); });
+}
+void* SovaCapiFromPool::allocate(std::size_t bytes, cudaStream_t stream) {
+  void* p = nullptr;
+  check_cuda(sovaMallocFromPoolAsync(&p, bytes, pool, stream), "sovaMallocFromPoolAsync");
+  return p;
+}
+
 void SovaCapi::reset_peaks() {
   sovaMemPool_t pool = nullptr;
   check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool");

@@ -94,6 +94,15 @@ struct SovaCapi {
   PeakFigures read_peaks();
 };
 
+/// sovaMallocFromPoolAsync on the device's current pool, sovaFreeAsync: the C
+/// API without the current-device lookup, to locate the C layer's cost.
+struct SovaCapiFromPool : SovaCapi {
+  static constexpr const char* kName = "sova_capi_from_pool";
+  sovaMemPool_t pool = nullptr;
+  SovaCapiFromPool();
+  void* allocate(std::size_t bytes, cudaStream_t stream);
+};
+
 /// sova::Pool::allocate / deallocate on the CUDA driver.
 struct SovaPool {
   static constexpr const char* kName = "sova_pool";
