@@ -166,6 +166,23 @@ void SovaCapi::deallocate(void* ptr, cudaStream_t stream) {
 SovaCapiFromPool::SovaCapiFromPool() {
   try_set_up(why_not, [this] { check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool"); });
 }
+SovaCapiUnchecked::SovaCapiUnchecked() {
+  // One process-lifetime pool, as with the other allocators.
+  static sovaMemPool_t unchecked = nullptr;
+  try_set_up(why_not, [this] {
+    if (unchecked == nullptr) {
+      sovaMemPoolProps props{};
+      props.device = 0;
+      props.flags = sovaMemPoolNoStreamChecks;
+      check_cuda(sovaMemPoolCreate(&unchecked, &props), "sovaMemPoolCreate");
+      std::uint64_t keep = kKeepAll;
+      check_cuda(sovaMemPoolSetAttribute(unchecked, cudaMemPoolAttrReleaseThreshold, &keep),
+                 "sovaMemPoolSetAttribute(ReleaseThreshold)");
+    }
+    pool = unchecked;
+  });
+}
+
 void* SovaCapiFromPool::allocate(std::size_t bytes, cudaStream_t stream) {
   void* p = nullptr;
   check_cuda(sovaMallocFromPoolAsync(&p, bytes, pool, stream), "sovaMallocFromPoolAsync");

@@ -103,6 +103,13 @@ struct SovaCapiFromPool : SovaCapi {
   void* allocate(std::size_t bytes, cudaStream_t stream);
 };
 
+/// The C API on a pool created with sovaMemPoolNoStreamChecks
+/// (sovaMallocFromPoolAsync / sovaFreeAsync): what the stream checks cost there.
+struct SovaCapiUnchecked : SovaCapiFromPool {
+  static constexpr const char* kName = "sova_capi_unchecked";
+  SovaCapiUnchecked();
+};
+
 /// sova::Pool::allocate / deallocate on the CUDA driver.
 struct SovaPool {
   static constexpr const char* kName = "sova_pool";

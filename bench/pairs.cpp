@@ -10,6 +10,7 @@ namespace {
   register_pair<SovaPoolUnchecked>();
   register_pair<SovaCapi>();
   register_pair<SovaCapiFromPool>();
+  register_pair<SovaCapiUnchecked>();
   register_pair<CudaAsyncDefault>();
   register_pair<CudaAsyncPool>();
   // ~100 us a pair (cudaFree synchronizes the device): a fixed, smaller count.

@@ -35,13 +35,25 @@ typedef enum sovaPolicy {
   sovaPolicyBestFit = 3    /**< best-fit with coalescing (what the default is built on) */
 } sovaPolicy;
 
+/** Flags of a pool (sovaMemPoolProps::flags). */
+typedef enum sovaMemPoolFlags {
+  /** No per-call stream checks: the pool no longer refuses streams under
+   * graph capture nor tells a new stream from a destroyed one whose handle it
+   * received (docs/design.md, "Stream checks"); an allocate+free pair then
+   * makes no driver call. Only where no stream is captured, and none destroyed
+   * while blocks it freed may still be in use. The default pools take it from
+   * the environment: SOVA_STREAM_CHECKS=0. */
+  sovaMemPoolNoStreamChecks = 0x1
+} sovaMemPoolFlags;
+
 /** Properties of a pool; zero-initialise, then set what you need. */
 typedef struct sovaMemPoolProps {
   int device;                                   /**< device ordinal */
   sovaPolicy policy;
   size_t maxSize;                               /**< most physical memory held; 0 = device's */
   enum cudaMemAllocationHandleType handleTypes; /**< IPC: only cudaMemHandleTypeNone for now */
-  unsigned char reserved[64];                   /**< must be zero */
+  unsigned int flags;                           /**< sovaMemPoolFlags; unknown bits: cudaErrorInvalidValue */
+  unsigned char reserved[60];                   /**< must be zero */
 } sovaMemPoolProps;
 
 /** cudaMallocAsync from the device's current pool (sovaDeviceGetMemPool of the

@@ -29,6 +29,7 @@ int raw_enum(const Enum& field) noexcept {
 cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
   for (const unsigned char byte : props.reserved)
     if (byte != 0) return cudaErrorInvalidValue;
+  if ((props.flags & ~static_cast<unsigned>(sovaMemPoolNoStreamChecks)) != 0) return cudaErrorInvalidValue;
   bool supported = true;
   switch (raw_enum(props.policy)) {
     case sovaPolicyDefault:
@@ -64,6 +65,7 @@ cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props
   // sovaPolicyBestFit: Pool has a single policy for now (per-stream caches
   // over a best-fit heap), which is best-fit as far as placement goes.
   options.policy = sova::Policy::default_policy;
+  options.check_streams = (props->flags & sovaMemPoolNoStreamChecks) == 0;
   PoolEntry* e = nullptr;
   if (const cudaError_t err = create_pool(options, false, &e); err != cudaSuccess) return err;
   // No other thread can know the handle yet, so `e` cannot be destroyed here.

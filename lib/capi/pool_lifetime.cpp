@@ -2,10 +2,15 @@
 // (see pool_lifetime.hpp for the states and the locking rules).
 #include "capi/pool_lifetime.hpp"
 
+#include <cstdlib>
+#include <cstring>
+
 #include "capi/capi_errors.hpp"
 #include "capi/read_section.hpp"
 #include "driver/process_driver.hpp"
 
+#include <cstdlib>
+#include <cstring>
 #include <type_traits>
 
 namespace sova::capi {
@@ -102,6 +107,9 @@ cudaError_t ensure_default_pool(int device, PoolEntry** out) noexcept {
   }
   PoolOptions options;
   options.device = device;
+  // A program that only renamed its calls can still choose the fast path.
+  const char* checks = std::getenv("SOVA_STREAM_CHECKS");
+  options.check_streams = checks == nullptr || std::strcmp(checks, "0") != 0;
   PoolEntry* e = nullptr;
   if (const cudaError_t err = create_pool(options, true, &e); err != cudaSuccess) return err;
   {

@@ -22,6 +22,10 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     CHECK(sovaMemPoolCreate(nullptr, &props) == cudaErrorInvalidValue);
     CHECK(sovaMemPoolCreate(&pool, nullptr) == cudaErrorInvalidValue);
   }
+  SECTION("unknown flag bits") {
+    props.flags = 0x2;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+  }
   SECTION("device out of range") {
     for (const int device : {-1, 2, 99}) {
       props.device = device;
@@ -29,9 +33,9 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     }
   }
   SECTION("reserved bytes not zero") {
-    props.reserved[63] = 1;
+    props.reserved[59] = 1;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
-    props.reserved[63] = 0;
+    props.reserved[59] = 0;
     props.reserved[0] = 0x80;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
   }
@@ -327,4 +331,31 @@ TEST_CASE("capi: once a pool exists, the process driver cannot change", "[capi]"
   sova::SimDriver other;
   CHECK(sova::set_process_driver(&other) == cudaErrorInvalidValue);
   CHECK(&sova::process_driver() == &sim());
+}
+
+TEST_CASE("capi: stream checks catch a destroyed stream; sovaMemPoolNoStreamChecks skips them", "[capi]") {
+  sova::SimDriver& driver = sim();
+  cudaStream_t gone = driver.create_stream();
+  driver.destroy_stream(gone);
+
+  ScopedPool checked;
+  void* p = reinterpret_cast<void*>(0x1);
+  CHECK(sovaMallocFromPoolAsync(&p, 4096, checked, gone) == cudaErrorInvalidResourceHandle);
+  CHECK(p == nullptr);
+
+  sovaMemPoolProps props = props_on(0);
+  props.flags = sovaMemPoolNoStreamChecks;
+  sovaMemPool_t unchecked = nullptr;
+  REQUIRE(sovaMemPoolCreate(&unchecked, &props) == cudaSuccess);
+  cudaStream_t s = driver.create_stream();
+  void* q = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&q, 4096, unchecked, s) == cudaSuccess);
+  REQUIRE(sovaFreeAsync(q, s) == cudaSuccess);
+  void* again = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&again, 4096, unchecked, s) == cudaSuccess);
+  CHECK(again == q);  // the fast path, as with checks
+  REQUIRE(sovaFreeAsync(again, s) == cudaSuccess);
+  driver.stream_synchronize(s);
+  driver.destroy_stream(s);
+  CHECK(sovaMemPoolDestroy(unchecked) == cudaSuccess);
 }
