@@ -95,9 +95,13 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
     // Nothing cached and nothing pending: nothing to gain (destroyed streams'
     // states stay in the pool; most of them end up like this).
     if (other->cache.blocks() == 0 && other->pending.empty()) continue;
+    if (other->frozen.load(std::memory_order_relaxed)) continue;
     other->lock.lock();
     poll_fences_locked(other);
     const std::uint64_t safe_epoch = other->safe_epoch;
+    if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
+      other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_everything
+    }
     Block* list = detach(other->cache, [&](Block* b) { return b->epoch <= safe_epoch; });
     if (other->open_epoch_has_frees) {
       // Frees no fence covers yet. Only the stream's own next call may record
@@ -238,6 +242,7 @@ void PoolCore::synchronize_everything() noexcept {
   }
   if (driver_.device_synchronize(device_) != cudaSuccess) return;
   ++device_synchronizes_;
+  for (StreamState* s : streams) s->frozen.store(false, std::memory_order_relaxed);
   for (std::size_t i = 0; i < streams.size(); ++i) {
     StreamState* s = streams[i];
     s->lock.lock();

@@ -105,6 +105,7 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, cudaStream_t strea
       fresh->key = state->key;
       fresh->stream_id = id;
       retired_streams_.reserve(retired_streams_.size() + 1);
+      slot->retired.store(true, std::memory_order_relaxed);
       retired_streams_.push_back(std::move(slot));
       slot = std::move(fresh);
       stream_count_.fetch_add(1, std::memory_order_relaxed);

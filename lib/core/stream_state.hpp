@@ -60,6 +60,14 @@ struct StreamState {
   /// call on this stream records a fence.
   std::atomic<bool> fence_requested{false};
 
+  /// Set when the stream's handle was reused by a new stream: no fence can
+  /// ever be recorded on it again.
+  std::atomic<bool> retired{false};
+  /// A retired state with no fence outstanding: its blocks can only come back
+  /// through a device synchronize, so the slow path stops looking at it
+  /// (every miss would otherwise lock and scan it, for nothing).
+  std::atomic<bool> frozen{false};
+
   // ---- guarded by the pool's heap lock -------------------------------------
   /// Free blocks whose free on this stream is not yet known complete.
   std::set<Block*, BySizeThenOffset> pending;
