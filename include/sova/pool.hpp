@@ -138,6 +138,15 @@ class SOVA_API Pool {
   cudaError_t try_allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept;
   cudaError_t try_deallocate(void* ptr, cudaStream_t stream) noexcept;
 
+  /// Tells the pool that all work submitted to `stream` before this call is
+  /// complete (the caller synchronized the stream, or saw an event recorded
+  /// after that work complete): frees made on `stream` before the call become
+  /// reusable by every stream at once, without an event or a wait, and
+  /// releasable. This is the dependency sova can follow: it cannot see the
+  /// caller's own events (cudaMemPoolReuseFollowEventDependencies). Calling it
+  /// while such work still runs is a race, as freeing memory in use would be.
+  void stream_synchronized(cudaStream_t stream);
+
   /// Releases cached physical memory until at most `bytes_to_keep` stay
   /// reserved, never memory under live blocks or frees not known complete.
   void trim_to(std::size_t bytes_to_keep);

@@ -42,6 +42,13 @@ cudaError_t Pool::try_deallocate(void* ptr, cudaStream_t stream) noexcept {
   return core_->deallocate(ptr, stream);
 }
 
+void Pool::stream_synchronized(cudaStream_t stream) {
+  const cudaError_t error = core_->stream_synchronized(stream);
+  if (error != cudaSuccess) {
+    throw Error(std::string("sova: stream_synchronized failed: ") + cudaGetErrorName(error), error);
+  }
+}
+
 void Pool::trim_to(std::size_t bytes_to_keep) {
   const cudaError_t error = core_->trim_to(bytes_to_keep);
   if (error != cudaSuccess) throw Error(std::string("sova: trim failed: ") + cudaGetErrorName(error), error);

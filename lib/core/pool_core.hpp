@@ -49,6 +49,8 @@ class PoolCore {
   cudaError_t allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept;
   cudaError_t deallocate(void* ptr, cudaStream_t stream) noexcept;
   cudaError_t trim_to(std::size_t bytes_to_keep) noexcept;
+  /// Pool::stream_synchronized: everything freed on `stream` so far is complete.
+  cudaError_t stream_synchronized(cudaStream_t stream) noexcept;
   /// Called by the release worker every kReleasePeriod: if no allocation or
   /// free happened since the last call, releases memory above the release
   /// threshold whose frees are known complete (release_worker.hpp says why).

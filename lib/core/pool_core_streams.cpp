@@ -172,6 +172,24 @@ void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noex
   events_recorded_.fetch_add(1, std::memory_order_relaxed);
 }
 
+cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
+  StreamState* state = stream_state(stream);
+  if (state == nullptr) return cudaErrorMemoryAllocation;
+  state->lock.lock();
+  if (state->open_epoch_has_frees) {
+    ++state->epoch;  // frees from now on are not covered
+    state->open_epoch_has_frees = false;
+  }
+  state->safe_epoch = state->epoch - 1;
+  while (!state->fences.empty()) {  // all covered: their events are no longer needed
+    return_event(state->fences.front().event);
+    state->fences.pop_front();
+  }
+  state->fence_requested.store(false, std::memory_order_relaxed);
+  state->lock.unlock();
+  return cudaSuccess;
+}
+
 void PoolCore::poll_fences_locked(StreamState* state) noexcept {
   while (!state->fences.empty()) {
     const Fence fence = state->fences.front();

@@ -268,3 +268,35 @@ TEST_CASE("a stream destroyed while its work runs: its cached blocks never race 
   pool.deallocate(q, b);
   pool.check_invariants();
 }
+
+TEST_CASE("after stream_synchronized, another stream reuses the frees without a wait or a synchronize",
+          "[conformance]") {
+  TestDevice& device = test_device();
+  for (const bool told : {false, true}) {
+    INFO("stream_synchronized called: " << told);
+    Pool pool(options_on(device));
+    set_reuse(pool, true, false);  // opportunistic only
+    ScopedStream a(device);
+    ScopedStream b(device);
+    constexpr std::size_t kSmall = std::size_t{1} << 20;  // small: no fence of its own
+    void* p = pool.allocate(kSmall, a);
+    void* filler = pool.allocate(kSmall, b);  // fills p's granule: B cannot use backed memory beside p
+    pool.deallocate(p, a);
+    device.synchronize(a);
+    if (told) pool.stream_synchronized(a);
+    void* q = pool.allocate(kSmall, b);
+    const PoolStats stats = pool.stats();
+    if (told) {
+      CHECK(q == p);
+      CHECK(stats.cross_stream_reuses == 1);
+    } else {
+      CHECK(q != p);  // nothing proves A's free complete: B grows
+      CHECK(stats.cross_stream_reuses == 0);
+    }
+    CHECK(stats.cross_stream_waits == 0);
+    CHECK(stats.device_synchronizes == 0);
+    pool.deallocate(q, b);
+    pool.deallocate(filler, b);
+    pool.check_invariants();
+  }
+}
