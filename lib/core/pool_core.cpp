@@ -1,9 +1,10 @@
 // PoolCore construction, destruction and the fast paths.
 #include "core/pool_core.hpp"
 
+#include "core/clock.hpp"
+
 #include "core/release_worker.hpp"
 
-#include <chrono>
 #include <string>
 
 namespace sova::detail {
@@ -20,12 +21,6 @@ constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 // pair took 93 ns against 42 ns for 256 B): look at it on every 16th large
 // free only.
 constexpr std::uint32_t kClockEvery = 15;
-
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 DeviceInfo query_device(Driver& driver, int device) {
   int count = 0;
@@ -121,7 +116,7 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     unsigned long long id = 0;
     if (const cudaError_t error = driver_.stream_id(stream, &id); error != cudaSuccess) return error;
     if (id != state->stream_id) {
-      state = renew_stream_state(state, stream, id);
+      state = renew_stream_state(state, id);
       if (state == nullptr) return cudaErrorMemoryAllocation;
     }
   }
@@ -133,14 +128,8 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     block->state.store(BlockState::live, std::memory_order_relaxed);
     block->requested = bytes;
     block->stream = nullptr;
-    StreamState::bump(state->live_bytes, static_cast<std::int64_t>(bytes));
-    StreamState::bump(state->live_blocks, 1);
-    StreamState::bump(state->allocations);
+    state->count_allocation(bytes);
     StreamState::bump(state->fast_hits);
-    const std::int64_t live = state->live_bytes.load(std::memory_order_relaxed);
-    if (live > state->live_high.load(std::memory_order_relaxed)) {
-      state->live_high.store(live, std::memory_order_relaxed);
-    }
     state->lock.unlock();
     *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
     return cudaSuccess;

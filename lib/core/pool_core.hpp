@@ -39,6 +39,10 @@
 
 namespace sova::detail {
 
+/// How many best-fit candidates the heap looks at for one that is wholly
+/// backed (and, waiting on a fence, covered by it) before giving up.
+inline constexpr int kBackedScan = 16;
+
 class PoolCore {
  public:
   explicit PoolCore(const PoolOptions& options);
@@ -83,8 +87,7 @@ class PoolCore {
   /// `state` was made for (a destroyed stream's handle, reused): `state` is
   /// retired with its cached blocks, a fresh state takes the key. nullptr when
   /// host memory runs out.
-  StreamState* renew_stream_state(StreamState* state, cudaStream_t stream,
-                                  unsigned long long id) noexcept;
+  StreamState* renew_stream_state(StreamState* state, unsigned long long id) noexcept;
   std::vector<StreamState*> all_streams();
   /// Closes `state`'s epoch with an event recorded on `stream`. state->lock held.
   void record_fence_locked(StreamState* state, cudaStream_t stream) noexcept;
@@ -97,6 +100,9 @@ class PoolCore {
   std::set<Block*, BySizeThenOffset>& free_set_of(const Block* block) noexcept;
   /// Makes `block` free under its current tag and merges it with free neighbours of the same tag.
   void insert_free(Block* block) noexcept;
+  /// Merges `right` into its address neighbour `left`; `right` is recycled.
+  /// Neither may be in a free set.
+  void join(Block* left, Block* right) noexcept;
   void erase_free(Block* block) noexcept;
   /// Best fit of at least `size` bytes in `set`; with `backed_only`, only among
   /// blocks whose whole range is backed (a bounded scan).

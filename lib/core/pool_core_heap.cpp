@@ -6,45 +6,43 @@
 
 namespace sova::detail {
 
-namespace {
-// How many best-fit candidates to look at for one that is wholly backed
-// before giving up (and letting the growth step back one).
-constexpr int kBackedScan = 16;
-}  // namespace
-
 std::set<Block*, BySizeThenOffset>& PoolCore::free_set_of(const Block* block) noexcept {
   return block->stream != nullptr ? block->stream->pending : safe_;
 }
 
 void PoolCore::erase_free(Block* block) noexcept { free_set_of(block).erase(block); }
 
+namespace {
+
+// Whether `neighbour` is free under `block`'s tag (both safe, or both pending
+// on the same stream), so that the two may be merged.
+bool free_with_same_tag(const Block* neighbour, const Block* block) noexcept {
+  return neighbour != nullptr && neighbour->state.load(std::memory_order_acquire) == BlockState::free &&
+         neighbour->stream == block->stream;
+}
+
+}  // namespace
+
+void PoolCore::join(Block* left, Block* right) noexcept {
+  map_.set(right->offset, nullptr);
+  left->size += right->size;
+  left->epoch = std::max(left->epoch, right->epoch);  // the merged free completes with the later one
+  left->next = right->next;
+  if (right->next != nullptr) right->next->prev = left;
+  blocks_.recycle(right);
+}
+
 void PoolCore::insert_free(Block* block) noexcept {
   block->state.store(BlockState::free, std::memory_order_release);
   block->bin_next = nullptr;
-  // Merge with free neighbours under the same tag (both safe, or both pending
-  // on the same stream: the merged free completes with the later epoch).
-  Block* prev = block->prev;
-  if (prev != nullptr && prev->state.load(std::memory_order_acquire) == BlockState::free &&
-      prev->stream == block->stream) {
+  if (Block* prev = block->prev; free_with_same_tag(prev, block)) {
     erase_free(prev);
-    map_.set(block->offset, nullptr);
-    prev->size += block->size;
-    prev->epoch = std::max(prev->epoch, block->epoch);
-    prev->next = block->next;
-    if (block->next != nullptr) block->next->prev = prev;
-    blocks_.recycle(block);
+    join(prev, block);
     block = prev;
   }
-  Block* next = block->next;
-  if (next != nullptr && next->state.load(std::memory_order_acquire) == BlockState::free &&
-      next->stream == block->stream) {
+  if (Block* next = block->next; free_with_same_tag(next, block)) {
     erase_free(next);
-    map_.set(next->offset, nullptr);
-    block->size += next->size;
-    block->epoch = std::max(block->epoch, next->epoch);
-    block->next = next->next;
-    if (next->next != nullptr) next->next->prev = block;
-    blocks_.recycle(next);
+    join(block, next);
   }
   free_set_of(block).insert(block);
 }

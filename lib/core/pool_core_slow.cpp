@@ -159,7 +159,7 @@ Block* PoolCore::take_with_wait(std::size_t size, StreamState* state, cudaStream
     }
     Block* chosen = nullptr;
     int scanned = 0;
-    for (auto it = other->pending.lower_bound(size); it != other->pending.end() && scanned < 16;
+    for (auto it = other->pending.lower_bound(size); it != other->pending.end() && scanned < kBackedScan;
          ++it, ++scanned) {
       if ((*it)->epoch <= fence.epoch && arena_.is_backed((*it)->offset, size)) {
         chosen = *it;
@@ -262,13 +262,7 @@ void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noe
   block->bin_next = nullptr;
   block->state.store(BlockState::live, std::memory_order_release);
   state->lock.lock();
-  StreamState::bump(state->live_bytes, static_cast<std::int64_t>(bytes));
-  StreamState::bump(state->live_blocks, 1);
-  StreamState::bump(state->allocations);
-  const std::int64_t live = state->live_bytes.load(std::memory_order_relaxed);
-  if (live > state->live_high.load(std::memory_order_relaxed)) {
-    state->live_high.store(live, std::memory_order_relaxed);
-  }
+  state->count_allocation(bytes);
   state->lock.unlock();
   sample_used_high();
 }

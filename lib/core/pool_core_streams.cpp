@@ -1,7 +1,8 @@
 // Streams: finding a stream's state, fences, events.
 #include "core/pool_core.hpp"
 
-#include <chrono>
+#include "core/clock.hpp"
+
 
 namespace sova::detail {
 
@@ -35,12 +36,6 @@ std::uintptr_t canonical_key(cudaStream_t stream) noexcept {
 }
 
 constexpr std::size_t kMaxFences = 8;
-
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -94,8 +89,7 @@ std::vector<StreamState*> PoolCore::all_streams() {
   return states;
 }
 
-StreamState* PoolCore::renew_stream_state(StreamState* state, cudaStream_t stream,
-                                          unsigned long long id) noexcept {
+StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long id) noexcept {
   StreamState* current = nullptr;
   try {
     std::lock_guard<std::mutex> lock(streams_mutex_);

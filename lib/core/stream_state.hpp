@@ -72,6 +72,16 @@ struct StreamState {
   /// Free blocks whose free on this stream is not yet known complete.
   std::set<Block*, BySizeThenOffset> pending;
 
+  /// Counts an allocation of `bytes` on this stream (lock held): used bytes and
+  /// blocks, the stream's high-water mark, and the allocation itself.
+  void count_allocation(std::size_t bytes) noexcept {
+    bump(live_bytes, static_cast<std::int64_t>(bytes));
+    bump(live_blocks, 1);
+    bump(allocations);
+    const std::int64_t live = live_bytes.load(std::memory_order_relaxed);
+    if (live > live_high.load(std::memory_order_relaxed)) live_high.store(live, std::memory_order_relaxed);
+  }
+
   /// Adds `delta` to a counter that only this stream's lock holder writes.
   static void bump(std::atomic<std::int64_t>& counter, std::int64_t delta) noexcept {
     counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
