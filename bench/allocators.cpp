@@ -146,8 +146,7 @@ void CudaAsyncPool::deallocate(void* ptr, cudaStream_t stream) {
 SovaCapi::SovaCapi() : sim(capi_sim()) {
   if (sim != nullptr) label = "sim";
   // Set on every construction: the seed cases set this same pool's threshold too.
-  try_set_up(why_not, [] {
-    sovaMemPool_t pool = nullptr;
+  try_set_up(why_not, [this] {
     check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool");
     std::uint64_t keep = kKeepAll;
     check_cuda(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep),
@@ -163,9 +162,6 @@ void SovaCapi::deallocate(void* ptr, cudaStream_t stream) {
   check_cuda(sovaFreeAsync(ptr, stream), "sovaFreeAsync");
 }
 
-SovaCapiFromPool::SovaCapiFromPool() {
-  try_set_up(why_not, [this] { check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool"); });
-}
 SovaCapiUnchecked::SovaCapiUnchecked() {
   // One process-lifetime pool, as with the other allocators.
   static sovaMemPool_t unchecked = nullptr;
@@ -190,8 +186,6 @@ void* SovaCapiFromPool::allocate(std::size_t bytes, cudaStream_t stream) {
 }
 
 void SovaCapi::reset_peaks() {
-  sovaMemPool_t pool = nullptr;
-  check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool");
   check_cuda(sovaMemPoolTrimTo(pool, 0), "sovaMemPoolTrimTo");
   std::uint64_t zero = 0;
   check_cuda(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero),
@@ -200,8 +194,6 @@ void SovaCapi::reset_peaks() {
              "sovaMemPoolSetAttribute(UsedMemHigh)");
 }
 PeakFigures SovaCapi::read_peaks() {
-  sovaMemPool_t pool = nullptr;
-  check_cuda(sovaDeviceGetMemPool(&pool, 0), "sovaDeviceGetMemPool");
   PeakFigures peaks;
   check_cuda(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &peaks.reserved_high),
              "sovaMemPoolGetAttribute(ReservedMemHigh)");

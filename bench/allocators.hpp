@@ -86,10 +86,13 @@ struct SovaCapi {
   std::string why_not;
   const char* label = "cuda";
   sova::SimDriver* sim = nullptr;
+  /// The pool the figures are read from: device 0's current pool (allocate
+  /// goes to it through sovaMallocAsync), or the variants' own.
+  sovaMemPool_t pool = nullptr;
   SovaCapi();
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* ptr, cudaStream_t stream);
-  /// sovaMemPoolTrimTo(0) on the current pool, then its highs reset.
+  /// sovaMemPoolTrimTo(0) on `pool`, then its highs reset.
   void reset_peaks();
   PeakFigures read_peaks();
 };
@@ -98,8 +101,6 @@ struct SovaCapi {
 /// API without the current-device lookup, to locate the C layer's cost.
 struct SovaCapiFromPool : SovaCapi {
   static constexpr const char* kName = "sova_capi_from_pool";
-  sovaMemPool_t pool = nullptr;
-  SovaCapiFromPool();
   void* allocate(std::size_t bytes, cudaStream_t stream);
 };
 
