@@ -16,6 +16,7 @@
 
 #include <sova/driver.hpp>
 #include <sova/export.h>
+#include <sova/placement.hpp>
 
 #include <cuda_runtime_api.h>
 
@@ -28,9 +29,14 @@
 
 namespace sova {
 
-/// How a pool places blocks in its VA range.
+/// How a pool places blocks in its VA range (include/sova/placement.hpp
+/// describes each; docs/policies.md compares them).
 enum class Policy {
-  default_policy,  ///< per-stream exact-size caches over a best-fit, coalescing heap
+  default_policy,  ///< exact sizes; small blocks slab-placed, large ones best fit
+  size_classes,    ///< four size classes per power of two, slab-placed
+  buddy,           ///< power-of-two blocks at buddy positions
+  best_fit,        ///< exact sizes, best fit
+  custom,          ///< PoolOptions::placement, a user's own PlacementPolicy
 };
 
 struct PoolOptions {
@@ -46,6 +52,15 @@ struct PoolOptions {
   /// VA to reserve; 0 = twice the pool's limit (max_size or device memory).
   std::size_t va_reserve = 0;
   Policy policy = Policy::default_policy;
+  /// The policy when `policy` is Policy::custom (required then, ignored
+  /// otherwise). Shared: one policy object may serve many pools.
+  std::shared_ptr<const PlacementPolicy> placement;
+  /// Physical remapping: before creating physical memory to back a block,
+  /// move free physical chunks (whole chunks lying in free memory whose frees
+  /// are known complete) under the block's VA. Keeps reserved memory near
+  /// live memory when free memory is scattered in pieces; costs about what
+  /// creating the chunk would (an unmap, a map and an access call per chunk).
+  bool remap = true;
   /// Check the stream of each allocation and free (docs/design.md, "Stream
   /// checks"): a stream under graph capture is refused with
   /// cudaErrorStreamCaptureUnsupported, and a handle that a new stream reused
@@ -77,13 +92,23 @@ struct PoolStats {
   std::uint64_t fast_path_hits = 0;    ///< allocations served from the stream's own cache
   std::uint64_t failed_allocations = 0;
   std::uint64_t cached_bytes = 0;      ///< bytes in per-stream caches and the free heap, backed or not
-  std::uint64_t largest_free_block = 0;///< largest free VA block, backed or not, excluding the unbacked tail
+  std::uint64_t cached_small_bytes = 0;///< part of cached_bytes in blocks <= kSmallBlockLimit
+  std::uint64_t free_backed_bytes = 0; ///< physical memory under free blocks (heap and caches): reserved - in use
+  std::uint64_t largest_free_block = 0;///< largest free block wholly backed: what an allocation gets without growing
   std::uint64_t chunks_mapped = 0;     ///< physical chunks created and mapped, ever
   std::uint64_t chunks_unmapped = 0;   ///< physical chunks unmapped and released, ever
+  std::uint64_t chunks_remapped = 0;   ///< free physical chunks moved under new VA (PoolOptions::remap)
+  std::uint64_t bytes_remapped = 0;    ///< their bytes: physical memory not created thanks to remapping
   std::uint64_t cross_stream_reuses = 0;  ///< blocks taken from another stream's frees
   std::uint64_t cross_stream_waits = 0;   ///< stream waits inserted (internal dependencies)
   std::uint64_t events_recorded = 0;
   std::uint64_t device_synchronizes = 0;  ///< last-resort syncs before reporting out of memory
+
+  /// Peak reserved / peak used: the memory overhead of the pool since the
+  /// high-water marks were last reset (1.0 = none; 0 when nothing was used).
+  double peak_overhead() const noexcept {
+    return used_high == 0 ? 0.0 : static_cast<double>(reserved_high) / static_cast<double>(used_high);
+  }
 };
 
 /// Thrown by Pool::allocate when memory cannot be had. The message carries the

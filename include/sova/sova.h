@@ -29,11 +29,13 @@ typedef struct sovaMemPool_st* sovaMemPool_t;
 
 /** Placement policy of a pool. */
 typedef enum sovaPolicy {
-  sovaPolicyDefault = 0,   /**< per-stream exact-size caches over a best-fit, coalescing heap */
-  sovaPolicySizeClass = 1, /**< not yet available: cudaErrorNotSupported */
-  sovaPolicyBuddy = 2,     /**< not yet available: cudaErrorNotSupported */
-  sovaPolicyBestFit = 3    /**< best-fit with coalescing (what the default is built on) */
+  sovaPolicyDefault = 0,   /**< exact sizes; small blocks slab-placed, larger ones best fit */
+  sovaPolicySizeClass = 1, /**< four size classes per power of two, slab-placed */
+  sovaPolicyBuddy = 2,     /**< power-of-two blocks at buddy positions */
+  sovaPolicyBestFit = 3    /**< exact sizes, best fit */
 } sovaPolicy;
+/* Each is described in include/sova/placement.hpp and compared in
+ * docs/policies.md; a policy of one's own is C++ only (sova::PlacementPolicy). */
 
 /** Flags of a pool (sovaMemPoolProps::flags). */
 typedef enum sovaMemPoolFlags {
@@ -43,7 +45,11 @@ typedef enum sovaMemPoolFlags {
    * makes no driver call. Only where no stream is captured, and none destroyed
    * while blocks it freed may still be in use. The default pools take it from
    * the environment: SOVA_STREAM_CHECKS=0. */
-  sovaMemPoolNoStreamChecks = 0x1
+  sovaMemPoolNoStreamChecks = 0x1,
+  /** No physical remapping: back new blocks with new physical memory only,
+   * never by moving free physical chunks of the pool under them
+   * (sova::PoolOptions::remap). For comparisons; remapping is on by default. */
+  sovaMemPoolNoRemap = 0x2
 } sovaMemPoolFlags;
 
 /** Properties of a pool; zero-initialise, then set what you need. */

@@ -3,6 +3,7 @@
 #include <sova/pool.hpp>  // sova::Error
 
 #include <algorithm>
+#include <bit>
 #include <string>
 
 namespace sova::detail {
@@ -28,6 +29,44 @@ Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va
                 error);
   }
   chunk_of_granule_.assign(size_ / granularity_, kUnbacked);
+  backed_bits_.assign((chunk_of_granule_.size() + 63) / 64, 0);
+}
+
+void Arena::mark(std::size_t first_granule, std::size_t granules, std::int32_t slot) noexcept {
+  std::fill_n(chunk_of_granule_.begin() + static_cast<std::ptrdiff_t>(first_granule), granules, slot);
+  for (std::size_t g = first_granule; g < first_granule + granules; ++g) {
+    const std::uint64_t bit = std::uint64_t{1} << (g % 64);
+    if (slot == kUnbacked) {
+      backed_bits_[g / 64] &= ~bit;
+    } else {
+      backed_bits_[g / 64] |= bit;
+    }
+  }
+}
+
+std::size_t Arena::next_backed(std::size_t from, std::size_t end) const noexcept {
+  std::size_t g = from;
+  while (g < end) {
+    const std::uint64_t word = backed_bits_[g / 64] >> (g % 64);
+    if (word != 0) return std::min(end, g + static_cast<std::size_t>(std::countr_zero(word)));
+    g = (g / 64 + 1) * 64;
+  }
+  return end;
+}
+
+cudaError_t Arena::map_chunk(const Chunk& chunk) noexcept {
+  const std::uintptr_t va = base_ + chunk.first_granule * granularity_;
+  const std::size_t bytes = chunk.granules * granularity_;
+  cudaError_t error = driver_.map(va, bytes, chunk.handle);
+  if (error != cudaSuccess) return error;
+  try {
+    const std::vector<cudaMemAccessDesc> descs = access_descs();
+    error = driver_.set_access(va, bytes, descs.data(), descs.size());
+  } catch (const std::bad_alloc&) {
+    error = cudaErrorMemoryAllocation;
+  }
+  if (error != cudaSuccess) driver_.unmap(va, bytes);
+  return error;
 }
 
 Arena::~Arena() {
@@ -56,20 +95,9 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
   PhysicalHandle handle = 0;
   cudaError_t error = driver_.physical_create(device_, bytes, &handle);
   if (error != cudaSuccess) return error;
-  const std::uintptr_t va = base_ + first_granule * granularity_;
-  error = driver_.map(va, bytes, handle);
+  const Chunk chunk{first_granule, granules, handle};
+  error = map_chunk(chunk);
   if (error != cudaSuccess) {
-    driver_.physical_release(handle);
-    return error;
-  }
-  try {
-    const std::vector<cudaMemAccessDesc> descs = access_descs();
-    error = driver_.set_access(va, bytes, descs.data(), descs.size());
-  } catch (const std::bad_alloc&) {
-    error = cudaErrorMemoryAllocation;
-  }
-  if (error != cudaSuccess) {
-    driver_.unmap(va, bytes);
     driver_.physical_release(handle);
     return error;
   }
@@ -83,12 +111,12 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
       slot = static_cast<std::int32_t>(chunks_.size() - 1);
     }
   } catch (const std::bad_alloc&) {
-    driver_.unmap(va, bytes);
+    driver_.unmap(base_ + first_granule * granularity_, bytes);
     driver_.physical_release(handle);
     return cudaErrorMemoryAllocation;
   }
-  chunks_[slot] = Chunk{first_granule, granules, handle};
-  std::fill_n(chunk_of_granule_.begin() + static_cast<std::ptrdiff_t>(first_granule), granules, slot);
+  chunks_[slot] = chunk;
+  mark(first_granule, granules, slot);
   backed_bytes_ += bytes;
   backed_high_ = std::max(backed_high_, backed_bytes_);
   ++chunks_mapped_;
@@ -101,8 +129,7 @@ void Arena::destroy_chunk(std::int32_t slot) noexcept {
   const std::size_t bytes = chunk.granules * granularity_;
   driver_.unmap(base_ + chunk.first_granule * granularity_, bytes);
   driver_.physical_release(chunk.handle);
-  std::fill_n(chunk_of_granule_.begin() + static_cast<std::ptrdiff_t>(chunk.first_granule),
-              chunk.granules, kUnbacked);
+  mark(chunk.first_granule, chunk.granules, kUnbacked);
   backed_bytes_ -= bytes;
   ++chunks_unmapped_;
   chunk = Chunk{};
@@ -161,12 +188,8 @@ std::size_t Arena::release_within(std::size_t offset, std::size_t bytes,
   const std::size_t end = (offset + bytes) / granularity_;  // exclusive
   std::size_t released = 0;
   std::size_t granule = first;
-  while (granule < end && backed_bytes_ > keep_at_least) {
+  while (backed_bytes_ > keep_at_least && (granule = next_backed(granule, end)) < end) {
     const std::int32_t slot = chunk_of_granule_[granule];
-    if (slot == kUnbacked) {
-      ++granule;
-      continue;
-    }
     const Chunk chunk = chunks_[slot];
     const bool wholly_inside = chunk.first_granule >= first && chunk.first_granule + chunk.granules <= end;
     if (wholly_inside) {
@@ -178,6 +201,85 @@ std::size_t Arena::release_within(std::size_t offset, std::size_t bytes,
     granule = chunk.first_granule + chunk.granules;
   }
   return released;
+}
+
+void Arena::chunks_within(std::size_t offset, std::size_t bytes, std::vector<ChunkRef>& out) const {
+  if (bytes == 0 || offset >= size_) return;
+  bytes = std::min(bytes, size_ - offset);
+  const std::size_t first = round_up(offset, granularity_) / granularity_;
+  const std::size_t end = (offset + bytes) / granularity_;  // exclusive
+  std::size_t granule = first;
+  while ((granule = next_backed(granule, end)) < end) {
+    const std::int32_t slot = chunk_of_granule_[granule];
+    const Chunk& chunk = chunks_[slot];
+    if (chunk.first_granule >= first && chunk.first_granule + chunk.granules <= end) {
+      out.push_back(ChunkRef{slot, chunk.first_granule, chunk.granules});
+    }
+    granule = chunk.first_granule + chunk.granules;
+  }
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> Arena::unbacked_runs(std::size_t offset,
+                                                                      std::size_t bytes) const {
+  std::vector<std::pair<std::size_t, std::size_t>> runs;
+  if (bytes == 0) return runs;
+  const std::size_t first = offset / granularity_;
+  const std::size_t end = (offset + bytes - 1) / granularity_ + 1;  // exclusive
+  std::size_t granule = first;
+  while (granule < end) {
+    if (chunk_of_granule_[granule] != kUnbacked) {
+      ++granule;
+      continue;
+    }
+    const std::size_t run_end = next_backed(granule, end);
+    runs.emplace_back(granule, run_end - granule);
+    granule = run_end;
+  }
+  return runs;
+}
+
+cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule) noexcept {
+  Chunk& chunk = chunks_[slot];
+  const std::size_t bytes = chunk.granules * granularity_;
+  if (to_granule + chunk.granules > chunk_of_granule_.size() ||
+      next_backed(to_granule, to_granule + chunk.granules) != to_granule + chunk.granules) {
+    return cudaErrorInvalidValue;
+  }
+  const std::size_t from_granule = chunk.first_granule;
+  cudaError_t error = driver_.unmap(base_ + from_granule * granularity_, bytes);
+  if (error != cudaSuccess) return error;  // still mapped where it was: nothing changed
+  mark(from_granule, chunk.granules, kUnbacked);
+  chunk.first_granule = to_granule;
+  error = map_chunk(chunk);
+  if (error == cudaSuccess) {
+    mark(to_granule, chunk.granules, slot);
+    ++chunks_moved_;
+    bytes_moved_ += bytes;
+    return cudaSuccess;
+  }
+  // Put it back where it was; failing that, let it go (its old range is free).
+  chunk.first_granule = from_granule;
+  if (map_chunk(chunk) == cudaSuccess) {
+    mark(from_granule, chunk.granules, slot);
+    return error;
+  }
+  driver_.physical_release(chunk.handle);
+  backed_bytes_ -= bytes;
+  ++chunks_unmapped_;
+  chunk = Chunk{};
+  free_chunk_slots_.push_back(slot);  // as in destroy_chunk: capacity >= chunks_.size(), no throw
+  return error;
+}
+
+std::size_t Arena::backed_prefix(std::size_t offset, std::size_t bytes) const noexcept {
+  if (bytes == 0) return 0;
+  const std::size_t first = offset / granularity_;
+  const std::size_t end = (offset + bytes - 1) / granularity_ + 1;
+  std::size_t g = first;
+  while (g < end && chunk_of_granule_[g] != kUnbacked) ++g;
+  if (g == end) return bytes;
+  const std::size_t backed_end = g * granularity_;
+  return backed_end > offset ? backed_end - offset : 0;
 }
 
 bool Arena::is_backed(std::size_t offset, std::size_t bytes) const noexcept {

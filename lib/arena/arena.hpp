@@ -15,6 +15,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 namespace sova::detail {
@@ -52,8 +53,30 @@ class Arena {
   std::size_t release_within(std::size_t offset, std::size_t bytes,
                              std::size_t keep_at_least = 0) noexcept;
 
+  /// A physical chunk lying wholly inside some range (chunks_within).
+  struct ChunkRef {
+    std::int32_t slot = -1;
+    std::size_t first_granule = 0;
+    std::size_t granules = 0;
+  };
+  /// Appends the chunks lying wholly inside [offset, offset + bytes). Skips
+  /// unbacked stretches a 64-granule word at a time. Throws std::bad_alloc.
+  void chunks_within(std::size_t offset, std::size_t bytes, std::vector<ChunkRef>& out) const;
+  /// The runs of unbacked granules overlapping [offset, offset + bytes), as
+  /// (first granule, count). Throws std::bad_alloc.
+  std::vector<std::pair<std::size_t, std::size_t>> unbacked_runs(std::size_t offset, std::size_t bytes) const;
+  /// Moves chunk `slot` so that it backs the granules from `to_granule` on,
+  /// which must all be unbacked: unmap, map at the new VA, set access there.
+  /// The caller guarantees no work touches the chunk's old range. On failure
+  /// the chunk is mapped back where it was; if even that fails it is released
+  /// (its old range becomes unbacked). Either way nothing is left mapped at
+  /// the new place, and the driver's error is returned.
+  cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule) noexcept;
+
   /// True when every granule overlapping the range is backed.
   bool is_backed(std::size_t offset, std::size_t bytes) const noexcept;
+  /// How many bytes from `offset` on, up to `bytes`, are backed without a gap.
+  std::size_t backed_prefix(std::size_t offset, std::size_t bytes) const noexcept;
   /// Backed bytes inside the range (whole granules overlapping it).
   std::size_t backed_bytes_in(std::size_t offset, std::size_t bytes) const noexcept;
 
@@ -69,6 +92,8 @@ class Arena {
   std::size_t max_physical() const noexcept { return max_physical_; }
   std::uint64_t chunks_mapped() const noexcept { return chunks_mapped_; }
   std::uint64_t chunks_unmapped() const noexcept { return chunks_unmapped_; }
+  std::uint64_t chunks_moved() const noexcept { return chunks_moved_; }
+  std::uint64_t bytes_moved() const noexcept { return bytes_moved_; }
   std::size_t live_chunks() const noexcept { return chunks_.size() - free_chunk_slots_.size(); }
 
  private:
@@ -81,6 +106,11 @@ class Arena {
 
   cudaError_t create_chunk(std::size_t first_granule, std::size_t granules, std::int32_t* slot) noexcept;
   void destroy_chunk(std::int32_t slot) noexcept;
+  /// Maps chunk `slot`'s handle at its first_granule and sets access.
+  cudaError_t map_chunk(const Chunk& chunk) noexcept;
+  void mark(std::size_t first_granule, std::size_t granules, std::int32_t slot) noexcept;
+  /// The first backed granule in [from, end), or end.
+  std::size_t next_backed(std::size_t from, std::size_t end) const noexcept;
   std::vector<cudaMemAccessDesc> access_descs() const;
 
   Driver& driver_;
@@ -91,6 +121,7 @@ class Arena {
   std::size_t max_physical_;
   std::size_t max_chunk_granules_;  ///< 0 = a whole run in one chunk
   std::vector<std::int32_t> chunk_of_granule_;  // kUnbacked or index into chunks_
+  std::vector<std::uint64_t> backed_bits_;      // bit g set: granule g backed (for skipping)
   std::vector<Chunk> chunks_;
   std::vector<std::int32_t> free_chunk_slots_;
   std::vector<cudaMemAccessDesc> peers_;  // devices other than the owner
@@ -98,6 +129,8 @@ class Arena {
   std::size_t backed_high_ = 0;
   std::uint64_t chunks_mapped_ = 0;
   std::uint64_t chunks_unmapped_ = 0;
+  std::uint64_t chunks_moved_ = 0;
+  std::uint64_t bytes_moved_ = 0;
 };
 
 }  // namespace sova::detail

@@ -29,15 +29,13 @@ int raw_enum(const Enum& field) noexcept {
 cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
   for (const unsigned char byte : props.reserved)
     if (byte != 0) return cudaErrorInvalidValue;
-  if ((props.flags & ~static_cast<unsigned>(sovaMemPoolNoStreamChecks)) != 0) return cudaErrorInvalidValue;
-  bool supported = true;
+  constexpr unsigned kKnownFlags = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap;
+  if ((props.flags & ~kKnownFlags) != 0) return cudaErrorInvalidValue;
   switch (raw_enum(props.policy)) {
     case sovaPolicyDefault:
     case sovaPolicyBestFit:
-      break;
     case sovaPolicySizeClass:
     case sovaPolicyBuddy:
-      supported = false;
       break;
     default:
       return cudaErrorInvalidValue;
@@ -45,7 +43,6 @@ cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
   if (const cudaError_t err = check_device(props.device, cudaErrorInvalidValue);
       err != cudaSuccess)
     return err;
-  if (!supported) return cudaErrorNotSupported;
   // IPC export is not built yet; the runtime would accept POSIX fd / fabric.
   if (raw_enum(props.handleTypes) != cudaMemHandleTypeNone) return cudaErrorNotSupported;
   return cudaSuccess;
@@ -62,10 +59,22 @@ cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props
   sova::PoolOptions options;
   options.device = props->device;
   options.max_size = props->maxSize;
-  // sovaPolicyBestFit: Pool has a single policy for now (per-stream caches
-  // over a best-fit heap), which is best-fit as far as placement goes.
-  options.policy = sova::Policy::default_policy;
+  switch (props->policy) {
+    case sovaPolicySizeClass:
+      options.policy = sova::Policy::size_classes;
+      break;
+    case sovaPolicyBuddy:
+      options.policy = sova::Policy::buddy;
+      break;
+    case sovaPolicyBestFit:
+      options.policy = sova::Policy::best_fit;
+      break;
+    default:
+      options.policy = sova::Policy::default_policy;
+      break;
+  }
   options.check_streams = (props->flags & sovaMemPoolNoStreamChecks) == 0;
+  options.remap = (props->flags & sovaMemPoolNoRemap) == 0;
   PoolEntry* e = nullptr;
   if (const cudaError_t err = create_pool(options, false, &e); err != cudaSuccess) return err;
   // No other thread can know the handle yet, so `e` cannot be destroyed here.

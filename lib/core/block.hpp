@@ -38,6 +38,9 @@ struct Block {
   std::size_t offset = 0;     ///< from the arena's base
   std::size_t size = 0;       ///< a multiple of kAlignment
   std::size_t requested = 0;  ///< bytes the user asked for (live blocks)
+  /// Live and cached blocks: bytes from the start known backed (at least what
+  /// the request needed; policies may back less than the whole block).
+  std::size_t backed = 0;
   Block* prev = nullptr;      ///< address-order neighbours
   Block* next = nullptr;
   Block* bin_next = nullptr;  ///< next in a stream cache bin

@@ -72,6 +72,8 @@ PoolCore::PoolCore(const PoolOptions& options)
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
              options.max_chunk),
       map_(arena_.size(), info_.granularity),
+      placement_(options),
+      remap_(options.remap),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),
@@ -106,7 +108,13 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     ++failed_allocations_;
     return cudaErrorMemoryAllocation;
   }
-  const std::size_t size = round_up_to_alignment(bytes);
+  const std::size_t size = placement_.block_size(bytes);
+  if (size == 0 || size > arena_.size()) {
+    std::lock_guard<std::mutex> lock(heap_mutex_);
+    ++failed_allocations_;
+    return size == 0 ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;  // 0: a user's policy broke its contract
+  }
+  const std::size_t need = placement_.backing(bytes, size);
   StreamState* state = stream_state(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   if (check_streams_ && !state->is_legacy) {
@@ -124,7 +132,12 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   // Fast path: a block of exactly this size freed earlier on this stream.
   state->lock.lock();
   if (state->fence_requested.load(std::memory_order_relaxed)) record_fence_locked(state, stream);
-  if (Block* block = state->cache.pop(size)) {
+  Block* block = state->cache.pop(size);
+  if (block != nullptr && block->backed < need) {
+    state->cache.push(block);  // backed for a smaller request: the slow path backs the rest
+    block = nullptr;
+  }
+  if (block != nullptr) {
     block->state.store(BlockState::live, std::memory_order_relaxed);
     block->requested = bytes;
     block->stream = nullptr;
@@ -135,7 +148,7 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     return cudaSuccess;
   }
   state->lock.unlock();
-  return allocate_slow(ptr, bytes, size, state, stream);
+  return allocate_slow(ptr, bytes, size, need, state, stream);
 }
 
 cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {

@@ -25,6 +25,7 @@
 #include "core/block.hpp"
 #include "core/block_map.hpp"
 #include "core/block_pool.hpp"
+#include "core/placement.hpp"
 #include "core/stream_state.hpp"
 
 #include <sova/pool.hpp>
@@ -39,9 +40,15 @@
 
 namespace sova::detail {
 
-/// How many best-fit candidates the heap looks at for one that is wholly
-/// backed (and, waiting on a fence, covered by it) before giving up.
-inline constexpr int kBackedScan = 16;
+/// How many best-fit candidates the heap offers the placement policy (and,
+/// waiting on a fence, checks for being covered by it) before giving up.
+inline constexpr int kBackedScan = kPlaceCandidates;
+
+/// A block chosen for a request, and where in it the request is placed.
+struct Fit {
+  Block* block = nullptr;
+  std::size_t at = 0;
+};
 
 class PoolCore {
  public:
@@ -104,31 +111,57 @@ class PoolCore {
   /// Neither may be in a free set.
   void join(Block* left, Block* right) noexcept;
   void erase_free(Block* block) noexcept;
-  /// Best fit of at least `size` bytes in `set`; with `backed_only`, only among
-  /// blocks whose whole range is backed (a bounded scan).
-  Block* best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size, bool backed_only) noexcept;
-  Block* best_fit_for(StreamState* state, std::size_t size, bool backed_only) noexcept;
-  /// Removes `block` from the heap and splits off what lies beyond `size`.
-  /// Returns false (nothing changed) when host memory for the split is lacking.
-  bool carve(Block* block, std::size_t size) noexcept;
+  /// The first of up to kBackedScan blocks of at least `size` bytes in `set`,
+  /// in best-fit order, where the policy places the request; with
+  /// `backed_only`, only where its first `need` bytes are backed. Without,
+  /// the largest block (the unbacked tail) is tried last as well.
+  Fit best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size, std::size_t need,
+               bool backed_only) noexcept;
+  Fit best_fit_for(StreamState* state, std::size_t size, std::size_t need, bool backed_only) noexcept;
+  /// Removes `fit.block` from the heap and splits off what lies before
+  /// `fit.at` and beyond `size` as free blocks of the same tag; the block then
+  /// starts at fit.at. Returns nullptr (nothing changed) when host memory for
+  /// a split is lacking.
+  Block* carve(Fit fit, std::size_t size) noexcept;
   /// cached -> free: safe when `owner_safe_epoch` covers it, else pending on `owner`.
   void take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch, Block* block) noexcept;
 
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
-  cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, StreamState* state,
-                            cudaStream_t stream) noexcept;
-  Block* find_without_growth(std::size_t size, StreamState* state, cudaStream_t stream) noexcept;
+  cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
+                            StreamState* state, cudaStream_t stream) noexcept;
+  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state) noexcept;
   void flush_cache_to_heap(StreamState* state) noexcept;
   /// Moves other streams' frees known complete into the safe set; requests
   /// fences where frees are not yet covered by one.
   void harvest_streams(StreamState* except) noexcept;
-  Block* take_with_wait(std::size_t size, StreamState* state, cudaStream_t stream) noexcept;
-  cudaError_t grow(std::size_t size, StreamState* state, Block** out) noexcept;
+  Block* take_with_wait(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
+  cudaError_t grow(std::size_t size, std::size_t need, StreamState* state, Block** out) noexcept;
+  /// Backs the first `need` bytes of `block` (carved, not yet handed out):
+  /// free physical chunks moved under it first (remap_), new chunks for the
+  /// rest, safe free memory released if the device is full. On failure the
+  /// moved chunks are moved back where they were (a chunk that cannot be is
+  /// left as backed free memory of the block, or released) and nothing new
+  /// is created.
+  cudaError_t back_block(Block* block, std::size_t need) noexcept;
+
+  // ---- remapping (pool_core_remap.cpp); heap_mutex_ held -----------------------
+  struct ChunkMove {
+    std::int32_t slot;
+    std::size_t from_granule;
+  };
+  /// Moves whole chunks lying in safe free blocks under the unbacked granules
+  /// of [offset, offset + bytes), largest first where they fit, and appends
+  /// each move to `moves`. Best effort.
+  void remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::vector<ChunkMove>& moves) noexcept;
+  /// Moves the chunks of `moves` back, last first (their old ranges are still free).
+  void undo_moves(const std::vector<ChunkMove>& moves) noexcept;
   /// Whether any stream caches blocks or has frees pending in the heap. Heap lock held.
   bool frees_held_anywhere() noexcept;
   /// Synchronizes the device; afterwards every free made so far is complete.
   void synchronize_everything() noexcept;
   void hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept;
+  /// A free range's view for the policy.
+  static FreeRange range_of(const Block* block) noexcept { return FreeRange{block->offset, block->size}; }
 
   // ---- release (pool_core_release.cpp); heap_mutex_ held ---------------------
   /// Releases safe free physical memory until at most `keep` stays backed.
@@ -146,6 +179,8 @@ class PoolCore {
   const std::uint64_t uid_;  ///< never reused: keys the threads' stream caches
   Arena arena_;
   BlockMap map_;
+  const Placement placement_;
+  const bool remap_;
 
   std::mutex heap_mutex_;
   BlockPool blocks_;

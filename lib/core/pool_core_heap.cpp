@@ -47,53 +47,85 @@ void PoolCore::insert_free(Block* block) noexcept {
   free_set_of(block).insert(block);
 }
 
-Block* PoolCore::best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size,
-                          bool backed_only) noexcept {
+Fit PoolCore::best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size, std::size_t need,
+                      bool backed_only) noexcept {
+  const std::size_t granularity = arena_.granularity();
+  auto try_block = [&](Block* block) -> Fit {
+    const std::size_t at = placement_.place(range_of(block), size, granularity);
+    if (at == PlacementPolicy::kNoFit) return {};
+    if (backed_only && !arena_.is_backed(at, need)) return {};
+    return Fit{block, at};
+  };
   auto it = set.lower_bound(size);
-  if (!backed_only) return it == set.end() ? nullptr : *it;
   for (int scanned = 0; it != set.end() && scanned < kBackedScan; ++it, ++scanned) {
-    if (arena_.is_backed((*it)->offset, size)) return *it;
+    if (Fit fit = try_block(*it); fit.block != nullptr) return fit;
   }
-  return nullptr;
+  // The largest free range last: for growth, the VA's never-used tail, where
+  // any placement fits when the nearer candidates' alignment did not.
+  if (!backed_only && it != set.end()) return try_block(*set.rbegin());
+  return {};
 }
 
-Block* PoolCore::best_fit_for(StreamState* state, std::size_t size, bool backed_only) noexcept {
-  Block* safe = best_fit(safe_, size, backed_only);
-  Block* own = state != nullptr ? best_fit(state->pending, size, backed_only) : nullptr;
-  if (safe == nullptr) return own;
-  if (own == nullptr) return safe;
-  return own->size <= safe->size ? own : safe;  // ties go to our own: keeps safe memory for others
+Fit PoolCore::best_fit_for(StreamState* state, std::size_t size, std::size_t need, bool backed_only) noexcept {
+  const Fit safe = best_fit(safe_, size, need, backed_only);
+  const Fit own = state != nullptr ? best_fit(state->pending, size, need, backed_only) : Fit{};
+  if (safe.block == nullptr) return own;
+  if (own.block == nullptr) return safe;
+  return own.block->size <= safe.block->size ? own : safe;  // ties go to our own: keeps safe memory for others
 }
 
-bool PoolCore::carve(Block* block, std::size_t size) noexcept {
-  Block* rest = nullptr;
-  if (block->size - size >= kAlignment) {
-    try {
-      rest = blocks_.make();
-      map_.prepare(block->offset + size);
-    } catch (...) {
-      if (rest != nullptr) blocks_.recycle(rest);
-      return false;
+Block* PoolCore::carve(Fit fit, std::size_t size) noexcept {
+  Block* block = fit.block;
+  const std::size_t before = fit.at - block->offset;
+  const std::size_t after = block->size - before - size;
+  Block* left = nullptr;
+  Block* right = nullptr;
+  try {
+    if (before != 0) left = blocks_.make();
+    if (after != 0) {
+      right = blocks_.make();
+      map_.prepare(fit.at + size);
     }
+    if (before != 0) map_.prepare(fit.at);
+  } catch (...) {
+    if (left != nullptr) blocks_.recycle(left);
+    if (right != nullptr) blocks_.recycle(right);
+    return nullptr;
   }
   erase_free(block);
+  // A split-off piece keeps the block's tag and epoch: free the same way.
+  auto split_off = [&](Block* piece, std::size_t offset, std::size_t bytes) {
+    piece->offset = offset;
+    piece->size = bytes;
+    piece->stream = block->stream;
+    piece->epoch = block->epoch;
+    map_.set(offset, piece);
+    piece->state.store(BlockState::free, std::memory_order_release);
+    free_set_of(piece).insert(piece);
+  };
+  if (left != nullptr) {
+    // The Block object moves to the request's place; `left` takes the front.
+    left->prev = block->prev;
+    if (left->prev != nullptr) left->prev->next = left;
+    left->next = block;
+    block->prev = left;
+    const std::size_t original_offset = block->offset;
+    block->offset = fit.at;
+    block->size -= before;
+    map_.set(block->offset, block);
+    split_off(left, original_offset, before);
+  }
   // Taken: no longer a merge candidate for its neighbours.
   block->state.store(BlockState::live, std::memory_order_release);
-  if (rest != nullptr) {
-    rest->offset = block->offset + size;
-    rest->size = block->size - size;
-    rest->stream = block->stream;
-    rest->epoch = block->epoch;
-    rest->prev = block;
-    rest->next = block->next;
-    if (block->next != nullptr) block->next->prev = rest;
-    block->next = rest;
+  if (right != nullptr) {
+    right->prev = block;
+    right->next = block->next;
+    if (block->next != nullptr) block->next->prev = right;
+    block->next = right;
     block->size = size;
-    map_.set(rest->offset, rest);
-    rest->state.store(BlockState::free, std::memory_order_release);
-    free_set_of(rest).insert(rest);
+    split_off(right, fit.at + size, after);
   }
-  return true;
+  return block;
 }
 
 void PoolCore::take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch,

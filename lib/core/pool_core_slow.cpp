@@ -20,13 +20,13 @@ Block* detach(SizeBins& cache, Predicate complete) {
 }
 }  // namespace
 
-cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t size,
+cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                                     StreamState* state, cudaStream_t stream) noexcept {
   std::lock_guard<std::mutex> lock(heap_mutex_);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Block* block = find_without_growth(size, state, stream);
+    Block* block = find_without_growth(size, need, state);
     if (block == nullptr) {
-      const cudaError_t error = grow(size, state, &block);
+      const cudaError_t error = grow(size, need, state, &block);
       if (error != cudaSuccess && error != cudaErrorMemoryAllocation) {
         ++failed_allocations_;
         return error;
@@ -35,7 +35,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
     // Internal dependencies come after growth: a wait ties this stream to
     // another's running work (the serialization of rmm#850), growth costs once.
     if (block == nullptr && reuse_allow_internal_dependencies_.load(std::memory_order_relaxed)) {
-      block = take_with_wait(size, state, stream);
+      block = take_with_wait(size, need, state, stream);
     }
     if (block != nullptr) {
       hand_out(block, bytes, state);
@@ -50,19 +50,19 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
   return cudaErrorMemoryAllocation;
 }
 
-Block* PoolCore::find_without_growth(std::size_t size, StreamState* state, cudaStream_t) noexcept {
-  auto take = [&](Block* block) { return block != nullptr && carve(block, size) ? block : nullptr; };
+Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state) noexcept {
+  auto take = [&](Fit fit) { return fit.block != nullptr ? carve(fit, size) : nullptr; };
   // 1. Backed heap memory that is safe, or pending on this very stream.
-  if (Block* block = take(best_fit_for(state, size, true))) return block;
+  if (Block* block = take(best_fit_for(state, size, need, true))) return block;
   // 2. This stream's own cache, coalesced into the heap.
   if (state->cache.blocks() != 0) {
     flush_cache_to_heap(state);
-    if (Block* block = take(best_fit_for(state, size, true))) return block;
+    if (Block* block = take(best_fit_for(state, size, need, true))) return block;
   }
   // 3. Opportunistic: other streams' frees known complete.
   if (reuse_allow_opportunistic_.load(std::memory_order_relaxed)) {
     harvest_streams(state);
-    if (Block* block = take(best_fit_for(state, size, true))) {
+    if (Block* block = take(best_fit_for(state, size, need, true))) {
       ++cross_stream_reuses_;
       return block;
     }
@@ -134,7 +134,8 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
   }
 }
 
-Block* PoolCore::take_with_wait(std::size_t size, StreamState* state, cudaStream_t stream) noexcept {
+Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState* state,
+                                cudaStream_t stream) noexcept {
   std::vector<StreamState*> streams;
   try {
     streams = all_streams();
@@ -157,16 +158,19 @@ Block* PoolCore::take_with_wait(std::size_t size, StreamState* state, cudaStream
       block->stream = other;
       insert_free(block);
     }
-    Block* chosen = nullptr;
+    Fit fit;
     int scanned = 0;
     for (auto it = other->pending.lower_bound(size); it != other->pending.end() && scanned < kBackedScan;
          ++it, ++scanned) {
-      if ((*it)->epoch <= fence.epoch && arena_.is_backed((*it)->offset, size)) {
-        chosen = *it;
+      if ((*it)->epoch > fence.epoch) continue;
+      const std::size_t at = placement_.place(range_of(*it), size, arena_.granularity());
+      if (at != PlacementPolicy::kNoFit && arena_.is_backed(at, need)) {
+        fit = Fit{*it, at};
         break;
       }
     }
-    if (chosen != nullptr && carve(chosen, size)) {
+    Block* chosen = fit.block != nullptr ? carve(fit, size) : nullptr;
+    if (chosen != nullptr) {
       if (driver_.stream_wait_event(stream, fence.event) == cudaSuccess) {
         other->lock.unlock();
         ++cross_stream_waits_;
@@ -180,27 +184,38 @@ Block* PoolCore::take_with_wait(std::size_t size, StreamState* state, cudaStream
   return nullptr;
 }
 
-cudaError_t PoolCore::grow(std::size_t size, StreamState* state, Block** out) noexcept {
-  Block* block = best_fit_for(state, size, false);
-  if (block == nullptr || !carve(block, size)) return cudaErrorMemoryAllocation;
-  cudaError_t error = arena_.commit(block->offset, size);
-  if (error == cudaErrorMemoryAllocation) {
-    // Step 6: make room by releasing free physical memory that is safe.
-    const std::size_t granularity = arena_.granularity();
-    const std::size_t span = (block->offset + size + granularity - 1) / granularity * granularity -
-                             block->offset / granularity * granularity;
-    const std::size_t missing = span - arena_.backed_bytes_in(block->offset, size);
-    const std::size_t backed = arena_.backed_bytes();
-    if (release_free_memory(backed > missing ? backed - missing : 0) != 0) {
-      error = arena_.commit(block->offset, size);
-    }
-  }
+cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* state, Block** out) noexcept {
+  const Fit fit = best_fit_for(state, size, need, false);
+  Block* block = fit.block != nullptr ? carve(fit, size) : nullptr;
+  if (block == nullptr) return cudaErrorMemoryAllocation;
+  const cudaError_t error = back_block(block, need);
   if (error != cudaSuccess) {
     insert_free(block);
     return error;
   }
   *out = block;
   return cudaSuccess;
+}
+
+cudaError_t PoolCore::back_block(Block* block, std::size_t need) noexcept {
+  std::vector<ChunkMove> moves;
+  if (remap_) remap_free_chunks_into(block->offset, need, moves);
+  cudaError_t error = arena_.commit(block->offset, need);
+  if (error == cudaErrorMemoryAllocation) {
+    // Step 6: make room by releasing free physical memory that is safe.
+    const std::size_t granularity = arena_.granularity();
+    const std::size_t span = (block->offset + need + granularity - 1) / granularity * granularity -
+                             block->offset / granularity * granularity;
+    const std::size_t missing = span - arena_.backed_bytes_in(block->offset, need);
+    const std::size_t backed = arena_.backed_bytes();
+    if (release_free_memory(backed > missing ? backed - missing : 0) != 0) {
+      error = arena_.commit(block->offset, need);
+    }
+  }
+  // Moved chunks go back: left here they could strand physical memory in a
+  // range that a later, smaller request cannot use whole.
+  if (error != cudaSuccess) undo_moves(moves);
+  return error;
 }
 
 bool PoolCore::frees_held_anywhere() noexcept {
@@ -258,6 +273,7 @@ void PoolCore::synchronize_everything() noexcept {
 
 void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept {
   block->requested = bytes;
+  block->backed = arena_.backed_prefix(block->offset, block->size);
   block->stream = nullptr;
   block->bin_next = nullptr;
   block->state.store(BlockState::live, std::memory_order_release);

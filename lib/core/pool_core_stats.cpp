@@ -38,6 +38,19 @@ PoolStats PoolCore::stats() {
   std::int64_t used = 0;
   std::int64_t live_blocks = 0;
   std::int64_t stream_high = 0;
+  // Free memory: per-stream caches, pending and safe heap blocks. The
+  // never-used tail of the VA is not "cached"; its backed bytes (if any) are.
+  auto count_free = [&](const Block* b, bool whole_block_cached) {
+    if (whole_block_cached) {
+      s.cached_bytes += b->size;
+      if (b->size <= kSmallBlockLimit) s.cached_small_bytes += b->size;
+    }
+    const std::size_t backed = arena_.backed_bytes_in(b->offset, b->size);
+    s.free_backed_bytes += backed;
+    if (backed != 0 && arena_.is_backed(b->offset, b->size)) {
+      s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
+    }
+  };
   for (StreamState* st : all_streams()) {
     st->lock.lock();
     used += st->live_bytes.load(std::memory_order_relaxed);
@@ -46,18 +59,16 @@ PoolStats PoolCore::stats() {
     s.allocations += st->allocations.load(std::memory_order_relaxed);
     s.deallocations += st->deallocations.load(std::memory_order_relaxed);
     s.fast_path_hits += st->fast_hits.load(std::memory_order_relaxed);
-    s.cached_bytes += st->cache.bytes();
-    for (const Block* b : st->pending) {
-      s.cached_bytes += b->size;
-      if (arena_.is_backed(b->offset, b->size)) s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
-    }
+    st->cache.for_each([&](const Block* b) { count_free(b, true); });
+    for (const Block* b : st->pending) count_free(b, true);
     st->lock.unlock();
   }
-  for (const Block* b : safe_) {
-    const bool is_tail = b->offset + b->size == arena_.size();
-    if (!is_tail) s.cached_bytes += b->size;
-    if (arena_.is_backed(b->offset, b->size)) s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
-  }
+  for (const Block* b : safe_) count_free(b, b->offset + b->size != arena_.size());
+  // Granules shared by a free block and a live neighbour are counted with
+  // both: bound the free figure by what is reserved.
+  s.free_backed_bytes = std::min<std::uint64_t>(s.free_backed_bytes, s.reserved_current);
+  s.chunks_remapped = arena_.chunks_moved();
+  s.bytes_remapped = arena_.bytes_moved();
   s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
   // A stream's own high-water mark is the pool's only while it is the only
   // stream: with several, a stream that frees others' blocks sees its count
@@ -77,9 +88,9 @@ std::string PoolCore::describe() {
   std::snprintf(line, sizeof line,
                 "pool on device %d (%s driver): reserved %" PRIu64 " B (high %" PRIu64 "), used %" PRIu64
                 " B (high %" PRIu64 ") in %" PRIu64 " blocks, cached %" PRIu64 " B, largest free backed block %" PRIu64
-                " B, max size %zu B",
+                " B, max size %zu B, policy %s",
                 device_, driver_.name(), s.reserved_current, s.reserved_high, s.used_current, s.used_high,
-                s.live_blocks, s.cached_bytes, s.largest_free_block, arena_.max_physical());
+                s.live_blocks, s.cached_bytes, s.largest_free_block, arena_.max_physical(), placement_.name());
   return line;
 }
 
@@ -200,7 +211,14 @@ void PoolCore::check_invariants() {
     if (b->size == 0 || b->size % kAlignment != 0) fail("block size not a positive multiple of 512", b);
     if (map_.find(b->offset) != b) fail("block map does not point at block", b);
     const BlockState state = b->state.load();
-    if (state != BlockState::free && !arena_.is_backed(b->offset, b->size)) fail("live or cached block not backed", b);
+    if (state != BlockState::free) {
+      // Policies may back less than the whole block: what the block records as
+      // backed must be, and must cover at least the request it was made for.
+      if (b->backed == 0 || b->backed > b->size || !arena_.is_backed(b->offset, b->backed)) {
+        fail("live or cached block not backed as it records", b);
+      }
+      if (state == BlockState::live && b->backed < b->requested) fail("live block backed short of its request", b);
+    }
     if (state == BlockState::live) live_requested += static_cast<std::int64_t>(b->requested);
     if (state == BlockState::cached) ++cached_blocks;
     if (state == BlockState::free) {

@@ -23,7 +23,7 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     CHECK(sovaMemPoolCreate(&pool, nullptr) == cudaErrorInvalidValue);
   }
   SECTION("unknown flag bits") {
-    props.flags = 0x2;
+    props.flags = 0x4;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
   }
   SECTION("device out of range") {
@@ -46,12 +46,8 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
       CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
     }
   }
-  SECTION("policies not yet available") {
-    props.policy = sovaPolicySizeClass;
-    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorNotSupported);
-    props.policy = sovaPolicyBuddy;
-    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorNotSupported);
-    // An unusable value wins over an unsupported one.
+  SECTION("an unusable value wins over an unsupported one") {
+    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
     props.device = 99;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
   }
@@ -358,4 +354,31 @@ TEST_CASE("capi: stream checks catch a destroyed stream; sovaMemPoolNoStreamChec
   driver.stream_synchronize(s);
   driver.destroy_stream(s);
   CHECK(sovaMemPoolDestroy(unchecked) == cudaSuccess);
+}
+
+TEST_CASE("capi: each sovaPolicy places blocks its own way", "[capi]") {
+  sim();
+  // Two 4500-byte blocks in a fresh pool lie one block size apart: exact
+  // sizes round to 4608, size classes to 5120, buddy to 8192.
+  const std::pair<sovaPolicy, std::ptrdiff_t> expected[] = {
+      {sovaPolicyDefault, 4608}, {sovaPolicyBestFit, 4608}, {sovaPolicySizeClass, 5120}, {sovaPolicyBuddy, 8192}};
+  for (const auto& [policy, distance] : expected) {
+    INFO("policy " << static_cast<int>(policy));
+    sovaMemPoolProps props;
+    std::memset(&props, 0, sizeof props);
+    props.policy = policy;
+    props.flags = sovaMemPoolNoRemap;
+    sovaMemPool_t pool = nullptr;
+    REQUIRE(sovaMemPoolCreate(&pool, &props) == cudaSuccess);
+    ScopedStream s;
+    void* a = nullptr;
+    void* b = nullptr;
+    REQUIRE(sovaMallocFromPoolAsync(&a, 4500, pool, s) == cudaSuccess);
+    REQUIRE(sovaMallocFromPoolAsync(&b, 4500, pool, s) == cudaSuccess);
+    CHECK(static_cast<char*>(b) - static_cast<char*>(a) == distance);
+    CHECK(used(pool) == 9000);
+    CHECK(sovaFreeAsync(a, s) == cudaSuccess);
+    CHECK(sovaFreeAsync(b, s) == cudaSuccess);
+    CHECK(sovaMemPoolDestroy(pool) == cudaSuccess);
+  }
 }

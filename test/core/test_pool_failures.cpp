@@ -2,6 +2,7 @@
 #include "core/sim_pool_fixture.hpp"
 
 #include <cstring>
+#include <vector>
 
 using namespace sova;
 using namespace sova::test;
@@ -146,4 +147,68 @@ TEST_CASE("a device without VMM is refused with a clear error", "[core]") {
   } catch (const sova::Error& e) {
     CHECK(e.error() == cudaErrorInvalidDevice);
   }
+}
+
+namespace {
+
+// Eight 2 MiB blocks (a chunk each) filled with their index; the even ones
+// freed and made safe: 8 MiB of free physical memory in four pieces.
+std::vector<void*> scatter_free_chunks(SimDriver& sim, Pool& pool, cudaStream_t s) {
+  std::vector<void*> blocks;
+  for (int i = 0; i < 8; ++i) {
+    blocks.push_back(pool.allocate(std::size_t{2} << 20, s));
+    std::memset(blocks.back(), i, std::size_t{2} << 20);
+  }
+  for (int i = 0; i < 8; i += 2) pool.deallocate(blocks[static_cast<std::size_t>(i)], s);
+  sim.stream_synchronize(s);
+  pool.stream_synchronized(s);
+  return blocks;
+}
+
+void check_odd_blocks_intact(const std::vector<void*>& blocks) {
+  for (std::size_t i = 1; i < blocks.size(); i += 2) {
+    const auto* bytes = static_cast<const unsigned char*>(blocks[i]);
+    CHECK(bytes[0] == i);
+    CHECK(bytes[(std::size_t{2} << 20) - 1] == i);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("a map failure while remapping puts the chunk back, or lets it go; nothing is lost",
+          "[core][failure][remap]") {
+  SimDriver sim(small_sim());
+  PoolOptions options = options_on(sim);
+  options.release_threshold = ~std::uint64_t{0};
+  Pool pool(options);
+  cudaStream_t s = sim.create_stream();
+  const std::vector<void*> blocks = scatter_free_chunks(sim, pool, s);
+  const std::size_t mib = std::size_t{1} << 20;
+  std::size_t expected_reserved = 16 * mib;
+
+  SECTION("the move's map fails: the chunk goes back where it was") {
+    sim.fail_map_at(1);
+    // One donor stays in place; the other three move; one granule is created.
+    expected_reserved += 2 * mib;
+  }
+  SECTION("the move's map fails and so does putting it back: the chunk is released") {
+    sim.fail_map_at(1);
+    sim.fail_set_access_at(1);
+    // One donor is lost (its free range unbacked); three move; one is created.
+    expected_reserved += 0;
+  }
+  void* big = pool.allocate(8 * mib, s);
+  std::memset(big, 0xEE, 8 * mib);  // mapped and writable, every byte
+  check_odd_blocks_intact(blocks);
+  const PoolStats stats = pool.stats();
+  CHECK(stats.chunks_remapped == 3);
+  CHECK(stats.reserved_current == expected_reserved);
+  CHECK(sim.counters().physical_bytes == expected_reserved);  // the device agrees: nothing leaked
+  pool.check_invariants();
+  pool.deallocate(big, s);
+  for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  sim.stream_synchronize(s);
+  pool.trim_to(0);
+  CHECK(sim.counters().physical_bytes == 0);
+  sim.destroy_stream(s);
 }

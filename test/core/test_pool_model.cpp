@@ -19,13 +19,43 @@ struct LiveBlock {
   cudaStream_t stream;
 };
 
-void run_random_walk(std::uint32_t seed, int steps, std::size_t max_size, bool with_trim) {
+constexpr std::size_t kGranule = std::size_t{2} << 20;  // the sim's granularity
+
+// Where each built-in policy must have put a block of `bytes` at `address`
+// (the reservation is granule-aligned, so within a granule offsets and
+// addresses agree).
+void check_placement(Policy policy, std::uintptr_t address, std::size_t bytes) {
+  switch (policy) {
+    case Policy::buddy: {
+      std::size_t size = 512;
+      while (size < bytes) size *= 2;
+      if (size <= kGranule) REQUIRE(address % size == 0);
+      break;
+    }
+    case Policy::size_classes:
+    case Policy::default_policy:
+      if (policy == Policy::size_classes || bytes <= kSmallBlockLimit) {
+        if (bytes <= kGranule) REQUIRE(address / kGranule == (address + bytes - 1) / kGranule);
+      }
+      break;
+    default:
+      break;
+  }
+}
+
+// Returns how many chunks the pool remapped.
+std::uint64_t run_random_walk(std::uint32_t seed, int steps, std::size_t max_size, bool with_trim,
+                              Policy policy = Policy::default_policy, bool remap = true) {
   SimDriver sim(small_sim(std::size_t{512} << 20));
-  Pool pool(options_on(sim));
+  PoolOptions options = options_on(sim);
+  options.policy = policy;
+  options.remap = remap;
+  Pool pool(options);
   std::vector<cudaStream_t> streams = {sim.create_stream(), sim.create_stream(), nullptr /* legacy */};
   std::mt19937 rng(seed);
   std::map<std::uintptr_t, LiveBlock> live;
   std::uint64_t model_used = 0;
+  std::uint64_t remapped_seen = 0;
 
   for (int step = 0; step < steps; ++step) {
     const int action = static_cast<int>(rng() % 100);
@@ -39,6 +69,7 @@ void run_random_walk(std::uint32_t seed, int steps, std::size_t max_size, bool w
       REQUIRE(error == cudaSuccess);
       const auto address = reinterpret_cast<std::uintptr_t>(p);
       REQUIRE(address % 512 == 0);
+      check_placement(policy, address, bytes);
       auto after = live.lower_bound(address);
       if (after != live.end()) REQUIRE(address + bytes <= after->first);
       if (after != live.begin()) {
@@ -61,6 +92,11 @@ void run_random_walk(std::uint32_t seed, int steps, std::size_t max_size, bool w
       REQUIRE(pool.try_deallocate(reinterpret_cast<void*>(it->first), stream) == cudaErrorInvalidValue);
       model_used -= it->second.bytes;
       live.erase(it);
+    } else if (action < 98) {
+      // The caller saw the stream's work complete: its frees become safe,
+      // free memory that remapping may move.
+      sim.stream_synchronize(stream);
+      pool.stream_synchronized(stream);
     } else if (with_trim) {
       pool.trim_to(rng() % 2 == 0 ? 0 : std::size_t{32} << 20);
     }
@@ -68,7 +104,8 @@ void run_random_walk(std::uint32_t seed, int steps, std::size_t max_size, bool w
     REQUIRE(stats.used_current == model_used);
     REQUIRE(stats.live_blocks == live.size());
     REQUIRE(stats.reserved_current <= stats.reserved_high);
-    if (step % 7 == 0) pool.check_invariants();
+    if (step % 7 == 0 || stats.chunks_remapped != remapped_seen) pool.check_invariants();
+    remapped_seen = stats.chunks_remapped;
   }
   for (auto& entry : live) {
     REQUIRE(pool.try_deallocate(reinterpret_cast<void*>(entry.first), entry.second.stream) == cudaSuccess);
@@ -79,9 +116,12 @@ void run_random_walk(std::uint32_t seed, int steps, std::size_t max_size, bool w
   CHECK(reserved_of(pool) == 0);
   CHECK(pool.stats().used_current == 0);
   pool.check_invariants();
+  const std::uint64_t remapped = pool.stats().chunks_remapped;
+  if (!remap) CHECK(remapped == 0);
   for (cudaStream_t s : streams) {
     if (s != nullptr) sim.destroy_stream(s);
   }
+  return remapped;
 }
 
 }  // namespace
@@ -97,5 +137,20 @@ TEST_CASE("random walks keep every invariant (large blocks, trims)", "[core][mod
   for (std::uint32_t seed : {11u, 12u}) {
     INFO("seed " << seed);
     run_random_walk(seed, 1500, std::size_t{24} << 20, true);
+  }
+}
+
+TEST_CASE("every policy keeps every invariant and places blocks its way", "[core][model][policy]") {
+  const Policy policies[] = {Policy::default_policy, Policy::size_classes, Policy::buddy, Policy::best_fit};
+  for (const Policy policy : policies) {
+    for (const bool remap : {true, false}) {
+      INFO("policy " << static_cast<int>(policy) << ", remap " << remap);
+      run_random_walk(21, 2000, 256 * 1024, false, policy, remap);
+      std::uint64_t remapped = 0;
+      for (const std::uint32_t seed : {22u, 23u}) {
+        remapped += run_random_walk(seed, 800, std::size_t{24} << 20, true, policy, remap);
+      }
+      if (remap) CHECK(remapped > 0);  // the walks exercised the remapping path
+    }
   }
 }

@@ -1,0 +1,112 @@
+// sova — placement policies: how a pool carves its VA range into blocks.
+//
+// A pool keeps every byte of its VA in blocks: live (handed out), cached on a
+// stream, or free in its heap (coalesced with free neighbours, kept in
+// best-fit order). A placement policy decides three things and nothing else:
+//
+//   block_size(bytes)   the size of the block a request gets: the unit of
+//                       reuse (a stream's cache hands a freed block of exactly
+//                       this size to the next request that rounds to it);
+//   backing(bytes, size)   how much of that block, from its start, must be
+//                       backed by physical memory; the pool rounds it up to
+//                       the granule. VA is cheap and physical is not: a policy
+//                       that rounds sizes up generously (buddy, size classes)
+//                       backs only what the request needs, so its waste is
+//                       bounded by the granule, not by its rounding;
+//   place(range, size, granularity)   where in one free range a block goes,
+//                       or kNoFit to pass over that range.
+//
+// The pool does the rest, the same for every policy: per-stream caches, the
+// stream-ordered reuse rules, splitting the chosen range around the placed
+// block and coalescing freed neighbours, growing and releasing physical
+// memory, and remapping free physical chunks under new VA (docs/policies.md).
+// The pool offers place() the free ranges of at least `size` bytes in
+// best-fit order (smallest first, then lowest address): up to
+// kPlaceCandidates of those whose memory is already backed, then, before it
+// creates physical memory, up to kPlaceCandidates of all, and last the
+// largest free range (the never-used tail of the VA).
+//
+// Contracts for a policy of your own (test/core/custom_policy_test.cpp has
+// an example):
+//   * block_size(bytes) >= bytes, a multiple of kPlacementAlignment (512),
+//     the same for the same bytes every time;
+//   * bytes <= backing(bytes, size) <= size (values outside are clamped);
+//   * place() returns an offset that is a multiple of 512 with
+//     range.offset <= offset and offset + size <= range.offset + range.size,
+//     or kNoFit; it must not depend on anything but its arguments and the
+//     policy's own constant state;
+//   * every method is noexcept, thread-safe and cheap: block_size runs on
+//     every allocation (backing on every one too, for policies that override
+//     it), place() under the pool's heap lock.
+// A policy that breaks these makes the allocation fail with
+// cudaErrorInvalidValue rather than corrupt the pool.
+#pragma once
+
+#include <sova/export.h>
+
+#include <cstddef>
+#include <memory>
+
+namespace sova {
+
+/// Every block starts at and is sized in multiples of this.
+inline constexpr std::size_t kPlacementAlignment = 512;
+
+/// How many free ranges the pool offers place() per search (see above).
+inline constexpr int kPlaceCandidates = 16;
+
+/// A free range of a pool's VA, as byte offsets from the pool's base.
+struct FreeRange {
+  std::size_t offset = 0;
+  std::size_t size = 0;
+};
+
+class SOVA_API PlacementPolicy {
+ public:
+  static constexpr std::size_t kNoFit = ~std::size_t{0};
+
+  virtual ~PlacementPolicy() = default;
+  /// A short name, for statistics and error messages.
+  virtual const char* name() const noexcept = 0;
+  /// The block size a request of `bytes` (> 0) gets.
+  virtual std::size_t block_size(std::size_t bytes) const noexcept = 0;
+  /// Bytes from the block's start that must be backed for a request of
+  /// `bytes` in a block of `size`. Default: the whole block.
+  virtual std::size_t backing(std::size_t bytes, std::size_t size) const noexcept {
+    (void)bytes;
+    return size;
+  }
+  /// Where a block of `size` bytes starts within `range`, or kNoFit.
+  /// `granularity` is the pool's physical granule (2 MiB on H100).
+  virtual std::size_t place(FreeRange range, std::size_t size, std::size_t granularity) const noexcept = 0;
+};
+
+/// Blocks of at most this size are "small": the default policy places them
+/// like the size-class policy (no block across a granule boundary), and
+/// PoolStats::cached_small_bytes counts them.
+inline constexpr std::size_t kSmallBlockLimit = std::size_t{1} << 20;
+
+/// Best fit: exact sizes (rounded to 512), each block at the start of the
+/// smallest free range that holds it. Coalescing keeps free space whole.
+SOVA_API std::shared_ptr<const PlacementPolicy> best_fit_policy();
+
+/// Size classes: four classes per power of two (512, 1024, 1536, 2048, 2560,
+/// 3072, 3584, 4096, 5120, ...: at most 25% over the request, 12% on average)
+/// so that freed blocks serve many nearby sizes. Slab-style: a block no larger
+/// than a granule never straddles a granule boundary, so small classes fill
+/// granules the way slabs do and a granule whose blocks are all free is whole
+/// again (releasable, movable). Backing: only the granules the request needs.
+SOVA_API std::shared_ptr<const PlacementPolicy> size_class_policy();
+
+/// Buddy: power-of-two blocks (at least 512) at offsets aligned to their size,
+/// the binary buddy system's positions; free neighbours coalesce (complete
+/// coalescing, of which buddy merging is the special case). Backing: only the
+/// granules the request needs, so a 5 MiB request in an 8 MiB block holds
+/// 6 MiB of physical memory, not 8.
+SOVA_API std::shared_ptr<const PlacementPolicy> buddy_policy();
+
+/// The default: exact sizes; small blocks (<= kSmallBlockLimit) placed as the
+/// size-class policy places them, larger ones by best fit.
+SOVA_API std::shared_ptr<const PlacementPolicy> default_placement_policy();
+
+}  // namespace sova

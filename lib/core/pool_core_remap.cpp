@@ -1,0 +1,59 @@
+// Physical remapping (PoolOptions::remap): free physical memory cached in
+// pieces is moved under the VA of a block that needs backing, instead of new
+// physical memory being created. Runs with heap_mutex_ held.
+//
+// The unit that moves is a whole chunk: the driver maps a physical allocation
+// only whole (cuMemMap with a non-zero offset is CUDA_ERROR_NOT_SUPPORTED and
+// cuMemUnmap of part of a mapping CUDA_ERROR_INVALID_VALUE on the H100,
+// tools/probe_remap.cu). A chunk may move when it lies wholly inside a free
+// block that is safe (its frees known complete on every stream), so no work
+// can touch its old addresses.
+#include "core/pool_core.hpp"
+
+#include <algorithm>
+
+namespace sova::detail {
+
+void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes,
+                                      std::vector<ChunkMove>& moves) noexcept {
+  try {
+    std::vector<std::pair<std::size_t, std::size_t>> runs = arena_.unbacked_runs(offset, bytes);
+    if (runs.empty()) return;
+    std::vector<Arena::ChunkRef> donors;
+    for (const Block* free_block : safe_) arena_.chunks_within(free_block->offset, free_block->size, donors);
+    if (donors.empty()) return;
+    // Largest first: fewest moves, and small chunks left for the gaps.
+    std::sort(donors.begin(), donors.end(), [](const Arena::ChunkRef& a, const Arena::ChunkRef& b) {
+      return a.granules != b.granules ? a.granules > b.granules : a.first_granule < b.first_granule;
+    });
+    moves.reserve(moves.size() + donors.size());  // recording a move below cannot throw
+    std::size_t next_donor = 0;
+    for (auto [granule, count] : runs) {
+      // Donors are sorted by size: skip those too large for what is left.
+      for (std::size_t i = next_donor; i < donors.size() && count != 0; ++i) {
+        Arena::ChunkRef& donor = donors[i];
+        if (donor.slot < 0 || donor.granules > count) continue;
+        const std::int32_t slot = donor.slot;
+        donor.slot = -1;  // used, moved or lost
+        if (i == next_donor) ++next_donor;
+        if (arena_.move_chunk(slot, granule) != cudaSuccess) continue;  // back in place, or released
+        moves.push_back(ChunkMove{slot, donor.first_granule});
+        granule += donor.granules;
+        count -= donor.granules;
+      }
+    }
+  } catch (const std::bad_alloc&) {
+    // Remapping is an optimisation: without host memory for its lists the
+    // block is backed with new chunks instead.
+  }
+}
+
+void PoolCore::undo_moves(const std::vector<ChunkMove>& moves) noexcept {
+  for (auto it = moves.rbegin(); it != moves.rend(); ++it) {
+    // A failed move back leaves the chunk where it is (free memory of the
+    // failed block) or releases it: either way nothing is lost or mapped twice.
+    arena_.move_chunk(it->slot, it->from_granule);
+  }
+}
+
+}  // namespace sova::detail

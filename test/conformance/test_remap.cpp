@@ -1,0 +1,122 @@
+// Conformance: physical remapping (PoolOptions::remap). Free physical chunks
+// scattered between live blocks are moved under the VA of a larger request
+// instead of new physical memory being created; live blocks keep their
+// contents; with a size limit, remapping is what lets the request fit.
+#include "conformance/pool_fixture.hpp"
+
+#include <array>
+#include <cstdint>
+#include <limits>
+
+using namespace sova;
+using namespace sova::test;
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// Eight 2 MiB blocks, one chunk each, tagged; the even ones freed and made
+// safe (stream synchronized), so the pool holds 8 MiB of free physical memory
+// in four pieces no 8 MiB request fits in.
+struct Scattered {
+  std::array<void*, 8> blocks{};
+  Scattered(TestDevice& device, Pool& pool, cudaStream_t s) {
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i] = pool.allocate(2 * kMiB, s);
+      device.fill(blocks[i], 2 * kMiB, 0xB10C0000u + static_cast<std::uint32_t>(i), s);
+    }
+    for (std::size_t i = 0; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+    device.synchronize(s);
+    pool.stream_synchronized(s);
+  }
+  // The odd (live) blocks still hold their tags.
+  void expect_live_intact(TestDevice& device, cudaStream_t s) const {
+    for (std::size_t i = 1; i < blocks.size(); i += 2) {
+      device.expect(blocks[i], 2 * kMiB, 0xB10C0000u + static_cast<std::uint32_t>(i), s);
+    }
+  }
+  void free_live(Pool& pool, cudaStream_t s) const {
+    for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  }
+};
+
+PoolOptions remap_options(TestDevice& device, bool remap) {
+  PoolOptions options = options_on(device);
+  options.remap = remap;
+  options.release_threshold = std::numeric_limits<std::uint64_t>::max();  // no idle release meanwhile
+  return options;
+}
+
+}  // namespace
+
+TEST_CASE("free chunks in pieces are remapped under a larger request", "[conformance][remap]") {
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  for (const bool remap : {true, false}) {
+    INFO("remap " << remap);
+    Pool pool(remap_options(device, remap));
+    ScopedStream s(device);
+    const Scattered scattered(device, pool, s);
+    REQUIRE(attribute(pool, cudaMemPoolAttrReservedMemCurrent) == 16 * kMiB);
+
+    void* big = pool.allocate(8 * kMiB, s);
+    device.fill(big, 8 * kMiB, 0xB16B16u, s);
+    device.expect(big, 8 * kMiB, 0xB16B16u, s);
+    scattered.expect_live_intact(device, s);
+    device.synchronize(s);
+    CHECK(device.mismatches() == 0);
+
+    const PoolStats stats = pool.stats();
+    if (remap) {
+      CHECK(stats.chunks_remapped == 4);
+      CHECK(stats.bytes_remapped == 8 * kMiB);
+      CHECK(stats.reserved_current == 16 * kMiB);  // nothing created
+      CHECK(stats.reserved_high == 16 * kMiB);
+      CHECK(stats.free_backed_bytes == 0);
+    } else {
+      CHECK(stats.chunks_remapped == 0);
+      CHECK(stats.reserved_current == 24 * kMiB);
+      CHECK(stats.free_backed_bytes == 8 * kMiB);
+    }
+    pool.check_invariants();
+    pool.deallocate(big, s);
+    scattered.free_live(pool, s);
+    device.synchronize(s);
+  }
+}
+
+TEST_CASE("under a size limit, remapping makes a request fit; beyond it, out of memory changes nothing",
+          "[conformance][remap]") {
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  PoolOptions options = remap_options(device, true);
+  options.max_size = 16 * kMiB;
+  Pool pool(options);
+  ScopedStream s(device);
+  const Scattered scattered(device, pool, s);
+
+  // 10 MiB: four chunks move, the fifth granule cannot be created.
+  void* p = nullptr;
+  CHECK(pool.try_allocate(&p, 10 * kMiB, s) == cudaErrorMemoryAllocation);
+  CHECK(p == nullptr);
+  PoolStats stats = pool.stats();
+  CHECK(stats.reserved_current == 16 * kMiB);
+  CHECK(stats.used_current == 8 * kMiB);
+  CHECK(stats.free_backed_bytes == 8 * kMiB);  // moved or not, still the pool's, still free
+  pool.check_invariants();
+
+  // 8 MiB fits in what is free: no growth, whatever moved before.
+  void* big = pool.allocate(8 * kMiB, s);
+  device.fill(big, 8 * kMiB, 0xF17F17u, s);
+  device.expect(big, 8 * kMiB, 0xF17F17u, s);
+  scattered.expect_live_intact(device, s);
+  device.synchronize(s);
+  CHECK(device.mismatches() == 0);
+  stats = pool.stats();
+  CHECK(stats.reserved_current == 16 * kMiB);
+  CHECK(stats.chunks_mapped == 8);  // never more physical memory than the first eight chunks
+  pool.check_invariants();
+  pool.deallocate(big, s);
+  scattered.free_live(pool, s);
+  device.synchronize(s);
+}
