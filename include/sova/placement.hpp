@@ -38,8 +38,10 @@
 //   * every method is noexcept, thread-safe and cheap: block_size runs on
 //     every allocation (backing on every one too, for policies that override
 //     it), place() under the pool's heap lock.
-// A policy that breaks these makes the allocation fail with
-// cudaErrorInvalidValue rather than corrupt the pool.
+// The pool checks the answers rather than trust them: a block size below the
+// request or off the alignment fails the allocation with
+// cudaErrorInvalidValue, changing nothing; a placement outside the offered
+// range counts as kNoFit.
 #pragma once
 
 #include <sova/export.h>
