@@ -1,9 +1,9 @@
-// Probe: what physical remapping can rely on (docs/notes, issue 5).
+// Probe: what physical remapping can rely on (docs/policies.md, issue 5).
 //   1. cuMemUnmap of a sub-range of one mapping: allowed or refused?
-//   2. one 32 MiB handle mapped as sixteen 2 MiB mappings (cuMemMap offset
-//      k * 2 MiB), one cuMemSetAccess over all of them;
-//   3. one of those granules unmapped and mapped at another VA: its bytes kept;
-//   4. host cost of each step, and of the plain one-mapping path, for comparison.
+//   2. cuMemMap of part of a handle (a non-zero offset): allowed or refused?
+//      (Both refused on the H100: a chunk moves whole.)
+//   3. a whole chunk (2 MiB, 32 MiB) unmapped and mapped at another VA: its
+//      bytes kept, and the host cost against creating it.
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -58,65 +58,44 @@ int main() {
     CHECK(cuMemUnmap(va, chunk));
   }
 
-  // 2. Sixteen granule mappings of one handle, one set-access over them.
-  const int reps = 20;
-  double t_map16 = 0, t_access16 = 0, t_map1 = 0, t_access1 = 0, t_unmap_g = 0, t_remap_g = 0,
-         t_unmap16 = 0, t_unmap1 = 0;
-  bool kept = true;
-  for (int rep = 0; rep < reps; ++rep) {
-    double t0 = now_us();
-    for (size_t k = 0; k < 16; ++k) CHECK(cuMemMap(va + k * g, g, k * g, h, 0));
-    double t1 = now_us();
-    CHECK(cuMemSetAccess(va, chunk, &access, 1));
-    double t2 = now_us();
-    t_map16 += t1 - t0;
-    t_access16 += t2 - t1;
-    // Write a pattern: granule k holds byte k + rep.
-    for (size_t k = 0; k < 16; ++k) {
-      if (cudaMemset(reinterpret_cast<void*>(va + k * g), int(k + rep) & 0xff, g) != cudaSuccess) {
-        std::printf("memset failed\n");
-        return 1;
-      }
+  // 2. A mapping at an offset into the handle (granule 1 of 16).
+  CUresult offset_map = cuMemMap(va, g, g, h, 0);
+  cuGetErrorName(offset_map, &name);
+  std::printf("2. map one granule at offset 2 MiB into a 32 MiB handle: %s\n", name);
+  if (offset_map == CUDA_SUCCESS) CHECK(cuMemUnmap(va, g));
+
+  // 3. Whole chunks moved to another VA: bytes kept, and the host cost of
+  //    unmap + map + set-access (remapping) against create + map + access.
+  for (const size_t bytes : {g, chunk}) {
+    const int reps = 20;
+    double t_move = 0, t_create = 0;
+    bool kept = true;
+    for (int rep = 0; rep < reps; ++rep) {
+      CUmemGenericAllocationHandle m;
+      double t0 = now_us();
+      CHECK(cuMemCreate(&m, bytes, &prop, 0));
+      CHECK(cuMemMap(va, bytes, 0, m, 0));
+      CHECK(cuMemSetAccess(va, bytes, &access, 1));
+      double t1 = now_us();
+      t_create += t1 - t0;
+      if (cudaMemset(reinterpret_cast<void*>(va), (rep + 7) & 0xff, bytes) != cudaSuccess) return 1;
+      cudaDeviceSynchronize();
+      double t2 = now_us();
+      CHECK(cuMemUnmap(va, bytes));
+      CHECK(cuMemMap(other, bytes, 0, m, 0));
+      CHECK(cuMemSetAccess(other, bytes, &access, 1));
+      double t3 = now_us();
+      t_move += t3 - t2;
+      std::vector<unsigned char> host(bytes);
+      cudaMemcpy(host.data(), reinterpret_cast<void*>(other), bytes, cudaMemcpyDeviceToHost);
+      for (size_t i = 0; i < bytes; i += 4096) kept = kept && host[i] == ((rep + 7) & 0xff);
+      CHECK(cuMemUnmap(other, bytes));
+      CHECK(cuMemRelease(m));
     }
-    cudaDeviceSynchronize();
-    // 3. Move granule 5 to `other`.
-    double t3 = now_us();
-    CHECK(cuMemUnmap(va + 5 * g, g));
-    double t4 = now_us();
-    CHECK(cuMemMap(other + 7 * g, g, 5 * g, h, 0));
-    CHECK(cuMemSetAccess(other + 7 * g, g, &access, 1));
-    double t5 = now_us();
-    t_unmap_g += t4 - t3;
-    t_remap_g += t5 - t4;
-    std::vector<unsigned char> host(g);
-    cudaMemcpy(host.data(), reinterpret_cast<void*>(other + 7 * g), g, cudaMemcpyDeviceToHost);
-    for (size_t i = 0; i < g; i += 4096) kept = kept && host[i] == ((5 + rep) & 0xff);
-    double t6 = now_us();
-    CHECK(cuMemUnmap(other + 7 * g, g));
-    for (size_t k = 0; k < 16; ++k) {
-      if (k != 5) CHECK(cuMemUnmap(va + k * g, g));
-    }
-    double t7 = now_us();
-    t_unmap16 += t7 - t6;
-    // Plain: one mapping of the whole handle.
-    double t8 = now_us();
-    CHECK(cuMemMap(va, chunk, 0, h, 0));
-    double t9 = now_us();
-    CHECK(cuMemSetAccess(va, chunk, &access, 1));
-    double t10 = now_us();
-    CHECK(cuMemUnmap(va, chunk));
-    double t11 = now_us();
-    t_map1 += t9 - t8;
-    t_access1 += t10 - t9;
-    t_unmap1 += t11 - t10;
+    std::printf("3. %zu MiB chunk moved to another VA keeps its bytes: %s; mean of %d: "
+                "create+map+access %.1f us, unmap+map+access (move) %.1f us\n",
+                bytes >> 20, kept ? "yes" : "NO", reps, t_create / reps, t_move / reps);
   }
-  std::printf("2. 16 granule mappings of one 32 MiB handle + one set-access over them: OK\n");
-  std::printf("3. a granule moved to another VA keeps its bytes: %s\n", kept ? "yes" : "NO");
-  std::printf("4. host cost, mean of %d (us): map 16 granules %.1f, set-access over them %.1f, "
-              "unmap all 16 %.1f\n", reps, t_map16 / reps, t_access16 / reps, t_unmap16 / reps);
-  std::printf("   move one granule: unmap %.1f, map + set-access %.1f\n", t_unmap_g / reps, t_remap_g / reps);
-  std::printf("   one mapping of the handle: map %.1f, set-access %.1f, unmap %.1f\n", t_map1 / reps,
-              t_access1 / reps, t_unmap1 / reps);
   CHECK(cuMemRelease(h));
   CHECK(cuMemAddressFree(va, 4 * chunk));
   CHECK(cuMemAddressFree(other, 4 * chunk));
