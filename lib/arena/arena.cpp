@@ -282,25 +282,31 @@ std::size_t Arena::backed_prefix(std::size_t offset, std::size_t bytes) const no
   return backed_end > offset ? backed_end - offset : 0;
 }
 
+std::size_t Arena::backed_granules(std::size_t first, std::size_t end) const noexcept {
+  std::size_t count = 0;
+  std::size_t g = first;
+  while (g < end) {
+    const std::size_t in_word = std::min<std::size_t>(64 - g % 64, end - g);
+    std::uint64_t word = backed_bits_[g / 64] >> (g % 64);
+    if (in_word < 64) word &= (std::uint64_t{1} << in_word) - 1;
+    count += static_cast<std::size_t>(std::popcount(word));
+    g += in_word;
+  }
+  return count;
+}
+
 bool Arena::is_backed(std::size_t offset, std::size_t bytes) const noexcept {
   if (bytes == 0) return true;
   const std::size_t first = offset / granularity_;
-  const std::size_t last = (offset + bytes - 1) / granularity_;
-  for (std::size_t g = first; g <= last; ++g) {
-    if (chunk_of_granule_[g] == kUnbacked) return false;
-  }
-  return true;
+  const std::size_t end = (offset + bytes - 1) / granularity_ + 1;
+  return backed_granules(first, end) == end - first;
 }
 
 std::size_t Arena::backed_bytes_in(std::size_t offset, std::size_t bytes) const noexcept {
   if (bytes == 0) return 0;
   const std::size_t first = offset / granularity_;
-  const std::size_t last = (offset + bytes - 1) / granularity_;
-  std::size_t backed = 0;
-  for (std::size_t g = first; g <= last; ++g) {
-    if (chunk_of_granule_[g] != kUnbacked) backed += granularity_;
-  }
-  return backed;
+  const std::size_t end = (offset + bytes - 1) / granularity_ + 1;
+  return backed_granules(first, end) * granularity_;
 }
 
 cudaError_t Arena::set_peer_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept {

@@ -109,6 +109,8 @@ class Arena {
   /// Maps chunk `slot`'s handle at its first_granule and sets access.
   cudaError_t map_chunk(const Chunk& chunk) noexcept;
   void mark(std::size_t first_granule, std::size_t granules, std::int32_t slot) noexcept;
+  /// How many granules in [first, end) are backed, a word at a time.
+  std::size_t backed_granules(std::size_t first, std::size_t end) const noexcept;
   /// The first backed granule in [from, end), or end.
   std::size_t next_backed(std::size_t from, std::size_t end) const noexcept;
   std::vector<cudaMemAccessDesc> access_descs() const;
