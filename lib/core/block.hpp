@@ -47,6 +47,9 @@ struct Block {
   /// cached: the stream whose cache holds it. free: the stream the free is
   /// pending on, or nullptr when it is known complete (safe for every stream).
   StreamState* stream = nullptr;
+  /// Live blocks: the stream state that allocated it. A free on another
+  /// stream is "foreign": such frees are fenced sooner (pool_core.cpp says why).
+  StreamState* allocated_on = nullptr;
   /// The freeing stream's epoch at the free: the free is complete once that
   /// stream's safe epoch reaches this number.
   std::uint64_t epoch = 0;

@@ -129,8 +129,13 @@ class PoolCore {
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                             StreamState* state, cudaStream_t stream) noexcept;
-  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state) noexcept;
-  void flush_cache_to_heap(StreamState* state) noexcept;
+  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
+  /// Moves `state`'s cache into the heap after recording a fence on `stream`
+  /// (the caller is that stream's own allocation), then its complete pending
+  /// blocks into the safe set.
+  void flush_cache_to_heap(StreamState* state, cudaStream_t stream) noexcept;
+  /// `owner`'s pending heap blocks with epoch <= safe_epoch become safe.
+  void make_complete_pending_safe(StreamState* owner, std::uint64_t safe_epoch) noexcept;
   /// Moves other streams' frees known complete into the safe set; requests
   /// fences where frees are not yet covered by one.
   void harvest_streams(StreamState* except) noexcept;
@@ -155,6 +160,9 @@ class PoolCore {
   void remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::vector<ChunkMove>& moves) noexcept;
   /// Moves the chunks of `moves` back, last first (their old ranges are still free).
   void undo_moves(const std::vector<ChunkMove>& moves) noexcept;
+  /// Whether reserved memory exceeds what is in use by more than what is in
+  /// use (and by at least 64 MiB): then the slow path waits before it grows.
+  bool holds_too_much_free_memory() noexcept;
   /// Whether any stream caches blocks or has frees pending in the heap. Heap lock held.
   bool frees_held_anywhere() noexcept;
   /// Synchronizes the device; afterwards every free made so far is complete.

@@ -3,6 +3,8 @@
 // inside it, never the other way round.
 #include "core/pool_core.hpp"
 
+#include <algorithm>
+
 namespace sova::detail {
 
 namespace {
@@ -24,7 +26,19 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
                                     StreamState* state, cudaStream_t stream) noexcept {
   std::lock_guard<std::mutex> lock(heap_mutex_);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Block* block = find_without_growth(size, need, state);
+    Block* block = find_without_growth(size, need, state, stream);
+    // Internal dependencies come after growth: a wait ties this stream to
+    // another's running work (the serialization of rmm#850), growth costs once.
+    // Unless the pool already holds more free memory than is in use (at least
+    // 64 MiB): then growing again would only add to memory other streams'
+    // unfinished frees hold, without bound where one stream frees what
+    // another allocates, and waiting comes first.
+    const bool internal = reuse_allow_internal_dependencies_.load(std::memory_order_relaxed);
+    bool waited = false;
+    if (block == nullptr && internal && holds_too_much_free_memory()) {
+      block = take_with_wait(size, need, state, stream);
+      waited = true;
+    }
     if (block == nullptr) {
       const cudaError_t error = grow(size, need, state, &block);
       if (error != cudaSuccess && error != cudaErrorMemoryAllocation) {
@@ -32,11 +46,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
         return error;
       }
     }
-    // Internal dependencies come after growth: a wait ties this stream to
-    // another's running work (the serialization of rmm#850), growth costs once.
-    if (block == nullptr && reuse_allow_internal_dependencies_.load(std::memory_order_relaxed)) {
-      block = take_with_wait(size, need, state, stream);
-    }
+    if (block == nullptr && internal && !waited) block = take_with_wait(size, need, state, stream);
     if (block != nullptr) {
       hand_out(block, bytes, state);
       *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
@@ -50,13 +60,15 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
   return cudaErrorMemoryAllocation;
 }
 
-Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state) noexcept {
+Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state,
+                                     cudaStream_t stream) noexcept {
   auto take = [&](Fit fit) { return fit.block != nullptr ? carve(fit, size) : nullptr; };
   // 1. Backed heap memory that is safe, or pending on this very stream.
   if (Block* block = take(best_fit_for(state, size, need, true))) return block;
-  // 2. This stream's own cache, coalesced into the heap.
-  if (state->cache.blocks() != 0) {
-    flush_cache_to_heap(state);
+  // 2. This stream's own cache, coalesced into the heap, and its own pending
+  //    frees that are complete made safe, so they coalesce with safe neighbours.
+  if (state->cache.blocks() != 0 || !state->pending.empty()) {
+    flush_cache_to_heap(state, stream);
     if (Block* block = take(best_fit_for(state, size, need, true))) return block;
   }
   // 3. Opportunistic: other streams' frees known complete.
@@ -70,8 +82,11 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   return nullptr;
 }
 
-void PoolCore::flush_cache_to_heap(StreamState* state) noexcept {
+void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream) noexcept {
   state->lock.lock();
+  // This is the stream's own call, so its handle is valid: cover its open
+  // epoch with a fence now. On an idle stream it is complete at once.
+  if (state->open_epoch_has_frees) record_fence_locked(state, stream);
   poll_fences_locked(state);
   const std::uint64_t safe_epoch = state->safe_epoch;
   Block* list = detach(state->cache, [](Block*) { return true; });
@@ -80,6 +95,23 @@ void PoolCore::flush_cache_to_heap(StreamState* state) noexcept {
     Block* block = list;
     list = list->bin_next;
     take_from_cache(state, safe_epoch, block);
+  }
+  // Its pending heap blocks whose frees are now known complete become safe:
+  // left pending, they could not coalesce with safe neighbours, and a stream
+  // that frees what others allocate would fragment the heap by tag.
+  make_complete_pending_safe(state, safe_epoch);
+}
+
+void PoolCore::make_complete_pending_safe(StreamState* owner, std::uint64_t safe_epoch) noexcept {
+  for (auto it = owner->pending.begin(); it != owner->pending.end();) {
+    Block* block = *it;
+    if (block->epoch > safe_epoch) {
+      ++it;
+      continue;
+    }
+    it = owner->pending.erase(it);
+    block->stream = nullptr;
+    insert_free(block);  // may merge with and erase other safe blocks, never pending ones
   }
 }
 
@@ -97,21 +129,21 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
     if (other->cache.blocks() == 0 && other->pending.empty()) continue;
     if (other->frozen.load(std::memory_order_relaxed)) continue;
     other->lock.lock();
+    // Frees no fence covers yet. Only the stream's own next call may record
+    // one (the handle may be destroyed meanwhile) — except the legacy stream,
+    // which lives as long as the process: its fence is recorded now and
+    // polled at once, so an idle legacy stream's frees are reusable at once
+    // (without that, a stream freeing what others allocate held each batch
+    // of frees for one more miss, and the pool grew to cover the lag).
+    if (other->open_epoch_has_frees && other->is_legacy) record_fence_locked(other, cudaStreamLegacy);
     poll_fences_locked(other);
     const std::uint64_t safe_epoch = other->safe_epoch;
     if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
       other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_everything
     }
     Block* list = detach(other->cache, [&](Block* b) { return b->epoch <= safe_epoch; });
-    if (other->open_epoch_has_frees) {
-      // Frees no fence covers yet. Only the stream's own next call may record
-      // one (the handle may be destroyed meanwhile) — except the legacy
-      // stream, which lives as long as the process.
-      if (other->is_legacy) {
-        record_fence_locked(other, cudaStreamLegacy);
-      } else {
-        other->fence_requested.store(true, std::memory_order_relaxed);
-      }
+    if (other->open_epoch_has_frees && !other->is_legacy) {
+      other->fence_requested.store(true, std::memory_order_relaxed);
     }
     other->lock.unlock();
     while (list != nullptr) {
@@ -121,16 +153,7 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
       insert_free(block);
     }
     // Its pending heap blocks whose frees are now known complete become safe.
-    for (auto it = other->pending.begin(); it != other->pending.end();) {
-      Block* block = *it;
-      if (block->epoch > safe_epoch) {
-        ++it;
-        continue;
-      }
-      it = other->pending.erase(it);
-      block->stream = nullptr;
-      insert_free(block);  // may merge with and erase other safe blocks, never pending ones
-    }
+    make_complete_pending_safe(other, safe_epoch);
   }
 }
 
@@ -218,6 +241,13 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need) noexcept {
   return error;
 }
 
+bool PoolCore::holds_too_much_free_memory() noexcept {
+  constexpr std::uint64_t kFreeSlack = std::uint64_t{64} << 20;
+  const std::uint64_t reserved = arena_.backed_bytes();
+  const std::uint64_t used = used_now();
+  return reserved > used + std::max(used, kFreeSlack);
+}
+
 bool PoolCore::frees_held_anywhere() noexcept {
   try {
     for (StreamState* s : all_streams()) {
@@ -274,6 +304,7 @@ void PoolCore::synchronize_everything() noexcept {
 void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept {
   block->requested = bytes;
   block->backed = arena_.backed_prefix(block->offset, block->size);
+  block->allocated_on = state;
   block->stream = nullptr;
   block->bin_next = nullptr;
   block->state.store(BlockState::live, std::memory_order_release);

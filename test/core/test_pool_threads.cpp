@@ -114,3 +114,43 @@ TEST_CASE("the legacy stream, the per-thread stream and 0 are told apart correct
   pool.deallocate(a, nullptr);
   pool.check_invariants();
 }
+
+TEST_CASE("a stream that frees what another allocates does not make the pool grow without bound",
+          "[core][streams]") {
+  // The replay's two-stream trace, as a loop: stream A allocates, stream B
+  // (legacy, then a created one) frees some of A's blocks. B's frees return to
+  // A only through fences; before foreign frees were fenced sooner (and A's
+  // own complete frees made safe so they coalesce) the pool grew by megabytes
+  // per thousand rounds until the device was full.
+  for (const bool legacy : {true, false}) {
+    INFO("consumer is the legacy stream: " << legacy);
+    SimDriver sim(small_sim(std::size_t{1} << 30));
+    PoolOptions options = options_on(sim);
+    options.release_threshold = ~std::uint64_t{0};
+    Pool pool(options);
+    cudaStream_t a = sim.create_stream();
+    cudaStream_t b = legacy ? nullptr : sim.create_stream();
+    for (int round = 0; round < 20000; ++round) {
+      void* p = pool.allocate(1 << 20, b);
+      void* q = pool.allocate(4096, b);
+      void* r = pool.allocate(2 << 20, a);
+      pool.deallocate(p, b);
+      void* s = pool.allocate(512 << 10, a);
+      pool.deallocate(r, b);  // foreign: allocated on a
+      void* t = pool.allocate(3 << 20, a);
+      pool.deallocate(s, a);
+      pool.deallocate(q, b);
+      pool.deallocate(t, a);
+      // Each round's work completes (the replay synchronizes its streams after
+      // each pass); the pool is not told, it sees it through its fences.
+      sim.stream_synchronize(a);
+      sim.stream_synchronize(b);
+    }
+    const PoolStats stats = pool.stats();
+    CHECK(stats.reserved_high <= (std::size_t{64} << 20));  // live at most 6.5 MiB
+    CHECK(stats.device_synchronizes == 0);
+    pool.check_invariants();
+    sim.destroy_stream(a);
+    if (b != nullptr) sim.destroy_stream(b);
+  }
+}
