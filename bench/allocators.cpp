@@ -42,6 +42,18 @@ PeakFigures read_pool_peaks(const sova::Pool& pool) {
   return {stats.reserved_high, stats.used_high};
 }
 
+// Empties one of the driver's pools (cudaMemPoolTrimTo keeps memory under
+// frees whose completion the host has not seen, so wait for the device
+// first); returns the bytes it still reserves.
+std::uint64_t trim_driver_pool(cudaMemPool_t pool) {
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  check_cuda(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+  std::uint64_t reserved = 0;
+  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
+             "cudaMemPoolGetAttribute(ReservedMemCurrent)");
+  return reserved;
+}
+
 // Runs `set_up` and turns what it throws into `why_not`.
 template <class F>
 void try_set_up(std::string& why_not, F&& set_up) {
@@ -85,6 +97,12 @@ void* CudaAsyncDefault::allocate(std::size_t bytes, cudaStream_t stream) {
 }
 void CudaAsyncDefault::deallocate(void* ptr, cudaStream_t stream) {
   check_cuda(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
+}
+
+std::uint64_t CudaAsyncDefault::trim() {
+  cudaMemPool_t pool = nullptr;
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+  return trim_driver_pool(pool);
 }
 
 void CudaAsyncDefault::reset_peaks() {
@@ -142,6 +160,7 @@ void* CudaAsyncPool::allocate(std::size_t bytes, cudaStream_t stream) {
 void CudaAsyncPool::deallocate(void* ptr, cudaStream_t stream) {
   check_cuda(cudaFreeAsync(ptr, stream), "cudaFreeAsync");
 }
+std::uint64_t CudaAsyncPool::trim() { return trim_driver_pool(pool); }
 
 SovaCapi::SovaCapi() : sim(capi_sim()) {
   if (sim != nullptr) label = "sim";
@@ -183,6 +202,14 @@ void* SovaCapiFromPool::allocate(std::size_t bytes, cudaStream_t stream) {
   void* p = nullptr;
   check_cuda(sovaMallocFromPoolAsync(&p, bytes, pool, stream), "sovaMallocFromPoolAsync");
   return p;
+}
+
+std::uint64_t SovaCapi::trim() {
+  check_cuda(sovaMemPoolTrimTo(pool, 0), "sovaMemPoolTrimTo");
+  std::uint64_t reserved = 0;
+  check_cuda(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
+             "sovaMemPoolGetAttribute(ReservedMemCurrent)");
+  return reserved;
 }
 
 void SovaCapi::reset_peaks() {

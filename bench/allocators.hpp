@@ -7,7 +7,15 @@
 //   void* allocate(bytes, stream);   throws std::runtime_error on failure
 //   void deallocate(ptr, stream);    throws std::runtime_error on failure
 //
-// and, where the allocator can tell (random/ and multistream/ read them):
+//   std::uint64_t trim();            returns every cached byte to the device now
+//                                    (after waiting for the device where the
+//                                    allocator needs that to count frees as done),
+//                                    high-water marks untouched; returns the bytes
+//                                    still reserved (under live blocks; 0 where the
+//                                    allocator cannot tell). pair_cold/ and growth/
+//                                    call it outside their timed regions.
+//
+// and, where the allocator can tell (random/, multistream/ and growth/ read them):
 //
 //   void reset_peaks();              trims cached memory (after waiting for the
 //                                    device), then resets the high-water marks
@@ -50,6 +58,8 @@ struct CudaMalloc {
   CudaMalloc();
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* ptr, cudaStream_t stream);
+  /// Nothing: cudaMalloc keeps no cache of its own that a program can empty. 0.
+  std::uint64_t trim() { return 0; }
 };
 
 /// cudaMallocAsync / cudaFreeAsync on device 0's default pool.
@@ -61,6 +71,9 @@ struct CudaAsyncDefault {
   CudaAsyncDefault();
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* ptr, cudaStream_t stream);
+  /// cudaDeviceSynchronize (frees not yet seen complete would stay), cudaMemPoolTrimTo(0);
+  /// ReservedMemCurrent after it.
+  std::uint64_t trim();
   /// cudaDeviceSynchronize, cudaMemPoolTrimTo(0), then ReservedMemHigh and
   /// UsedMemHigh set to 0 (which resets them to the current values).
   void reset_peaks();
@@ -77,6 +90,8 @@ struct CudaAsyncPool {
   CudaAsyncPool();
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* ptr, cudaStream_t stream);
+  /// cudaDeviceSynchronize, cudaMemPoolTrimTo(pool, 0); ReservedMemCurrent after it.
+  std::uint64_t trim();
 };
 
 /// sovaMallocAsync / sovaFreeAsync on sova's current pool of device 0; on the
@@ -92,6 +107,9 @@ struct SovaCapi {
   SovaCapi();
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* ptr, cudaStream_t stream);
+  /// sovaMemPoolTrimTo(pool, 0) (it synchronizes the device when frees hold
+  /// memory); ReservedMemCurrent after it.
+  std::uint64_t trim();
   /// sovaMemPoolTrimTo(0) on `pool`, then its highs reset.
   void reset_peaks();
   PeakFigures read_peaks();
@@ -121,6 +139,12 @@ struct SovaPool {
   SovaPool();
   void* allocate(std::size_t bytes, cudaStream_t stream) { return pool->allocate(bytes, stream); }
   void deallocate(void* ptr, cudaStream_t stream) { pool->deallocate(ptr, stream); }
+  /// Pool::trim_to(0) (it synchronizes the device when frees hold memory);
+  /// the bytes still reserved after it.
+  std::uint64_t trim() {
+    pool->trim_to(0);
+    return pool->stats().reserved_current;
+  }
   /// Pool::trim_to(0), then the pool's highs reset.
   void reset_peaks();
   PeakFigures read_peaks();
@@ -146,6 +170,12 @@ struct SovaPoolSim {
   SovaPoolSim();
   void* allocate(std::size_t bytes, cudaStream_t stream) { return pool->allocate(bytes, stream); }
   void deallocate(void* ptr, cudaStream_t stream) { pool->deallocate(ptr, stream); }
+  /// Pool::trim_to(0) (it synchronizes the device when frees hold memory);
+  /// the bytes still reserved after it.
+  std::uint64_t trim() {
+    pool->trim_to(0);
+    return pool->stats().reserved_current;
+  }
   /// Pool::trim_to(0), then the pool's highs reset.
   void reset_peaks();
   PeakFigures read_peaks();

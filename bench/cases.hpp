@@ -6,7 +6,9 @@
 #include <benchmark/benchmark.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 namespace sova_bench {
@@ -37,6 +39,18 @@ void run_case(benchmark::State& state, Body&& body) {
 template <class A>
 std::string case_name(const char* group) {
   return std::string(group) + "/" + A::kName;
+}
+
+/// a.trim(), and throws std::runtime_error when memory stays reserved after it
+/// (live blocks, e.g. left by a case that failed half-way): the cases that
+/// measure an empty allocator (pair_cold/, growth/) would measure a warm one.
+template <class A>
+void trim_to_empty(A& a) {
+  const std::uint64_t left = a.trim();
+  if (left != 0) {
+    throw std::runtime_error(std::to_string(left) + " bytes stay reserved after trimming (live blocks, e.g. "
+                             "from a failed case): cannot start from an empty allocator");
+  }
 }
 
 }  // namespace sova_bench

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds sova for release and runs the seed program and the benchmarks on a
 # GPU machine, made for the lent H100; then, with $OUT set, plots them.
-# Sized for about 4-5 minutes there (build included) and capped under ~8:
-# each program has a timeout (sova_seed 60 s, sova_bench 270 s,
-# sova_bench_torch 75 s per mode) in case one hangs. Not yet timed on the H100.
+# Sized for about 4-5 minutes there (build included; about 2 more with
+# sova_bench_rmm) and capped under ~8 (~11 with it): each program has a
+# timeout (sova_seed 60 s, sova_bench 270 s, sova_bench_torch 75 s per mode,
+# sova_bench_rmm 200 s) in case one hangs. Not yet timed on the H100 with RMM.
 #
 #   bench/run_h100.sh [SOVA_BENCH_ARGS...]     e.g. --benchmark_filter=multistream/
 #
@@ -15,22 +16,27 @@
 # sova_bench_torch runs twice, one PyTorch allocator mode per process:
 # torch_caching (PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF unset), then
 # torch_expandable (--expandable, PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True).
+# RMM: if .rmm/ is there (tools/fetch-rmm; carried to the GPU machine), meson
+# gets -Drmm_root=.rmm and sova_bench_rmm (bench/rmm/) is built and run after
+# the torch runs (timeout 200 s), with sova_bench's repetitions, minimum time
+# and arguments; without .rmm/, -Drmm_root= (empty) leaves it out.
 #
 # sova_bench runs every case but the *_sim ones (host timings, smoke tests),
 # 3 repetitions, aggregates only, 0.2 s minimum time per repetition (the
 # --benchmark_min_time form the installed Google Benchmark accepts: "0.2s" for
-# 1.8, a plain "0.2" for 1.7). Arguments go to sova_bench only.
+# 1.8, a plain "0.2" for 1.7). Arguments go to sova_bench (and sova_bench_rmm).
 #
-# With $OUT set, at most 9 files land there:
+# With $OUT set, at most 10 files land there:
 #   seed.txt        the seed table
-#   bench.txt       console output of sova_bench, then of sova_bench_torch
+#   bench.txt       console output of sova_bench, sova_bench_torch, sova_bench_rmm
 #   bench.json      sova_bench, Google Benchmark JSON (aggregates of 3 repetitions)
 #   torch.json      sova_bench_torch, torch_caching, the same (when it was built)
 #   torch_expandable.json   sova_bench_torch --expandable, torch_expandable
+#   rmm.json        sova_bench_rmm, the same (when it was built)
 #   summary.md      tables per workload and the targets (tools/plot_bench.py)
 #   ratios.png, threads.png, overheads.png   the figures (tools/plot_bench.py)
 # Exit status: non-zero if the build, sova_seed (e.g. a wrong kernel result),
-# sova_bench or either sova_bench_torch run failed (including a torch run whose
+# sova_bench, sova_bench_rmm or either sova_bench_torch run failed (including a torch run whose
 # JSON context does not read back the expandable_segments it was run with);
 # each program runs even when an earlier one failed.
 set -uo pipefail
@@ -44,6 +50,9 @@ fi
 
 build=${BUILD_DIR:-build-bench}
 options=(-Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true)
+rmm_root=
+[ -d .rmm ] && rmm_root=.rmm
+options+=(-Drmm_root=$rmm_root)
 if [ -f "$build/meson-private/coredata.dat" ]; then
   meson setup --reconfigure "$build" "${options[@]}" || exit 1
 else
@@ -54,6 +63,11 @@ torch_bin=
 if meson introspect --targets "$build" | grep -q '"name": "sova_bench_torch"'; then
   targets+=(bench/torch/sova_bench_torch)
   torch_bin=$build/bench/torch/sova_bench_torch
+fi
+rmm_bin=
+if meson introspect --targets "$build" | grep -q '"name": "sova_bench_rmm"'; then
+  targets+=(bench/rmm/sova_bench_rmm)
+  rmm_bin=$build/bench/rmm/sova_bench_rmm
 fi
 meson compile -C "$build" "${targets[@]}" || exit 1
 echo "built in $((SECONDS - start_s)) s"
@@ -70,7 +84,7 @@ run() {
 }
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT" && rm -f "$OUT/seed.txt" "$OUT/bench.txt" "$OUT/bench.json" "$OUT/torch.json" \
-    "$OUT/torch_expandable.json"
+    "$OUT/torch_expandable.json" "$OUT/rmm.json"
 fi
 
 # Google Benchmark 1.8 takes "0.2s" (and warns on a bare number); 1.7 only a bare number.
@@ -128,6 +142,13 @@ if [ -n "$torch_bin" ]; then
 else
   echo "sova_bench_torch not built (meson found no usable PyTorch; see its configure messages)" |
     { if [ -n "${OUT:-}" ]; then tee -a "$OUT/bench.txt"; else cat; fi; }
+fi
+
+if [ -n "$rmm_bin" ]; then
+  rmm_args=("${common_args[@]}")
+  [ -n "${OUT:-}" ] && rmm_args+=(--benchmark_out="$OUT/rmm.json" --benchmark_out_format=json)
+  run bench.txt timeout 200 "$rmm_bin" "${rmm_args[@]}" "$@" || status=1
+  [ -n "${OUT:-}" ] && [ -s "$OUT/rmm.json" ] && jsons+=("$OUT/rmm.json")
 fi
 
 if [ -n "${OUT:-}" ]; then

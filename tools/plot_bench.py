@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Plots and tabulates Google Benchmark JSON from sova_bench / sova_bench_torch.
+"""Plots and tabulates Google Benchmark JSON from sova_bench / sova_bench_torch / sova_bench_rmm.
 
-    tools/plot_bench.py [--out DIR] [--no-png] BENCH.json [MORE.json ...]
+    tools/plot_bench.py [--out DIR] [--no-png] [--replay-memory CSV ...] BENCH.json [MORE.json ...]
 
 Reads one or more JSON files written with --benchmark_out_format=json (with
 or without --benchmark_report_aggregates_only; later files add to earlier
@@ -16,9 +16,14 @@ ones, e.g. bench.json then torch.json) and writes into DIR (default: .):
     overheads.png  multistream/ vs_prealloc (time over the preallocated
                    floor) and random/ res_over_req (peak reserved over peak
                    requested), per allocator
+    replay.png     replay/: peak reserved over peak used and over the trace's
+                   peak, and operations per second, per trace and allocator
+    replay_memory.png  replay/: memory over time per trace and allocator,
+                   from the --replay-memory CSV files
 
 A PNG is only written when its data is there; with --no-png, or without
-matplotlib, only summary.md. Case names are group/allocator[/args]; the
+matplotlib, only summary.md. Case names are group/allocator[/args]
+(replay/<trace>/<allocator>: there the trace is the argument); the
 figures compare allocators within a workload (group + args, leaving out
 allocs:N, which only sets how much work one iteration is).
 
@@ -44,14 +49,16 @@ STANDARD_KEYS = {
     "skip_message", "items_per_second", "bytes_per_second",
 }
 TIME_UNITS = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0}
-GROUP_ORDER = ("pair", "threads", "burst", "seed", "multistream", "random")
+GROUP_ORDER = ("pair", "pair_cold", "threads", "burst", "seed", "multistream", "random", "growth")
 GROUP_TITLES = {
     "pair": "pair/: one allocate + free, warm (time per pair)",
+    "pair_cold": "pair_cold/: one allocate + free with nothing cached (time per pair)",
     "threads": "threads/: T threads, own stream each (time per pair and thread)",
     "burst": "burst/: 10,000 live small blocks, then all freed (time per burst)",
     "seed": "seed/: 100 x (allocate 4 MiB, kernel, free), one stream (time per loop)",
     "multistream": "multistream/: 4 streams x 25 rounds of (2 temporaries, 200 us kernel) (time per loop)",
     "random": "random/: RMM's random_allocations shape (time per replay of the trace)",
+    "growth": "growth/: one buffer grown by 64 equal steps, copying at each (time per growth)",
 }
 # Counters shown in the tables, per group (others are left out to keep them narrow).
 TABLE_COUNTERS = {
@@ -68,7 +75,7 @@ class Case:
     def __init__(self, run_name, source):
         self.run_name = run_name
         self.source = source
-        parts = run_name.split("/")
+        parts = replay_parts(run_name.split("/"))
         self.group = parts[0]
         self.allocator = parts[1] if len(parts) > 1 else ""
         self.threads = 1
@@ -254,13 +261,73 @@ def allocator_order(names):
     return sorted(names, key=key)
 
 
+def table_lines(header, rows):
+    return ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)] + [
+        "| " + " | ".join(row) + " |" for row in rows]
+
+
+def fmt_mib(value):
+    if value is None:
+        return "-"
+    return "%.3g GiB" % (value / 1024) if value >= 1024 else "%.3g MiB" % value
+
+
+def cold_pair_table(members, cases):
+    """pair_cold/: each cold pair beside the warm pair/ of the same allocator and
+    size, and their difference (what mapping costs); the ratio is to
+    cudaMallocAsync_default's cold pair of the same size."""
+    warm = {(c.allocator, tuple(c.args)): c for c in cases if c.group == "pair"}
+    by_size = defaultdict(dict)
+    for c in members:
+        by_size[tuple(c.args)][c.allocator] = c
+    rows = []
+    for args in sorted(by_size, key=arg_sort_key):
+        row_cases = by_size[args]
+        _, ref = reference_cost(row_cases)
+        for allocator in allocator_order(row_cases):
+            c = row_cases[allocator]
+            cold = c.get("real_time")
+            w = warm.get((allocator, args))
+            warm_time = w.get("real_time") if w else None
+            cv = c.cv()
+            rows.append([pretty_args(c.args) or "-", allocator, fmt_time(cold),
+                         "%.1f%%" % (cv * 100) if cv is not None else "-", fmt_time(warm_time),
+                         fmt_time(cold - warm_time) if cold is not None and warm_time is not None else "-",
+                         "%.3g" % (cold / ref) if ref and cold else "-", c.label or "-"])
+    header = ["size", "allocator", "cold pair", "cv", "warm pair (pair/)", "cold - warm", "vs cudaMallocAsync",
+              "label"]
+    return table_lines(header, rows)
+
+
+def growth_table(members, cases):
+    """growth/: time per growth and per step, the allocator's share of a step,
+    and its peak reserved over peak used memory (where it reports them)."""
+    _, ref = reference_cost({c.allocator: c for c in members})
+    rows = []
+    for c in sorted(members, key=lambda c: allocator_order([m.allocator for m in members]).index(c.allocator)):
+        cv = c.cv()
+        ratio = c.get("res_over_used")
+        rows.append([c.allocator, fmt_time(c.get("real_time")), "%.1f%%" % (cv * 100) if cv is not None else "-",
+                     fmt_time(c.get("s_per_step")), fmt_time(c.get("alloc_s_per_step")),
+                     fmt_mib(c.get("peak_used_MiB")), fmt_mib(c.get("peak_res_MiB")),
+                     "%.3g" % ratio if ratio is not None else "-",
+                     "%.3g" % (c.cost() / ref) if ref and c.cost() else "-", c.label or "-"])
+    header = ["allocator", "per growth", "cv", "per step", "in allocator per step", "peak used", "peak reserved",
+              "reserved / used", "vs cudaMallocAsync", "label"]
+    return table_lines(header, rows)
+
+
+# Groups whose table is not the generic one of write_summary.
+OWN_TABLES = {"pair_cold": cold_pair_table, "growth": growth_table}
+
+
 def write_summary(path, cases, failed, contexts, pngs):
     lines = []
     ctx = contexts[0][1] if contexts else {}
     lines.append("# sova benchmarks: %s" % ctx.get("gpu", "(no gpu in context)"))
     lines.append("")
     for source, c in contexts:
-        extra = ", ".join("%s %s" % (k, c[k]) for k in ("torch_version", "torch_allocator") if k in c)
+        extra = ", ".join("%s %s" % (k, c[k]) for k in ("torch_version", "torch_allocator", "rmm_version") if k in c)
         lines.append("- `%s`: %s on %s (%s CPUs), %s, library build %s%s" % (
             os.path.basename(source), os.path.basename(c.get("executable", "?")), c.get("host_name", "?"),
             c.get("num_cpus", "?"), c.get("date", "?"), c.get("library_build_type", "?"),
@@ -303,6 +370,10 @@ def write_summary(path, cases, failed, contexts, pngs):
     for group, members in groups.items():
         lines.append("## " + GROUP_TITLES.get(group, group + "/"))
         lines.append("")
+        if group in OWN_TABLES:
+            lines.extend(OWN_TABLES[group](members, cases))
+            lines.append("")
+            continue
         counters = TABLE_COUNTERS.get(group, ())
         present = [k for k in counters if any(c.get(k) is not None for c in members)]
         header = ["workload", "allocator", "median", "cv", "vs cudaMallocAsync"] + present + ["label"]
@@ -345,7 +416,8 @@ def write_summary(path, cases, failed, contexts, pngs):
 
 # One color per allocator in every figure and every run; others get the rest.
 KNOWN_ALLOCATORS = ("cudaMallocAsync_default", "preallocated", "sova_pool", "sova_capi", "cudaMalloc",
-                    "torch_caching", "torch_expandable", "cudaMallocAsync_pool", "sova", "cudaMallocAsync")
+                    "torch_caching", "torch_expandable", "cudaMallocAsync_pool", "sova", "cudaMallocAsync",
+                    "rmm_pool", "rmm_arena", "rmm_binning", "rmm_cuda_async")
 
 
 def colors_for(allocators):
@@ -488,11 +560,140 @@ def plot_overheads(path, cases):
     return True
 
 
+# ---- replay/: recorded allocation traces (bench/replay/replay.hpp) ----------
+# Everything the replay cases need here is in this block: their names
+# (replay/<trace>/<allocator>: the trace is the workload), their group's
+# title and table counters, and their figures, replay.png and
+# replay_memory.png (memory over time, from the CSV files sova_bench and
+# sova_bench_torch write with --replay_memory_out, given with --replay-memory).
+
+GROUP_ORDER = GROUP_ORDER + ("replay",)
+GROUP_TITLES["replay"] = "replay/: recorded allocation traces, every allocation and free in order (time per replay)"
+TABLE_COUNTERS["replay"] = ("ops", "events", "peak_req_MiB", "peak_used_MiB", "peak_res_MiB", "res_over_used",
+                            "res_over_req")
+
+
+def replay_parts(parts):
+    """replay/<trace>/<allocator>[/...] reordered as group/allocator/args, the
+    trace being the one argument (so the workload); other names unchanged."""
+    if len(parts) > 2 and parts[0] == "replay":
+        return [parts[0], parts[2], parts[1]] + parts[3:]
+    return parts
+
+
+def read_replay_memory(paths):
+    """The --replay_memory_out CSV files: trace -> allocator -> columns (op,
+    requested, used, reserved: lists of ints). Later files add to earlier ones;
+    a missing or unreadable file is named on stderr and skipped."""
+    import csv  # noqa: PLC0415
+    series = OrderedDict()
+    for path in paths:
+        try:
+            with open(path, newline="") as f:
+                for row in csv.DictReader(f):
+                    columns = series.setdefault(row["trace"], OrderedDict()).setdefault(
+                        row["allocator"], {"op": [], "requested": [], "used": [], "reserved": []})
+                    for key, name in (("op", "op"), ("requested", "requested_bytes"), ("used", "used_bytes"),
+                                      ("reserved", "reserved_bytes")):
+                        columns[key].append(int(row[name]))
+        except (OSError, KeyError, ValueError) as e:
+            sys.stderr.write("plot_bench: skipping replay memory %s (%s)\n" % (path, e))
+    return series
+
+
+def plot_replay_figures(path, cases):
+    """replay.png: per trace, each allocator's peak reserved over its own peak
+    used and over the trace's peak (1 = nothing held beyond what was handed
+    out; bars cut at 3, labels give the value), and its operations per
+    second (log scale)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    panels = []
+    for counter, title, log in (
+            ("res_over_used", "replay/: peak reserved / the allocator's peak used (lower is better)", False),
+            ("res_over_req", "replay/: peak reserved / the trace's peak live bytes (lower is better)", False),
+            ("ops", "replay/: allocations + frees per second (higher is better)", True)):
+        data = defaultdict(dict)
+        for c in cases:
+            if c.group == "replay" and c.args and c.get(counter) is not None:
+                data[c.args[0]][c.allocator] = c.get(counter)
+        if data:
+            panels.append((title, data, log))
+    if not panels:
+        return False
+    colors = colors_for({a for _, data, _ in panels for row in data.values() for a in row})
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.8 * len(panels)), squeeze=False)
+    for ax, (title, data, log) in zip(axes[:, 0], panels):
+        rows = sorted(data)
+        clip = None if log else 3.0
+        draw_bars(ax, rows, data, colors, clip=clip)
+        values = [v for r in data.values() for v in r.values() if v > 0]
+        if log:
+            plain_log_axis(ax)
+            ax.set_ylim(min(values) / 2, max(values) * 5)
+        else:
+            ax.axhline(1.0, color="black", linewidth=0.8)
+            ax.set_ylim(0, min(max(values), clip) * 1.3)
+        ax.set_xticklabels(rows, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_replay_memory(path, series):
+    """replay_memory.png: one panel per trace, memory against operations
+    replayed: each allocator's reserved (solid) and used (dotted), and the
+    bytes live in the trace (black, the same for all: the floor)."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    if not series:
+        return False
+    colors = colors_for({a for by_alloc in series.values() for a in by_alloc})
+    fig, axes = plt.subplots(len(series), 1, figsize=(12, 3.6 * len(series)), squeeze=False)
+    for ax, (trace, by_alloc) in zip(axes[:, 0], series.items()):
+        top = max(max(c["reserved"] + c["used"] + c["requested"]) for c in by_alloc.values())
+        unit, scale = ("GiB", float(1 << 30)) if top >= (1 << 30) else ("MiB", float(1 << 20))
+        first = next(iter(by_alloc.values()))
+        ax.plot(first["op"], [v / scale for v in first["requested"]], color="black", linewidth=0.8,
+                label="live in the trace")
+        for allocator in allocator_order(by_alloc):
+            c = by_alloc[allocator]
+            ax.plot(c["op"], [v / scale for v in c["reserved"]], color=colors[allocator], linewidth=1.2,
+                    label=allocator + " reserved")
+            ax.plot(c["op"], [v / scale for v in c["used"]], color=colors[allocator], linewidth=0.8,
+                    linestyle=":", label=allocator + " used")
+        ax.set_title("replay/%s: memory over the first replay (from an empty pool)" % trace, fontsize=9)
+        ax.set_xlabel("operations replayed")
+        ax.set_ylabel(unit)
+        ax.set_ylim(bottom=0)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def plot_replay(out_dir, cases, memory_paths):
+    """Writes the replay figures that have data into out_dir; returns their names."""
+    written = []
+    if plot_replay_figures(os.path.join(out_dir, "replay.png"), cases):
+        written.append("replay.png")
+    if plot_replay_memory(os.path.join(out_dir, "replay_memory.png"), read_replay_memory(memory_paths)):
+        written.append("replay_memory.png")
+    return written
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("json", nargs="+", help="Google Benchmark JSON file(s)")
     parser.add_argument("--out", default=".", help="directory for summary.md and the PNGs (default: .)")
     parser.add_argument("--no-png", action="store_true", help="write summary.md only")
+    parser.add_argument("--replay-memory", action="append", default=[], metavar="CSV",
+                        help="memory over time of the replay/ cases (--replay_memory_out), for replay_memory.png; "
+                             "repeatable")
     args = parser.parse_args(argv)
 
     paths = [p for p in args.json if os.path.isfile(p) and os.path.getsize(p) > 0]
@@ -517,6 +718,7 @@ def main(argv=None):
                                ("overheads.png", plot_overheads)):
                 if plot(os.path.join(args.out, name), cases):
                     pngs.append(name)
+            pngs += plot_replay(args.out, cases, args.replay_memory)
     write_summary(os.path.join(args.out, "summary.md"), cases, failed, contexts, pngs)
     print("plot_bench: wrote %s" % ", ".join(["summary.md"] + pngs))
     return 0

@@ -1,11 +1,11 @@
 // sova_bench_torch — PyTorch's CUDA caching allocator on the workloads
 // sova_bench runs: pair/ (pair.hpp), multistream/ (multistream.hpp), random/
-// (random_allocs.hpp). Case names are those of sova_bench with allocator
-// torch_caching or torch_expandable, so that tools/plot_bench.py can put the
-// programs' JSON side by side. Built only where meson found PyTorch
-// (bench/torch/meson.build); every case needs a GPU.
+// (random_allocs.hpp), replay/ (replay/replay.hpp). Case names are those of
+// sova_bench with allocator torch_caching or torch_expandable, so that
+// tools/plot_bench.py can put the programs' JSON side by side. Built only
+// where meson found PyTorch (bench/torch/meson.build); every case needs a GPU.
 //
-//   sova_bench_torch [--expandable] [Google Benchmark flags]
+//   sova_bench_torch [--expandable] [--trace_dir=DIR ...] [Google Benchmark flags]
 //
 // One allocator mode per process (torch_allocator.hpp says why): without
 // --expandable the torch_caching cases, with it the torch_expandable ones.
@@ -18,6 +18,7 @@
 #include "../multistream.hpp"
 #include "../pair.hpp"
 #include "../random_allocs.hpp"
+#include "../replay/replay.hpp"
 #include "torch_allocator.hpp"
 
 #include <benchmark/benchmark.h>
@@ -28,6 +29,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #ifndef SOVA_TORCH_VERSION
 #define SOVA_TORCH_VERSION "unknown"
@@ -40,10 +42,11 @@ constexpr const char* kExpandableSetting = "expandable_segments:True";
 constexpr const char* kReexecGuard = "SOVA_BENCH_TORCH_REEXEC";
 
 template <class A>
-void register_cases() {
+void register_cases(const std::vector<sova_bench::TraceFile>& traces) {
   sova_bench::register_pair<A>();
   sova_bench::register_multistream<A>();
   sova_bench::register_random<A>(10000);
+  sova_bench::register_replay<A>(traces);
 }
 
 bool asks_for_expandable(const char* name) {
@@ -108,13 +111,15 @@ int main(int argc, char** argv) {
   argv[kept] = nullptr;
   argc = kept;
 
+  sova_bench::take_replay_flags(argc, argv);  // --trace_dir etc. (replay/catalog.hpp)
+  const std::vector<sova_bench::TraceFile> traces = sova_bench::find_traces();
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   sova_bench::set_torch_expandable(expandable);
   if (expandable) {
-    register_cases<sova_bench::TorchExpandable>();
+    register_cases<sova_bench::TorchExpandable>(traces);
   } else {
-    register_cases<sova_bench::TorchCaching>();
+    register_cases<sova_bench::TorchCaching>(traces);
   }
 
   // Before any case: the allocator is made and probed here (with a GPU).
@@ -125,6 +130,7 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("torch_expandable_segments", seen);
   benchmark::AddCustomContext("torch_alloc_conf", alloc_conf());
   benchmark::AddCustomContext("torch_mode", expandable ? "torch_expandable" : "torch_caching");
+  benchmark::AddCustomContext("replay_traces", sova_bench::describe_traces(traces));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
 

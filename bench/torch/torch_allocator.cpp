@@ -196,6 +196,15 @@ PeakFigures TorchAllocator::read_peaks() {
   return peaks;
 }
 
+MemoryNow memory_now(TorchAllocator&) {
+  const auto stats = torch_allocator().getDeviceStats(0);
+  constexpr std::size_t kAggregate = 0;  // StatType::AGGREGATE
+  MemoryNow now;
+  now.reserved = static_cast<std::uint64_t>(stats.reserved_bytes[kAggregate].current);
+  now.used = static_cast<std::uint64_t>(stats.requested_bytes[kAggregate].current);
+  return now;
+}
+
 std::string torch_allocator_name() {
   if (!have_gpu()) return "no GPU";
   try {

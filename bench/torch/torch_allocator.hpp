@@ -29,6 +29,7 @@
 #pragma once
 
 #include "../allocators.hpp"  // PeakFigures
+#include "../replay/memory_now.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -86,6 +87,10 @@ struct TorchExpandable : TorchAllocator {
   static constexpr const char* kName = "torch_expandable";
   TorchExpandable() : TorchAllocator(true) {}
 };
+
+/// getDeviceStats(0): reserved_bytes and requested_bytes now (aggregate
+/// pool), for the trace replay's memory over time (replay/memory_now.hpp).
+MemoryNow memory_now(TorchAllocator& a);
 
 /// The allocator backend's name ("native", or "cudaMallocAsync" when
 /// PYTORCH_CUDA_ALLOC_CONF chose that backend), or why it cannot be had.

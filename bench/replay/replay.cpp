@@ -1,0 +1,54 @@
+// replay/<trace>/<allocator> (replay.hpp) for sova and the CUDA runtime's
+// allocators: every variant of allocators.hpp that reports peaks; and
+// memory_now (memory_now.hpp) for them, from the same statistics read_peaks
+// reads.
+#include "replay.hpp"
+
+#include "../allocators.hpp"
+
+namespace sova_bench {
+
+MemoryNow memory_now(SovaPool& a) {
+  const sova::PoolStats s = a.pool->stats();
+  return {s.reserved_current, s.used_current};
+}
+
+MemoryNow memory_now(SovaPoolSim& a) {
+  const sova::PoolStats s = a.pool->stats();
+  return {s.reserved_current, s.used_current};
+}
+
+MemoryNow memory_now(SovaCapi& a) {
+  MemoryNow now;
+  check_cuda(sovaMemPoolGetAttribute(a.pool, cudaMemPoolAttrReservedMemCurrent, &now.reserved),
+             "sovaMemPoolGetAttribute(ReservedMemCurrent)");
+  check_cuda(sovaMemPoolGetAttribute(a.pool, cudaMemPoolAttrUsedMemCurrent, &now.used),
+             "sovaMemPoolGetAttribute(UsedMemCurrent)");
+  return now;
+}
+
+MemoryNow memory_now(CudaAsyncDefault&) {
+  cudaMemPool_t pool = nullptr;
+  check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+  MemoryNow now;
+  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &now.reserved),
+             "cudaMemPoolGetAttribute(ReservedMemCurrent)");
+  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &now.used),
+             "cudaMemPoolGetAttribute(UsedMemCurrent)");
+  return now;
+}
+
+void register_replay_cases(int& argc, char** argv) {
+  take_replay_flags(argc, argv);
+  const std::vector<TraceFile> traces = find_traces();
+  benchmark::AddCustomContext("replay_traces", describe_traces(traces));
+  register_replay<SovaPool>(traces);
+  register_replay<SovaPoolUnchecked>(traces);
+  register_replay<SovaCapi>(traces);
+  register_replay<SovaCapiFromPool>(traces);
+  register_replay<SovaCapiUnchecked>(traces);
+  register_replay<CudaAsyncDefault>(traces);
+  register_replay<SovaPoolSim>(traces);
+}
+
+}  // namespace sova_bench

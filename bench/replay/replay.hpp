@@ -1,0 +1,193 @@
+// replay/<trace>/<allocator> — recorded allocation traces replayed on each
+// allocator (issue 4). A trace is a file in RMM's replay log format
+// (trace.hpp), found in the trace directory (catalog.hpp); PyTorch training
+// runs are recorded and converted by tools/traces/ (docs/benchmarks.md).
+//
+// One iteration replays the whole trace: every allocation and free in trace
+// order, each on the stream its row names (streams.hpp: trace stream 0 is the
+// legacy default stream, others are streams made for the case), no kernels,
+// then a synchronize of every stream (timed). Before the first, untimed
+// replay the allocator is trimmed and its highs are reset (as in random/), so
+// the peaks are what this trace costs it; after the case it is trimmed again.
+//
+// Counters: ops (allocations and frees per second, the throughput), events
+// (operations per replay), peak_req_MiB (most bytes live at once in the
+// trace: what any allocator must hold at least), and the allocator's own
+// high-water marks (read_peaks): peak_used_MiB (bytes handed out),
+// peak_res_MiB (memory held), res_over_used = peak reserved / peak used (the
+// ratio asked of every allocator: its placement's cost over what it counts
+// as handed out; left out when peak used reads 0) and res_over_req = peak
+// reserved / peak_req (the same over the trace's own floor, which every
+// allocator shares: the one to compare allocators by, since sova's peak used
+// is only a lower bound when a trace uses several streams, docs/design.md
+// "Statistics").
+//
+// Refused, as a skipped case with the reason: a trace that does not parse; a
+// trace with frees of pointers it never allocated (unknown_frees, counted and
+// named in the message: the trace does not say what they freed, so its
+// memory figures would be wrong); on the host simulation, a trace needing
+// more than kSimCapMiB live (the sim device has 1 GiB).
+//
+// Memory over time (timeline.hpp) is sampled in the first warm-up replay of
+// each pair when asked for, for allocators with memory_now (memory_now.hpp).
+//
+// A header so that sova_bench (replay.cpp) and sova_bench_torch share it.
+#pragma once
+
+#include "../random_allocs.hpp"  // kHasPeaks, kSimCapMiB, run_case
+#include "catalog.hpp"
+#include "memory_now.hpp"
+#include "streams.hpp"
+#include "timeline.hpp"
+#include "trace.hpp"
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace sova_bench {
+
+template <class A>
+inline constexpr bool kHasMemoryNow = requires(A& a) {
+  { memory_now(a) } -> std::same_as<MemoryNow>;
+};
+
+/// Issues the trace's operations on `a`; `slots` has trace.slots entries.
+template <class A>
+void replay_ops(A& a, const Trace& trace, const ReplayStreams& streams, std::vector<void*>& slots) {
+  for (const TraceOp& op : trace.ops) {
+    if (op.bytes != 0) {
+      slots[op.slot] = a.allocate(op.bytes, streams[op.stream]);
+    } else {
+      a.deallocate(slots[op.slot], streams[op.stream]);
+      slots[op.slot] = nullptr;
+    }
+  }
+}
+
+/// The same, reading memory_now(a) before the first operation, every
+/// timeline_every() operations and after the last.
+template <class A>
+std::vector<TimelineSample> replay_ops_sampled(A& a, const Trace& trace, const ReplayStreams& streams,
+                                               std::vector<void*>& slots) {
+  const std::size_t every = timeline_every(trace.ops.size());
+  std::vector<std::uint64_t> slot_bytes(trace.slots, 0);
+  std::vector<TimelineSample> samples;
+  samples.reserve(trace.ops.size() / every + 2);
+  std::uint64_t live = 0;
+  samples.push_back({0, 0, memory_now(a)});
+  for (std::size_t i = 0; i < trace.ops.size(); ++i) {
+    const TraceOp& op = trace.ops[i];
+    if (op.bytes != 0) {
+      slots[op.slot] = a.allocate(op.bytes, streams[op.stream]);
+      slot_bytes[op.slot] = op.bytes;
+      live += op.bytes;
+    } else {
+      a.deallocate(slots[op.slot], streams[op.stream]);
+      slots[op.slot] = nullptr;
+      live -= slot_bytes[op.slot];
+    }
+    if ((i + 1) % every == 0 || i + 1 == trace.ops.size()) samples.push_back({i + 1, live, memory_now(a)});
+  }
+  return samples;
+}
+
+/// One replay and the synchronize of its streams; with `samples`, the
+/// sampled replay. On an exception, frees what the replay still holds
+/// before rethrowing.
+template <class A>
+void replay_once(A& a, const Trace& trace, const ReplayStreams& streams, std::vector<void*>& slots,
+                 std::vector<TimelineSample>* samples) {
+  try {
+    if constexpr (kHasMemoryNow<A>) {
+      if (samples != nullptr) {
+        *samples = replay_ops_sampled(a, trace, streams, slots);
+      } else {
+        replay_ops(a, trace, streams, slots);
+      }
+    } else {
+      replay_ops(a, trace, streams, slots);
+    }
+    streams.sync();
+  } catch (...) {
+    for (void*& p : slots) {
+      if (p == nullptr) continue;
+      try {
+        a.deallocate(p, streams[0]);
+      } catch (...) {
+      }
+      p = nullptr;
+    }
+    throw;
+  }
+}
+
+/// Throws std::runtime_error (the case's skip message) when `trace` must not
+/// be replayed on `a` (see the top of this file).
+template <class A>
+void check_replayable(const A& a, const Trace& trace) {
+  if (trace.unknown_frees != 0) {
+    throw std::runtime_error("not replayed: " + std::to_string(trace.unknown_frees) +
+                             " frees of pointers the trace never allocated (first: " + trace.first_unknown_free + ")");
+  }
+  if (trace.allocations == 0) throw std::runtime_error("not replayed: the trace allocates nothing");
+  if (a.sim != nullptr && trace.peak_requested > (kSimCapMiB << 20)) {
+    throw std::runtime_error("not replayed on the host simulation: the trace needs " +
+                             std::to_string(trace.peak_requested >> 20) + " MiB live, over its cap of " +
+                             std::to_string(kSimCapMiB) + " MiB");
+  }
+}
+
+template <class A>
+void BM_replay(benchmark::State& state, const TraceFile& file) {
+  run_case<A>(state, [&state, &file](A& a) {
+    constexpr double kMiB = 1024.0 * 1024.0;
+    const Trace& trace = cached_trace(file);
+    check_replayable(a, trace);
+    const ReplayStreams streams(a.sim, trace.streams);
+    std::vector<void*> slots(trace.slots, nullptr);
+    a.reset_peaks();
+    const bool sample = kHasMemoryNow<A> && timeline_wanted(file.name, A::kName);
+    std::vector<TimelineSample> samples;
+    replay_once(a, trace, streams, slots, sample ? &samples : nullptr);  // warm: grows to what the trace needs
+    if (sample) timeline_write(file.name, A::kName, a.label, samples);
+    for (auto _ : state) replay_once(a, trace, streams, slots, nullptr);
+
+    const auto ops = static_cast<double>(trace.ops.size());
+    state.counters["ops"] =
+        benchmark::Counter(static_cast<double>(state.iterations()) * ops, benchmark::Counter::kIsRate);
+    state.counters["events"] = benchmark::Counter(ops);
+    state.counters["peak_req_MiB"] = benchmark::Counter(static_cast<double>(trace.peak_requested) / kMiB);
+    const PeakFigures peaks = a.read_peaks();
+    const auto reserved = static_cast<double>(peaks.reserved_high);
+    state.counters["peak_res_MiB"] = benchmark::Counter(reserved / kMiB);
+    state.counters["peak_used_MiB"] = benchmark::Counter(static_cast<double>(peaks.used_high) / kMiB);
+    if (peaks.used_high != 0) {
+      state.counters["res_over_used"] = benchmark::Counter(reserved / static_cast<double>(peaks.used_high));
+    }
+    state.counters["res_over_req"] = benchmark::Counter(reserved / static_cast<double>(trace.peak_requested));
+    a.reset_peaks();  // give the memory back for the cases after this one
+  });
+}
+
+/// Registers replay/<trace>/<A::kName> for each trace (wall time, ms).
+template <class A>
+void register_replay(const std::vector<TraceFile>& traces) {
+  static_assert(kHasPeaks<A>, "replay/ reports peak memory: A needs reset_peaks and read_peaks");
+  for (const TraceFile& file : traces) {
+    benchmark::RegisterBenchmark(("replay/" + file.name + "/" + A::kName).c_str(),
+                                 [file](benchmark::State& state) { BM_replay<A>(state, file); })
+        ->UseRealTime()
+        ->Unit(benchmark::kMillisecond);
+  }
+}
+
+/// sova_bench's replay cases (replay.cpp): takes the replay's flags out of
+/// argv (catalog.hpp), then registers replay/ for sova's and the CUDA
+/// runtime's allocators. Call before benchmark::Initialize.
+void register_replay_cases(int& argc, char** argv);
+
+}  // namespace sova_bench
