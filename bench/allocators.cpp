@@ -15,13 +15,16 @@ struct SharedPool {
   std::string error;
 };
 
-SharedPool make_warm_pool(sova::Driver& driver, bool check_streams = true) {
+SharedPool make_warm_pool(sova::Driver& driver, bool check_streams = true,
+                          sova::Policy policy = sova::Policy::default_policy, bool remap = true) {
   SharedPool shared;
   try {
     sova::PoolOptions options;
     options.release_threshold = kKeepAll;
     options.driver = &driver;
     options.check_streams = check_streams;
+    options.policy = policy;
+    options.remap = remap;
     shared.pool = new sova::Pool(options);  // never deleted, see allocators.hpp
   } catch (const std::exception& e) {
     shared.error = e.what();
@@ -251,6 +254,36 @@ SovaPoolUnchecked::SovaPoolUnchecked() {
   why_not = shared.error;
 }
 PeakFigures SovaPool::read_peaks() { return read_pool_peaks(*pool); }
+
+namespace {
+// The shared pool of one policy variant on the GPU: made by `make` on first
+// use (one static per lambda type, so per variant).
+template <class Make>
+void use_variant(SovaPool& a, Make make) {
+  if (!have_gpu()) {
+    a.why_not = "no GPU";
+    return;
+  }
+  static const SharedPool shared = make();
+  a.pool = shared.pool;
+  a.why_not = shared.error;
+}
+}  // namespace
+
+SovaPoolSizeClasses::SovaPoolSizeClasses() {
+  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::size_classes); });
+}
+SovaPoolBuddy::SovaPoolBuddy() {
+  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::buddy); });
+}
+SovaPoolBestFit::SovaPoolBestFit() {
+  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::best_fit); });
+}
+SovaPoolNoRemap::SovaPoolNoRemap() {
+  use_variant(*this, [] {
+    return make_warm_pool(sova::cuda_driver(), true, sova::Policy::default_policy, /*remap=*/false);
+  });
+}
 
 SovaPoolSim::SovaPoolSim() : sim(&shared_sim()) {
   static const SharedPool shared = make_warm_pool(shared_sim());

@@ -152,7 +152,26 @@ struct SovaPool {
   sova::PoolStats pool_stats() const { return pool->stats(); }
 };
 
-/// sova::Pool on shared_sim(): runs everywhere, for smoke testing; host timings.
+/// sova::Pool with another placement policy, or the default one without
+/// physical remapping: the policy comparison of random/ and replay/
+/// (docs/policies.md). Each its own warm pool.
+struct SovaPoolSizeClasses : SovaPool {
+  static constexpr const char* kName = "sova_size_classes";
+  SovaPoolSizeClasses();
+};
+struct SovaPoolBuddy : SovaPool {
+  static constexpr const char* kName = "sova_buddy";
+  SovaPoolBuddy();
+};
+struct SovaPoolBestFit : SovaPool {
+  static constexpr const char* kName = "sova_best_fit";
+  SovaPoolBestFit();
+};
+struct SovaPoolNoRemap : SovaPool {
+  static constexpr const char* kName = "sova_pool_noremap";
+  SovaPoolNoRemap();
+};
+
 /// sova::Pool with PoolOptions::check_streams = false: no driver call per
 /// allocation or free (no graph-capture or reused-handle checks), to show
 /// what those checks cost.
@@ -161,6 +180,7 @@ struct SovaPoolUnchecked : SovaPool {
   SovaPoolUnchecked();
 };
 
+/// sova::Pool on shared_sim(): runs everywhere, for smoke testing; host timings.
 struct SovaPoolSim {
   static constexpr const char* kName = "sova_pool_sim";
   std::string why_not;

@@ -7,6 +7,10 @@ namespace {
 
 [[maybe_unused]] const bool registered = [] {
   register_random<SovaPool>(10000);
+  register_random<SovaPoolNoRemap>(10000);
+  register_random<SovaPoolSizeClasses>(10000);
+  register_random<SovaPoolBuddy>(10000);
+  register_random<SovaPoolBestFit>(10000);
   register_random<SovaCapi>(10000);
   register_random<CudaAsyncDefault>(10000);
   // 0.1-1 ms a pair (cudaFree synchronizes the device): fewer allocations.

@@ -43,6 +43,10 @@ void register_replay_cases(int& argc, char** argv) {
   const std::vector<TraceFile> traces = find_traces();
   benchmark::AddCustomContext("replay_traces", describe_traces(traces));
   register_replay<SovaPool>(traces);
+  register_replay<SovaPoolNoRemap>(traces);
+  register_replay<SovaPoolSizeClasses>(traces);
+  register_replay<SovaPoolBuddy>(traces);
+  register_replay<SovaPoolBestFit>(traces);
   register_replay<SovaPoolUnchecked>(traces);
   register_replay<SovaCapi>(traces);
   register_replay<SovaCapiFromPool>(traces);
