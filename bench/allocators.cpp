@@ -16,7 +16,8 @@ struct SharedPool {
 };
 
 SharedPool make_warm_pool(sova::Driver& driver, bool check_streams = true,
-                          sova::Policy policy = sova::Policy::default_policy, bool remap = true) {
+                          sova::Policy policy = sova::Policy::default_policy, bool remap = true,
+                          std::size_t max_chunk = sova::PoolOptions{}.max_chunk) {
   SharedPool shared;
   try {
     sova::PoolOptions options;
@@ -25,6 +26,7 @@ SharedPool make_warm_pool(sova::Driver& driver, bool check_streams = true,
     options.check_streams = check_streams;
     options.policy = policy;
     options.remap = remap;
+    options.max_chunk = max_chunk;
     shared.pool = new sova::Pool(options);  // never deleted, see allocators.hpp
   } catch (const std::exception& e) {
     shared.error = e.what();
@@ -278,6 +280,11 @@ SovaPoolBuddy::SovaPoolBuddy() {
 }
 SovaPoolBestFit::SovaPoolBestFit() {
   use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::best_fit); });
+}
+SovaPoolGranuleChunks::SovaPoolGranuleChunks() {
+  use_variant(*this, [] {
+    return make_warm_pool(sova::cuda_driver(), true, sova::Policy::default_policy, true, std::size_t{2} << 20);
+  });
 }
 SovaPoolNoRemap::SovaPoolNoRemap() {
   use_variant(*this, [] {

@@ -8,6 +8,7 @@ namespace {
 [[maybe_unused]] const bool registered = [] {
   register_random<SovaPool>(10000);
   register_random<SovaPoolNoRemap>(10000);
+  register_random<SovaPoolGranuleChunks>(10000);
   register_random<SovaPoolSizeClasses>(10000);
   register_random<SovaPoolBuddy>(10000);
   register_random<SovaPoolBestFit>(10000);

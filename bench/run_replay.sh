@@ -71,7 +71,7 @@ if ! "$build/bench/sova_bench" --benchmark_list_tests=true --benchmark_filter='^
   min_time=0.2
 fi
 common=(--benchmark_repetitions=3 --benchmark_report_aggregates_only=true "--benchmark_min_time=$min_time")
-sova_filter='^replay/[^/]+/(sova_pool|sova_pool_unchecked|sova_capi|sova_capi_from_pool|sova_capi_unchecked|cudaMallocAsync_default)/'
+sova_filter='^replay/[^/]+/(sova_pool|sova_pool_unchecked|sova_pool_noremap|sova_granule_chunks|sova_size_classes|sova_buddy|sova_best_fit|sova_capi|sova_capi_from_pool|sova_capi_unchecked|cudaMallocAsync_default)/'
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0

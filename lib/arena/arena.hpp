@@ -77,6 +77,13 @@ class Arena {
   bool is_backed(std::size_t offset, std::size_t bytes) const noexcept;
   /// How many bytes from `offset` on, up to `bytes`, are backed without a gap.
   std::size_t backed_prefix(std::size_t offset, std::size_t bytes) const noexcept;
+  /// Unbacked bytes of the granules overlapping the range.
+  std::size_t unbacked_bytes_in(std::size_t offset, std::size_t bytes) const noexcept {
+    if (bytes == 0) return 0;
+    const std::size_t first = offset / granularity_;
+    const std::size_t end = (offset + bytes - 1) / granularity_ + 1;
+    return (end - first) * granularity_ - backed_bytes_in(offset, bytes);
+  }
   /// Backed bytes inside the range (whole granules overlapping it).
   std::size_t backed_bytes_in(std::size_t offset, std::size_t bytes) const noexcept;
 

@@ -44,6 +44,10 @@ namespace sova::detail {
 /// waiting on a fence, checks for being covered by it) before giving up.
 inline constexpr int kBackedScan = kPlaceCandidates;
 
+/// Reserved memory may grow with new physical memory up to the live peak plus
+/// 1/64 of it (1.6%) and a granule; beyond, free chunks are remapped first.
+inline constexpr std::uint64_t kGrowthSlackDivisor = 64;
+
 /// A block chosen for a request, and where in it the request is placed.
 struct Fit {
   Block* block = nullptr;
@@ -118,6 +122,10 @@ class PoolCore {
   Fit best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size, std::size_t need,
                bool backed_only) noexcept;
   Fit best_fit_for(StreamState* state, std::size_t size, std::size_t need, bool backed_only) noexcept;
+  /// For growth: among the best-fit candidates (safe, or pending on `state`),
+  /// the placement whose first `need` bytes lack the least backing, so that
+  /// free physical memory is reused in place before any is created or moved.
+  Fit least_unbacked_fit(StreamState* state, std::size_t size, std::size_t need) noexcept;
   /// Removes `fit.block` from the heap and splits off what lies before
   /// `fit.at` and beyond `size` as free blocks of the same tag; the block then
   /// starts at fit.at. Returns nullptr (nothing changed) when host memory for
@@ -160,6 +168,13 @@ class PoolCore {
   void remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::vector<ChunkMove>& moves) noexcept;
   /// Moves the chunks of `moves` back, last first (their old ranges are still free).
   void undo_moves(const std::vector<ChunkMove>& moves) noexcept;
+  /// Whether backing [offset, offset + need) with new physical memory keeps
+  /// reserved memory within the growth budget: the peak of live bytes so far
+  /// (this request included) plus 1/kGrowthSlackDivisor of it and a granule.
+  /// Beyond it, free chunks are remapped first (they cost a move each, about
+  /// what creating one costs, so remapping below the budget would only trade
+  /// speed for memory that is within the slack anyway).
+  bool within_growth_budget(std::size_t offset, std::size_t need) noexcept;
   /// Whether reserved memory exceeds what is in use by more than what is in
   /// use (and by at least 64 MiB): then the slow path waits before it grows.
   bool holds_too_much_free_memory() noexcept;

@@ -208,7 +208,7 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
 }
 
 cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* state, Block** out) noexcept {
-  const Fit fit = best_fit_for(state, size, need, false);
+  const Fit fit = least_unbacked_fit(state, size, need);
   Block* block = fit.block != nullptr ? carve(fit, size) : nullptr;
   if (block == nullptr) return cudaErrorMemoryAllocation;
   const cudaError_t error = back_block(block, need);
@@ -222,7 +222,7 @@ cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* stat
 
 cudaError_t PoolCore::back_block(Block* block, std::size_t need) noexcept {
   std::vector<ChunkMove> moves;
-  if (remap_) remap_free_chunks_into(block->offset, need, moves);
+  if (remap_ && !within_growth_budget(block->offset, need)) remap_free_chunks_into(block->offset, need, moves);
   cudaError_t error = arena_.commit(block->offset, need);
   if (error == cudaErrorMemoryAllocation) {
     // Step 6: make room by releasing free physical memory that is safe.
@@ -239,6 +239,14 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need) noexcept {
   // range that a later, smaller request cannot use whole.
   if (error != cudaSuccess) undo_moves(moves);
   return error;
+}
+
+bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexcept {
+  const std::uint64_t missing = arena_.unbacked_bytes_in(offset, need);
+  const std::uint64_t live_peak =
+      std::max<std::uint64_t>(used_high_sampled_.load(std::memory_order_relaxed), used_now() + need);
+  const std::uint64_t budget = live_peak + live_peak / kGrowthSlackDivisor + arena_.granularity();
+  return arena_.backed_bytes() + missing <= budget;
 }
 
 bool PoolCore::holds_too_much_free_memory() noexcept {
