@@ -101,6 +101,15 @@ SOVA_API cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoo
  * memory under live blocks (may synchronize the device to prove frees
  * complete). NULL or invalid pool: cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep);
+/** Tells `pool` that all work submitted to `stream` before this call is
+ * complete (the caller synchronized the stream, or saw an event recorded after
+ * that work complete): the pool's frees on `stream` until now become reusable
+ * by every stream at once, without an event or a wait, and releasable. This
+ * is the dependency sova can follow; it cannot see the caller's own events
+ * (cudaMemPoolReuseFollowEventDependencies, docs/design.md). Calling it while
+ * such work still runs is a race, as freeing memory in use would be. NULL or
+ * invalid pool: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemPoolStreamSynchronized(sovaMemPool_t pool, cudaStream_t stream);
 /** The device's default pool, created on first use (that device, default
  * properties; never destroyed). Device out of range: cudaErrorInvalidDevice;
  * pool NULL: cudaErrorInvalidValue. */
@@ -129,11 +138,13 @@ SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream
 SOVA_API cudaError_t sovaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);
 SOVA_API cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool,
                                                   cudaStream_t stream);
+SOVA_API cudaError_t sovaMemPoolStreamSynchronized_ptsz(sovaMemPool_t pool, cudaStream_t stream);
 
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM) && !defined(SOVA_BUILDING_LIBRARY)
 #define sovaMallocAsync sovaMallocAsync_ptsz
 #define sovaFreeAsync sovaFreeAsync_ptsz
 #define sovaMallocFromPoolAsync sovaMallocFromPoolAsync_ptsz
+#define sovaMemPoolStreamSynchronized sovaMemPoolStreamSynchronized_ptsz
 #endif
 
 #ifdef __cplusplus

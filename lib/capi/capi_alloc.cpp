@@ -144,3 +144,27 @@ cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool
                                          cudaStream_t stream) {
   return malloc_from(devPtr, size, pool, per_thread_if_zero(stream));
 }
+
+namespace sova::capi {
+namespace {
+cudaError_t stream_synchronized_impl(sovaMemPool_t pool, cudaStream_t stream) noexcept {
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr) return cudaErrorInvalidValue;
+  try {
+    e->pool.stream_synchronized(stream);
+  } catch (...) {
+    return error_from_current_exception();
+  }
+  return cudaSuccess;
+}
+}  // namespace
+}  // namespace sova::capi
+
+cudaError_t sovaMemPoolStreamSynchronized(sovaMemPool_t pool, cudaStream_t stream) {
+  return stream_synchronized_impl(pool, stream);
+}
+
+cudaError_t sovaMemPoolStreamSynchronized_ptsz(sovaMemPool_t pool, cudaStream_t stream) {
+  return stream_synchronized_impl(pool, per_thread_if_zero(stream));
+}

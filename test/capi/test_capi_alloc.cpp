@@ -278,3 +278,33 @@ TEST_CASE("capi: with release threshold 0, freed memory goes back to the device"
   CHECK(reserved(pool) == 0);
   CHECK(used(pool) == 0);
 }
+
+TEST_CASE("capi: sovaMemPoolStreamSynchronized lets another stream reuse the frees at once", "[capi]") {
+  sim();
+  for (const bool told : {false, true}) {
+    INFO("sovaMemPoolStreamSynchronized called: " << told);
+    ScopedPool pool;
+    const int off = 0;
+    REQUIRE(sovaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, const_cast<int*>(&off)) ==
+            cudaSuccess);
+    ScopedStream a;
+    ScopedStream b;
+    constexpr std::size_t kSmall = std::size_t{1} << 20;  // small: no fence of its own
+    void* p = nullptr;
+    void* filler = nullptr;
+    REQUIRE(sovaMallocFromPoolAsync(&p, kSmall, pool, a) == cudaSuccess);
+    REQUIRE(sovaMallocFromPoolAsync(&filler, kSmall, pool, b) == cudaSuccess);  // fills p's granule
+    REQUIRE(sovaFreeAsync(p, a) == cudaSuccess);
+    REQUIRE(sim().stream_synchronize(a) == cudaSuccess);
+    if (told) REQUIRE(sovaMemPoolStreamSynchronized(pool, a) == cudaSuccess);
+    void* q = nullptr;
+    REQUIRE(sovaMallocFromPoolAsync(&q, kSmall, pool, b) == cudaSuccess);
+    CHECK((q == p) == told);  // without being told, nothing proves A's free complete: B grows
+    CHECK(sovaFreeAsync(q, b) == cudaSuccess);
+    CHECK(sovaFreeAsync(filler, b) == cudaSuccess);
+  }
+  ScopedPool pool;
+  CHECK(sovaMemPoolStreamSynchronized_ptsz(pool, nullptr) == cudaSuccess);  // 0: the per-thread stream
+  CHECK(sovaMemPoolStreamSynchronized(nullptr, nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolStreamSynchronized(reinterpret_cast<sovaMemPool_t>(0x5), nullptr) == cudaErrorInvalidValue);
+}
