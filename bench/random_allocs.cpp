@@ -7,8 +7,9 @@ namespace {
 
 [[maybe_unused]] const bool registered = [] {
   register_random<SovaPool>(10000);
+  // The granule-chunk variant is left out: at 64 and 256 MiB it took 5.8 s and
+  // 19 s a repetition on the H100 (docs/notes/2026-11-22-h100-policies.md).
   register_random<SovaPoolNoRemap>(10000);
-  register_random<SovaPoolGranuleChunks>(10000);
   register_random<SovaPoolSizeClasses>(10000);
   register_random<SovaPoolBuddy>(10000);
   register_random<SovaPoolBestFit>(10000);
