@@ -108,7 +108,11 @@ SOVA_API std::shared_ptr<const PlacementPolicy> size_class_policy();
 SOVA_API std::shared_ptr<const PlacementPolicy> buddy_policy();
 
 /// The default: exact sizes; small blocks (<= kSmallBlockLimit) placed as the
-/// size-class policy places them, larger ones by best fit.
+/// size-class policy places them, larger ones by best fit. A pool made with
+/// Policy::default_policy also keeps small blocks in the upper half of its VA
+/// and larger ones in the lower half while both have room (it knows its VA;
+/// this object, which sees one free range at a time, does not), so that
+/// long-lived small blocks do not pin large blocks' physical chunks.
 SOVA_API std::shared_ptr<const PlacementPolicy> default_placement_policy();
 
 }  // namespace sova

@@ -1,6 +1,7 @@
 // The built-in placement policies and the pool's Placement dispatcher.
 #include "core/placement.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace sova {
@@ -75,11 +76,12 @@ std::shared_ptr<const PlacementPolicy> default_placement_policy() {
 
 namespace sova::detail {
 
-Placement::Placement(const PoolOptions& options) {
+Placement::Placement(const PoolOptions& options, std::size_t va_size)
+    : small_region_start_(va_size / 2 / kAlignment * kAlignment) {
   switch (options.policy) {
     case Policy::default_policy:
       policy_ = default_placement_policy();
-      where_ = Where::one_granule_if_small;
+      where_ = Where::segregated;
       return;
     case Policy::best_fit:
       policy_ = best_fit_policy();
@@ -112,13 +114,26 @@ Placement::Placement(const PoolOptions& options) {
               cudaErrorInvalidValue);
 }
 
-std::size_t Placement::place(FreeRange range, std::size_t size, std::size_t granularity) const noexcept {
+std::size_t Placement::place(FreeRange range, std::size_t size, std::size_t granularity,
+                             bool relaxed) const noexcept {
   switch (where_) {
     case Where::start:
       return place_at_start(range, size);
-    case Where::one_granule_if_small:
-      return size <= kSmallBlockLimit ? place_in_one_granule(range, size, granularity)
-                                      : place_at_start(range, size);
+    case Where::segregated: {
+      const bool small = size <= kSmallBlockLimit;
+      if (!relaxed) {
+        if (small) {
+          // Only the part of the range in the upper half.
+          const std::size_t end = range.offset + range.size;
+          if (end <= small_region_start_) return PlacementPolicy::kNoFit;
+          const std::size_t from = std::max(range.offset, small_region_start_);
+          return place_in_one_granule(FreeRange{from, end - from}, size, granularity);
+        }
+        const std::size_t at = place_at_start(range, size);
+        return at != PlacementPolicy::kNoFit && at + size <= small_region_start_ ? at : PlacementPolicy::kNoFit;
+      }
+      return small ? place_in_one_granule(range, size, granularity) : place_at_start(range, size);
+    }
     case Where::one_granule:
       return place_in_one_granule(range, size, granularity);
     case Where::size_aligned:

@@ -64,8 +64,10 @@ inline std::size_t place_size_aligned(FreeRange range, std::size_t size) noexcep
 class Placement {
  public:
   /// Throws sova::Error (cudaErrorInvalidValue) for Policy::custom without a
-  /// policy object, or a policy value that is none of the enum's.
-  explicit Placement(const PoolOptions& options);
+  /// policy object, or a policy value that is none of the enum's. `va_size`:
+  /// the pool's VA range, whose upper half the default policy keeps for small
+  /// blocks.
+  Placement(const PoolOptions& options, std::size_t va_size);
 
   /// The block size for `bytes` (0 < bytes); 0 when a user's policy answered
   /// something that breaks its contract.
@@ -94,19 +96,29 @@ class Placement {
 
   /// Where in `range` a block of `size` goes, or PlacementPolicy::kNoFit
   /// (also for a user's answer outside the range or off the alignment).
-  std::size_t place(FreeRange range, std::size_t size, std::size_t granularity) const noexcept;
+  /// The default policy segregates: small blocks (<= kSmallBlockLimit) in the
+  /// upper half of the VA, larger ones in the lower half, so that long-lived
+  /// small blocks do not pin the chunks of large ones (which then cannot be
+  /// remapped or released). `relaxed` lifts that rule: the pool asks again
+  /// relaxed when no candidate fits strictly, so segregation never causes a
+  /// failure by itself.
+  std::size_t place(FreeRange range, std::size_t size, std::size_t granularity,
+                    bool relaxed = false) const noexcept;
+  /// Whether place() distinguishes strict and relaxed (the default policy).
+  bool segregates() const noexcept { return where_ == Where::segregated; }
 
   const char* name() const noexcept { return policy_->name(); }
   const PlacementPolicy& policy() const noexcept { return *policy_; }
 
  private:
   enum class Rounding { exact, classes, power_of_two, custom };
-  enum class Where { start, one_granule_if_small, one_granule, size_aligned, custom };
+  enum class Where { start, segregated, one_granule, size_aligned, custom };
   Rounding rounding_ = Rounding::exact;
   Where where_ = Where::start;
   bool backs_whole_block_ = true;
   bool backs_request_ = false;
   std::shared_ptr<const PlacementPolicy> policy_;
+  std::size_t small_region_start_ = 0;  ///< segregated: where small blocks begin
 };
 
 }  // namespace sova::detail

@@ -79,7 +79,7 @@ PoolCore::PoolCore(const PoolOptions& options)
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
              options.max_chunk),
       map_(arena_.size(), info_.granularity),
-      placement_(options),
+      placement_(options, arena_.size()),
       remap_(options.remap),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),

@@ -50,19 +50,25 @@ void PoolCore::insert_free(Block* block) noexcept {
 Fit PoolCore::best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size, std::size_t need,
                       bool backed_only) noexcept {
   const std::size_t granularity = arena_.granularity();
-  auto try_block = [&](Block* block) -> Fit {
-    const std::size_t at = placement_.place(range_of(block), size, granularity);
-    if (at == PlacementPolicy::kNoFit) return {};
-    if (backed_only && !arena_.is_backed(at, need)) return {};
-    return Fit{block, at};
-  };
-  auto it = set.lower_bound(size);
-  for (int scanned = 0; it != set.end() && scanned < kBackedScan; ++it, ++scanned) {
-    if (Fit fit = try_block(*it); fit.block != nullptr) return fit;
+  // Strictly first (the default policy's regions), then relaxed.
+  for (const bool relaxed : {false, true}) {
+    if (relaxed && !placement_.segregates()) break;
+    auto try_block = [&](Block* block) -> Fit {
+      const std::size_t at = placement_.place(range_of(block), size, granularity, relaxed);
+      if (at == PlacementPolicy::kNoFit) return {};
+      if (backed_only && !arena_.is_backed(at, need)) return {};
+      return Fit{block, at};
+    };
+    auto it = set.lower_bound(size);
+    for (int scanned = 0; it != set.end() && scanned < kBackedScan; ++it, ++scanned) {
+      if (Fit fit = try_block(*it); fit.block != nullptr) return fit;
+    }
+    // The largest free range last: for growth, the VA's never-used tail, where
+    // any placement fits when the nearer candidates' alignment did not.
+    if (!backed_only && it != set.end()) {
+      if (Fit fit = try_block(*set.rbegin()); fit.block != nullptr) return fit;
+    }
   }
-  // The largest free range last: for growth, the VA's never-used tail, where
-  // any placement fits when the nearer candidates' alignment did not.
-  if (!backed_only && it != set.end()) return try_block(*set.rbegin());
   return {};
 }
 
@@ -70,8 +76,9 @@ Fit PoolCore::least_unbacked_fit(StreamState* state, std::size_t size, std::size
   const std::size_t granularity = arena_.granularity();
   Fit best;
   std::size_t best_missing = ~std::size_t{0};
+  bool relaxed = false;
   auto consider = [&](Block* block) {
-    const std::size_t at = placement_.place(range_of(block), size, granularity);
+    const std::size_t at = placement_.place(range_of(block), size, granularity, relaxed);
     if (at == PlacementPolicy::kNoFit) return;
     const std::size_t missing = arena_.unbacked_bytes_in(at, need);
     // Least physical memory to add; among equals, the smaller range (best fit).
@@ -87,6 +94,11 @@ Fit PoolCore::least_unbacked_fit(StreamState* state, std::size_t size, std::size
   };
   scan(safe_);
   if (state != nullptr) scan(state->pending);
+  if (best.block == nullptr && placement_.segregates()) {
+    relaxed = true;  // nothing in the request's own region: anywhere
+    scan(safe_);
+    if (state != nullptr) scan(state->pending);
+  }
   return best;
 }
 

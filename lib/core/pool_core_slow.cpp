@@ -186,7 +186,7 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
     for (auto it = other->pending.lower_bound(size); it != other->pending.end() && scanned < kBackedScan;
          ++it, ++scanned) {
       if ((*it)->epoch > fence.epoch) continue;
-      const std::size_t at = placement_.place(range_of(*it), size, arena_.granularity());
+      const std::size_t at = placement_.place(range_of(*it), size, arena_.granularity(), /*relaxed=*/true);
       if (at != PlacementPolicy::kNoFit && arena_.is_backed(at, need)) {
         fit = Fit{*it, at};
         break;

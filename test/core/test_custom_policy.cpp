@@ -130,3 +130,36 @@ TEST_CASE("a policy that breaks its contract fails the allocation and changes no
   }
   sim.destroy_stream(s);
 }
+
+TEST_CASE("the default policy keeps small blocks in the upper half of the VA, large ones below",
+          "[core][policy]") {
+  SimDriver sim(small_sim());
+  PoolOptions options = options_on(sim);
+  options.va_reserve = std::size_t{64} << 20;  // halves of 32 MiB
+  const std::size_t half = std::size_t{32} << 20;
+  for (const Policy policy : {Policy::default_policy, Policy::best_fit}) {
+    INFO("policy " << static_cast<int>(policy));
+    options.policy = policy;
+    Pool pool(options);
+    cudaStream_t s = sim.create_stream();
+    auto* large = static_cast<char*>(pool.allocate(std::size_t{12} << 20, s));
+    auto* small = static_cast<char*>(pool.allocate(4096, s));
+    if (policy == Policy::default_policy) {
+      CHECK(small - large == static_cast<std::ptrdiff_t>(half));  // the VA's start, and its middle
+      // The lower half holds two 12 MiB blocks; a third goes above rather than fail.
+      auto* second = static_cast<char*>(pool.allocate(std::size_t{12} << 20, s));
+      auto* third = static_cast<char*>(pool.allocate(std::size_t{12} << 20, s));
+      CHECK(second - large == (std::ptrdiff_t{12} << 20));
+      CHECK(third - large >= static_cast<std::ptrdiff_t>(half));
+      pool.check_invariants();
+      pool.deallocate(second, s);
+      pool.deallocate(third, s);
+    } else {
+      CHECK(small - large == (std::ptrdiff_t{12} << 20));  // right after it
+    }
+    pool.deallocate(small, s);
+    pool.deallocate(large, s);
+    pool.check_invariants();
+    sim.destroy_stream(s);
+  }
+}
