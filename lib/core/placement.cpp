@@ -76,8 +76,8 @@ std::shared_ptr<const PlacementPolicy> default_placement_policy() {
 
 namespace sova::detail {
 
-Placement::Placement(const PoolOptions& options, std::size_t va_size)
-    : small_region_start_(va_size / 2 / kAlignment * kAlignment) {
+Placement::Placement(const PoolOptions& options, std::size_t upper_half)
+    : small_region_start_(upper_half) {
   switch (options.policy) {
     case Policy::default_policy:
       policy_ = default_placement_policy();

@@ -64,10 +64,10 @@ inline std::size_t place_size_aligned(FreeRange range, std::size_t size) noexcep
 class Placement {
  public:
   /// Throws sova::Error (cudaErrorInvalidValue) for Policy::custom without a
-  /// policy object, or a policy value that is none of the enum's. `va_size`:
-  /// the pool's VA range, whose upper half the default policy keeps for small
-  /// blocks.
-  Placement(const PoolOptions& options, std::size_t va_size);
+  /// policy object, or a policy value that is none of the enum's.
+  /// `upper_half`: the offset (granule-aligned) where the upper half of the
+  /// pool's VA begins, which the default policy keeps for small blocks.
+  Placement(const PoolOptions& options, std::size_t upper_half);
 
   /// The block size for `bytes` (0 < bytes); 0 when a user's policy answered
   /// something that breaks its contract.
@@ -106,6 +106,8 @@ class Placement {
                     bool relaxed = false) const noexcept;
   /// Whether place() distinguishes strict and relaxed (the default policy).
   bool segregates() const noexcept { return where_ == Where::segregated; }
+  /// Where the regions meet, or 0 when the policy has one region.
+  std::size_t region_boundary() const noexcept { return segregates() ? small_region_start_ : 0; }
 
   const char* name() const noexcept { return policy_->name(); }
   const PlacementPolicy& policy() const noexcept { return *policy_; }

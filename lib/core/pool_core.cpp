@@ -79,19 +79,30 @@ PoolCore::PoolCore(const PoolOptions& options)
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
              options.max_chunk),
       map_(arena_.size(), info_.granularity),
-      placement_(options, arena_.size()),
+      placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       remap_(options.remap),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),
       reuse_allow_internal_dependencies_(options.reuse_allow_internal_dependencies),
       check_streams_(options.check_streams) {
-  // The whole VA range starts as one free, safe, unbacked block.
+  // The whole VA range starts as one free, safe, unbacked block; two where
+  // the policy keeps regions (the boundary is never merged across).
+  region_boundary_ = placement_.region_boundary();
   Block* all = blocks_.make();
   all->offset = 0;
-  all->size = arena_.size();
+  all->size = region_boundary_ != 0 ? region_boundary_ : arena_.size();
   map_.set(0, all);
   safe_.insert(all);
+  if (region_boundary_ != 0) {
+    Block* upper = blocks_.make();
+    upper->offset = region_boundary_;
+    upper->size = arena_.size() - region_boundary_;
+    upper->prev = all;
+    all->next = upper;
+    map_.set(upper->offset, upper);
+    safe_.insert(upper);
+  }
   register_for_release(this);
 }
 

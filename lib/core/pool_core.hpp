@@ -204,6 +204,9 @@ class PoolCore {
   BlockMap map_;
   const Placement placement_;
   const bool remap_;
+  /// Where the policy's regions meet (0: one region). Free blocks are never
+  /// merged across it, so no block, and no chunk, spans both regions.
+  std::size_t region_boundary_ = 0;
 
   std::mutex heap_mutex_;
   BlockPool blocks_;

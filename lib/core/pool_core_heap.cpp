@@ -35,12 +35,12 @@ void PoolCore::join(Block* left, Block* right) noexcept {
 void PoolCore::insert_free(Block* block) noexcept {
   block->state.store(BlockState::free, std::memory_order_release);
   block->bin_next = nullptr;
-  if (Block* prev = block->prev; free_with_same_tag(prev, block)) {
+  if (Block* prev = block->prev; free_with_same_tag(prev, block) && block->offset != region_boundary_) {
     erase_free(prev);
     join(prev, block);
     block = prev;
   }
-  if (Block* next = block->next; free_with_same_tag(next, block)) {
+  if (Block* next = block->next; free_with_same_tag(next, block) && next->offset != region_boundary_) {
     erase_free(next);
     join(block, next);
   }

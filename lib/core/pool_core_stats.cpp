@@ -63,7 +63,11 @@ PoolStats PoolCore::stats() {
     for (const Block* b : st->pending) count_free(b, true);
     st->lock.unlock();
   }
-  for (const Block* b : safe_) count_free(b, b->offset + b->size != arena_.size());
+  // The never-used tail of each region (the VA's end, the region boundary) is not "cached".
+  for (const Block* b : safe_) {
+    const std::size_t end = b->offset + b->size;
+    count_free(b, end != arena_.size() && (region_boundary_ == 0 || end != region_boundary_));
+  }
   // Granules shared by a free block and a live neighbour are counted with
   // both: bound the free figure by what is reserved.
   s.free_backed_bytes = std::min<std::uint64_t>(s.free_backed_bytes, s.reserved_current);
@@ -225,7 +229,8 @@ void PoolCore::check_invariants() {
       ++free_blocks;
       auto& set = b->stream != nullptr ? b->stream->pending : safe_;
       if (set.find(const_cast<Block*>(b)) == set.end()) fail("free block missing from its set", b);
-      if (prev != nullptr && prev->state.load() == BlockState::free && prev->stream == b->stream) {
+      if (prev != nullptr && prev->state.load() == BlockState::free && prev->stream == b->stream &&
+          b->offset != region_boundary_) {
         fail("adjacent free blocks with the same tag not coalesced", b);
       }
     }
