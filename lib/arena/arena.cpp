@@ -54,17 +54,22 @@ std::size_t Arena::next_backed(std::size_t from, std::size_t end) const noexcept
   return end;
 }
 
-cudaError_t Arena::map_chunk(const Chunk& chunk) noexcept {
+cudaError_t Arena::grant_access(std::size_t first_granule, std::size_t granules) noexcept {
+  try {
+    const std::vector<cudaMemAccessDesc> descs = access_descs();
+    return driver_.set_access(base_ + first_granule * granularity_, granules * granularity_, descs.data(),
+                              descs.size());
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
+}
+
+cudaError_t Arena::map_chunk(const Chunk& chunk, bool with_access) noexcept {
   const std::uintptr_t va = base_ + chunk.first_granule * granularity_;
   const std::size_t bytes = chunk.granules * granularity_;
   cudaError_t error = driver_.map(va, bytes, chunk.handle);
-  if (error != cudaSuccess) return error;
-  try {
-    const std::vector<cudaMemAccessDesc> descs = access_descs();
-    error = driver_.set_access(va, bytes, descs.data(), descs.size());
-  } catch (const std::bad_alloc&) {
-    error = cudaErrorMemoryAllocation;
-  }
+  if (error != cudaSuccess || !with_access) return error;
+  error = grant_access(chunk.first_granule, chunk.granules);
   if (error != cudaSuccess) driver_.unmap(va, bytes);
   return error;
 }
@@ -96,7 +101,7 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
   cudaError_t error = driver_.physical_create(device_, bytes, &handle);
   if (error != cudaSuccess) return error;
   const Chunk chunk{first_granule, granules, handle};
-  error = map_chunk(chunk);
+  error = map_chunk(chunk, /*with_access=*/false);  // commit grants access per run
   if (error != cudaSuccess) {
     driver_.physical_release(handle);
     return error;
@@ -153,28 +158,40 @@ cudaError_t Arena::commit(std::size_t offset, std::size_t bytes) noexcept {
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;
   }
+  auto undo = [&] {
+    while (!created.empty()) {
+      destroy_chunk(created.back());
+      created.pop_back();
+    }
+  };
   std::size_t granule = first;
   while (granule <= last) {
     if (chunk_of_granule_[granule] != kUnbacked) {
       ++granule;
       continue;
     }
+    // One run of unbacked granules: chunks of at most max_chunk each, mapped,
+    // then one access call over the whole run (an access call costs ~32 us on
+    // the H100 whatever its size; one per chunk would dominate small chunks).
+    const std::size_t run_start = granule;
     std::size_t run_end = granule;  // inclusive
-    while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked &&
-           (max_chunk_granules_ == 0 || run_end + 1 - granule < max_chunk_granules_)) {
-      ++run_end;
-    }
-    std::int32_t slot = kUnbacked;
-    const cudaError_t error = create_chunk(granule, run_end - granule + 1, &slot);
-    if (error != cudaSuccess) {
-      while (!created.empty()) {
-        destroy_chunk(created.back());
-        created.pop_back();
+    while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked) ++run_end;
+    while (granule <= run_end) {
+      const std::size_t granules = max_chunk_granules_ == 0 ? run_end - granule + 1
+                                                            : std::min(max_chunk_granules_, run_end - granule + 1);
+      std::int32_t slot = kUnbacked;
+      const cudaError_t error = create_chunk(granule, granules, &slot);
+      if (error != cudaSuccess) {
+        undo();
+        return error;
       }
+      created.push_back(slot);  // capacity reserved: no throw
+      granule += granules;
+    }
+    if (const cudaError_t error = grant_access(run_start, run_end - run_start + 1); error != cudaSuccess) {
+      undo();
       return error;
     }
-    created.push_back(slot);  // capacity reserved: no throw
-    granule = run_end + 1;
   }
   return cudaSuccess;
 }
@@ -238,7 +255,7 @@ std::vector<std::pair<std::size_t, std::size_t>> Arena::unbacked_runs(std::size_
   return runs;
 }
 
-cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule) noexcept {
+cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access) noexcept {
   Chunk& chunk = chunks_[slot];
   const std::size_t bytes = chunk.granules * granularity_;
   if (to_granule + chunk.granules > chunk_of_granule_.size() ||
@@ -250,7 +267,7 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule) noexcep
   if (error != cudaSuccess) return error;  // still mapped where it was: nothing changed
   mark(from_granule, chunk.granules, kUnbacked);
   chunk.first_granule = to_granule;
-  error = map_chunk(chunk);
+  error = map_chunk(chunk, with_access);
   if (error == cudaSuccess) {
     mark(to_granule, chunk.granules, slot);
     ++chunks_moved_;
@@ -259,7 +276,7 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule) noexcep
   }
   // Put it back where it was; failing that, let it go (its old range is free).
   chunk.first_granule = from_granule;
-  if (map_chunk(chunk) == cudaSuccess) {
+  if (map_chunk(chunk, /*with_access=*/true) == cudaSuccess) {
     mark(from_granule, chunk.granules, slot);
     return error;
   }

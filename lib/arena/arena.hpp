@@ -66,12 +66,17 @@ class Arena {
   /// (first granule, count). Throws std::bad_alloc.
   std::vector<std::pair<std::size_t, std::size_t>> unbacked_runs(std::size_t offset, std::size_t bytes) const;
   /// Moves chunk `slot` so that it backs the granules from `to_granule` on,
-  /// which must all be unbacked: unmap, map at the new VA, set access there.
-  /// The caller guarantees no work touches the chunk's old range. On failure
-  /// the chunk is mapped back where it was; if even that fails it is released
-  /// (its old range becomes unbacked). Either way nothing is left mapped at
-  /// the new place, and the driver's error is returned.
-  cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule) noexcept;
+  /// which must all be unbacked: unmap, map at the new VA, and (with
+  /// `with_access`) set access there; without, the caller must grant_access
+  /// before the memory is used. The caller guarantees no work touches the
+  /// chunk's old range. On failure the chunk is mapped back where it was (with
+  /// access); if even that fails it is released (its old range becomes
+  /// unbacked). Either way nothing is left mapped at the new place, and the
+  /// driver's error is returned.
+  cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access = true) noexcept;
+  /// Sets the owner's and the peers' access over granules that are all
+  /// mapped (one driver call for any number of chunks).
+  cudaError_t grant_access(std::size_t first_granule, std::size_t granules) noexcept;
 
   /// True when every granule overlapping the range is backed.
   bool is_backed(std::size_t offset, std::size_t bytes) const noexcept;
@@ -113,8 +118,9 @@ class Arena {
 
   cudaError_t create_chunk(std::size_t first_granule, std::size_t granules, std::int32_t* slot) noexcept;
   void destroy_chunk(std::int32_t slot) noexcept;
-  /// Maps chunk `slot`'s handle at its first_granule and sets access.
-  cudaError_t map_chunk(const Chunk& chunk) noexcept;
+  /// Maps `chunk`'s handle at its first_granule; with `with_access`, sets
+  /// access too (undoing the map if that fails).
+  cudaError_t map_chunk(const Chunk& chunk, bool with_access) noexcept;
   void mark(std::size_t first_granule, std::size_t granules, std::int32_t slot) noexcept;
   /// How many granules in [first, end) are backed, a word at a time.
   std::size_t backed_granules(std::size_t first, std::size_t end) const noexcept;

@@ -29,6 +29,10 @@ void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes,
     moves.reserve(moves.size() + donors.size());  // recording a move below cannot throw
     std::size_t next_donor = 0;
     for (auto [granule, count] : runs) {
+      // Moved chunks fill the run from its start; access is granted once for
+      // all of them (one ~32 us call instead of one per chunk).
+      const std::size_t run_start = granule;
+      const std::size_t moves_before = moves.size();
       // Donors are sorted by size: skip those too large for what is left.
       for (std::size_t i = next_donor; i < donors.size() && count != 0; ++i) {
         Arena::ChunkRef& donor = donors[i];
@@ -36,10 +40,16 @@ void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes,
         const std::int32_t slot = donor.slot;
         donor.slot = -1;  // used, moved or lost
         if (i == next_donor) ++next_donor;
-        if (arena_.move_chunk(slot, granule) != cudaSuccess) continue;  // back in place, or released
+        if (arena_.move_chunk(slot, granule, /*with_access=*/false) != cudaSuccess) continue;  // back, or released
         moves.push_back(ChunkMove{slot, donor.first_granule});
         granule += donor.granules;
         count -= donor.granules;
+      }
+      if (moves.size() != moves_before && arena_.grant_access(run_start, granule - run_start) != cudaSuccess) {
+        // Not usable here: move this run's chunks back (with access).
+        const std::vector<ChunkMove> failed(moves.begin() + static_cast<std::ptrdiff_t>(moves_before), moves.end());
+        moves.resize(moves_before);
+        undo_moves(failed);
       }
     }
   } catch (const std::bad_alloc&) {

@@ -76,3 +76,15 @@ TEST_CASE("arena: a moved chunk keeps its bytes and its old range is unbacked", 
   CHECK(arena.release_within(150 * kG, 2 * kG) == 2 * kG);
   CHECK(sim.counters().physical_bytes == kG);
 }
+
+TEST_CASE("arena: one access call per run of new chunks", "[core][arena]") {
+  SimDriver sim(small_sim());
+  Arena arena(sim, 0, kG, 200 * kG, 0, 4 * kG);
+  const std::size_t calls_before = sim.counters().set_access_calls;
+  REQUIRE(arena.commit(0, 10 * kG) == cudaSuccess);  // chunks of 4, 4 and 2 granules
+  CHECK(arena.live_chunks() == 3);
+  CHECK(sim.counters().set_access_calls - calls_before == 1);
+  auto* bytes = reinterpret_cast<unsigned char*>(arena.base());
+  std::memset(bytes, 0x42, 10 * kG);  // every chunk accessible
+  CHECK(bytes[10 * kG - 1] == 0x42);
+}

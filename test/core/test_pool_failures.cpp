@@ -175,7 +175,7 @@ void check_odd_blocks_intact(const std::vector<void*>& blocks) {
 
 }  // namespace
 
-TEST_CASE("a map failure while remapping puts the chunk back, or lets it go; nothing is lost",
+TEST_CASE("a map or access failure while remapping puts chunks back, or lets one go; nothing is lost",
           "[core][failure][remap]") {
   SimDriver sim(small_sim());
   PoolOptions options = options_on(sim);
@@ -186,6 +186,7 @@ TEST_CASE("a map failure while remapping puts the chunk back, or lets it go; not
   const std::size_t mib = std::size_t{1} << 20;
   std::size_t expected_reserved = 16 * mib;
 
+  std::uint64_t expected_moves = 3;
   SECTION("the move's map fails: the chunk goes back where it was") {
     sim.fail_map_at(1);
     // One donor stays in place; the other three move; one granule is created.
@@ -197,11 +198,17 @@ TEST_CASE("a map failure while remapping puts the chunk back, or lets it go; not
     // One donor is lost (its free range unbacked); three move; one is created.
     expected_reserved += 0;
   }
+  SECTION("the access call over the moved chunks fails: they all go back") {
+    sim.fail_set_access_at(1);
+    // Four moves there, four back (with access); the block's 8 MiB are created.
+    expected_moves = 8;
+    expected_reserved += 8 * mib;
+  }
   void* big = pool.allocate(8 * mib, s);
   std::memset(big, 0xEE, 8 * mib);  // mapped and writable, every byte
   check_odd_blocks_intact(blocks);
   const PoolStats stats = pool.stats();
-  CHECK(stats.chunks_remapped == 3);
+  CHECK(stats.chunks_remapped == expected_moves);
   CHECK(stats.reserved_current == expected_reserved);
   CHECK(sim.counters().physical_bytes == expected_reserved);  // the device agrees: nothing leaked
   pool.check_invariants();
