@@ -88,16 +88,16 @@ PoolCore::PoolCore(const PoolOptions& options)
       check_streams_(options.check_streams) {
   // The whole VA range starts as one free, safe, unbacked block; two where
   // the policy keeps regions (the boundary is never merged across).
-  region_boundary_ = placement_.region_boundary();
+  const std::size_t boundary = placement_.region_boundary();
   Block* all = blocks_.make();
   all->offset = 0;
-  all->size = region_boundary_ != 0 ? region_boundary_ : arena_.size();
+  all->size = boundary != 0 ? boundary : arena_.size();
   map_.set(0, all);
   safe_.insert(all);
-  if (region_boundary_ != 0) {
+  if (boundary != 0) {
     Block* upper = blocks_.make();
-    upper->offset = region_boundary_;
-    upper->size = arena_.size() - region_boundary_;
+    upper->offset = boundary;
+    upper->size = arena_.size() - boundary;
     upper->prev = all;
     all->next = upper;
     map_.set(upper->offset, upper);

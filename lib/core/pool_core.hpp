@@ -111,6 +111,10 @@ class PoolCore {
   std::set<Block*, BySizeThenOffset>& free_set_of(const Block* block) noexcept;
   /// Makes `block` free under its current tag and merges it with free neighbours of the same tag.
   void insert_free(Block* block) noexcept;
+  /// Whether address neighbours `left` and `right` must be one block: both
+  /// free with the same tag (both safe, or pending on the same stream), and
+  /// not on either side of the policy's region boundary. Heap lock held.
+  bool merges_with(const Block* left, const Block* right) const noexcept;
   /// Merges `right` into its address neighbour `left`; `right` is recycled.
   /// Neither may be in a free set.
   void join(Block* left, Block* right) noexcept;
@@ -202,11 +206,10 @@ class PoolCore {
   const std::uint64_t uid_;  ///< never reused: keys the threads' stream caches
   Arena arena_;
   BlockMap map_;
+  /// Where the policy's regions meet (region_boundary(), 0: one region), free
+  /// blocks are never merged, so no block, and no chunk, spans both regions.
   const Placement placement_;
   const bool remap_;
-  /// Where the policy's regions meet (0: one region). Free blocks are never
-  /// merged across it, so no block, and no chunk, spans both regions.
-  std::size_t region_boundary_ = 0;
 
   std::mutex heap_mutex_;
   BlockPool blocks_;

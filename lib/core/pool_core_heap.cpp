@@ -12,16 +12,12 @@ std::set<Block*, BySizeThenOffset>& PoolCore::free_set_of(const Block* block) no
 
 void PoolCore::erase_free(Block* block) noexcept { free_set_of(block).erase(block); }
 
-namespace {
-
-// Whether `neighbour` is free under `block`'s tag (both safe, or both pending
-// on the same stream), so that the two may be merged.
-bool free_with_same_tag(const Block* neighbour, const Block* block) noexcept {
-  return neighbour != nullptr && neighbour->state.load(std::memory_order_acquire) == BlockState::free &&
-         neighbour->stream == block->stream;
+bool PoolCore::merges_with(const Block* left, const Block* right) const noexcept {
+  return left != nullptr && right != nullptr &&
+         left->state.load(std::memory_order_acquire) == BlockState::free &&
+         right->state.load(std::memory_order_acquire) == BlockState::free && left->stream == right->stream &&
+         right->offset != placement_.region_boundary();
 }
-
-}  // namespace
 
 void PoolCore::join(Block* left, Block* right) noexcept {
   map_.set(right->offset, nullptr);
@@ -35,12 +31,12 @@ void PoolCore::join(Block* left, Block* right) noexcept {
 void PoolCore::insert_free(Block* block) noexcept {
   block->state.store(BlockState::free, std::memory_order_release);
   block->bin_next = nullptr;
-  if (Block* prev = block->prev; free_with_same_tag(prev, block) && block->offset != region_boundary_) {
+  if (Block* prev = block->prev; merges_with(prev, block)) {
     erase_free(prev);
     join(prev, block);
     block = prev;
   }
-  if (Block* next = block->next; free_with_same_tag(next, block) && next->offset != region_boundary_) {
+  if (Block* next = block->next; merges_with(block, next)) {
     erase_free(next);
     join(block, next);
   }

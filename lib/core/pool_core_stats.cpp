@@ -66,7 +66,7 @@ PoolStats PoolCore::stats() {
   // The never-used tail of each region (the VA's end, the region boundary) is not "cached".
   for (const Block* b : safe_) {
     const std::size_t end = b->offset + b->size;
-    count_free(b, end != arena_.size() && (region_boundary_ == 0 || end != region_boundary_));
+    count_free(b, end != arena_.size() && (placement_.region_boundary() == 0 || end != placement_.region_boundary()));
   }
   // Granules shared by a free block and a live neighbour are counted with
   // both: bound the free figure by what is reserved.
@@ -229,8 +229,7 @@ void PoolCore::check_invariants() {
       ++free_blocks;
       auto& set = b->stream != nullptr ? b->stream->pending : safe_;
       if (set.find(const_cast<Block*>(b)) == set.end()) fail("free block missing from its set", b);
-      if (prev != nullptr && prev->state.load() == BlockState::free && prev->stream == b->stream &&
-          b->offset != region_boundary_) {
+      if (merges_with(prev, b)) {
         fail("adjacent free blocks with the same tag not coalesced", b);
       }
     }
