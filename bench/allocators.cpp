@@ -113,23 +113,12 @@ std::uint64_t CudaAsyncDefault::trim() {
 void CudaAsyncDefault::reset_peaks() {
   cudaMemPool_t pool = nullptr;
   check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
-  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // frees complete: trimmable
-  check_cuda(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
-  std::uint64_t zero = 0;
-  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero),
-             "cudaMemPoolSetAttribute(ReservedMemHigh)");
-  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
-             "cudaMemPoolSetAttribute(UsedMemHigh)");
+  reset_driver_pool_peaks(pool);
 }
 PeakFigures CudaAsyncDefault::read_peaks() {
   cudaMemPool_t pool = nullptr;
   check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
-  PeakFigures peaks;
-  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &peaks.reserved_high),
-             "cudaMemPoolGetAttribute(ReservedMemHigh)");
-  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peaks.used_high),
-             "cudaMemPoolGetAttribute(UsedMemHigh)");
-  return peaks;
+  return read_driver_pool_peaks(pool);
 }
 
 CudaAsyncPool::CudaAsyncPool() {
@@ -246,7 +235,7 @@ SovaPool::SovaPool() {
 
 void SovaPool::reset_peaks() { reset_pool_peaks(*pool); }
 
-SovaPoolUnchecked::SovaPoolUnchecked() {
+SovaPoolUnchecked::SovaPoolUnchecked() : SovaPool(NoPool{}) {
   if (!have_gpu()) {
     why_not = "no GPU";
     return;
@@ -272,32 +261,32 @@ void use_variant(SovaPool& a, Make make) {
 }
 }  // namespace
 
-SovaPoolSizeClasses::SovaPoolSizeClasses() {
+SovaPoolSizeClasses::SovaPoolSizeClasses() : SovaPool(NoPool{}) {
   use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::size_classes); });
 }
-SovaPoolBuddy::SovaPoolBuddy() {
+SovaPoolBuddy::SovaPoolBuddy() : SovaPool(NoPool{}) {
   use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::buddy); });
 }
-SovaPoolBestFit::SovaPoolBestFit() {
+SovaPoolBestFit::SovaPoolBestFit() : SovaPool(NoPool{}) {
   use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::best_fit); });
 }
-SovaPoolGranuleChunks::SovaPoolGranuleChunks() {
+SovaPoolGranuleChunks::SovaPoolGranuleChunks() : SovaPool(NoPool{}) {
   use_variant(*this, [] {
     return make_warm_pool(sova::cuda_driver(), true, sova::Policy::default_policy, true, std::size_t{2} << 20);
   });
 }
-SovaPoolNoRemap::SovaPoolNoRemap() {
+SovaPoolNoRemap::SovaPoolNoRemap() : SovaPool(NoPool{}) {
   use_variant(*this, [] {
     return make_warm_pool(sova::cuda_driver(), true, sova::Policy::default_policy, /*remap=*/false);
   });
 }
 
-SovaPoolSim::SovaPoolSim() : sim(&shared_sim()) {
+SovaPoolSim::SovaPoolSim() : SovaPool(NoPool{}) {
+  label = "sim";
+  sim = &shared_sim();
   static const SharedPool shared = make_warm_pool(shared_sim());
   pool = shared.pool;
   why_not = shared.error;
 }
-void SovaPoolSim::reset_peaks() { reset_pool_peaks(*pool); }
-PeakFigures SovaPoolSim::read_peaks() { return read_pool_peaks(*pool); }
 
 }  // namespace sova_bench

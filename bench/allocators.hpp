@@ -80,6 +80,13 @@ struct CudaAsyncDefault {
   PeakFigures read_peaks();
 };
 
+/// For any of the driver's pools (the default pool here, RMM's cuda_async
+/// resource in bench/rmm/): cudaDeviceSynchronize, cudaMemPoolTrimTo(0), then
+/// ReservedMemHigh and UsedMemHigh set to 0 (which resets them to the current
+/// values); and those two marks read back.
+void reset_driver_pool_peaks(cudaMemPool_t pool);
+PeakFigures read_driver_pool_peaks(cudaMemPool_t pool);
+
 /// cudaMallocFromPoolAsync / cudaFreeAsync on a pool made with cudaMemPoolCreate.
 struct CudaAsyncPool {
   static constexpr const char* kName = "cudaMallocAsync_pool";
@@ -150,6 +157,12 @@ struct SovaPool {
   PeakFigures read_peaks();
   /// sova's own counters (multistream/ reports cross-stream waits from them).
   sova::PoolStats pool_stats() const { return pool->stats(); }
+
+ protected:
+  /// For the variants below, which set `pool` (and `why_not`) themselves:
+  /// makes no pool, not even the default one SovaPool() makes.
+  struct NoPool {};
+  explicit SovaPool(NoPool) {}
 };
 
 /// sova::Pool with another placement policy, or the default one without
@@ -187,26 +200,9 @@ struct SovaPoolUnchecked : SovaPool {
 };
 
 /// sova::Pool on shared_sim(): runs everywhere, for smoke testing; host timings.
-struct SovaPoolSim {
+struct SovaPoolSim : SovaPool {
   static constexpr const char* kName = "sova_pool_sim";
-  std::string why_not;
-  const char* label = "sim";
-  sova::SimDriver* sim = nullptr;
-  sova::Pool* pool = nullptr;
   SovaPoolSim();
-  void* allocate(std::size_t bytes, cudaStream_t stream) { return pool->allocate(bytes, stream); }
-  void deallocate(void* ptr, cudaStream_t stream) { pool->deallocate(ptr, stream); }
-  /// Pool::trim_to(0) (it synchronizes the device when frees hold memory);
-  /// the bytes still reserved after it.
-  std::uint64_t trim() {
-    pool->trim_to(0);
-    return pool->stats().reserved_current;
-  }
-  /// Pool::trim_to(0), then the pool's highs reset.
-  void reset_peaks();
-  PeakFigures read_peaks();
-  /// sova's own counters (multistream/ reports cross-stream waits from them).
-  sova::PoolStats pool_stats() const { return pool->stats(); }
 };
 
 }  // namespace sova_bench

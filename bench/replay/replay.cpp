@@ -8,12 +8,7 @@
 
 namespace sova_bench {
 
-MemoryNow memory_now(SovaPool& a) {
-  const sova::PoolStats s = a.pool->stats();
-  return {s.reserved_current, s.used_current};
-}
-
-MemoryNow memory_now(SovaPoolSim& a) {
+MemoryNow memory_now(SovaPool& a) {  // and its variants, SovaPoolSim included
   const sova::PoolStats s = a.pool->stats();
   return {s.reserved_current, s.used_current};
 }

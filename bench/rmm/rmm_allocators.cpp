@@ -159,24 +159,7 @@ void* RmmCudaAsync::allocate(std::size_t bytes, cudaStream_t stream) {
 void RmmCudaAsync::deallocate(void* ptr, cudaStream_t stream) {
   deallocate_to(*async_shared().resource, ptr, stream);
 }
-void RmmCudaAsync::reset_peaks() {
-  const cudaMemPool_t pool = async_shared().resource->pool_handle();
-  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");  // frees complete: trimmable
-  check_cuda(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
-  std::uint64_t zero = 0;
-  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero),
-             "cudaMemPoolSetAttribute(ReservedMemHigh)");
-  check_cuda(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
-             "cudaMemPoolSetAttribute(UsedMemHigh)");
-}
-PeakFigures RmmCudaAsync::read_peaks() {
-  const cudaMemPool_t pool = async_shared().resource->pool_handle();
-  PeakFigures peaks;
-  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &peaks.reserved_high),
-             "cudaMemPoolGetAttribute(ReservedMemHigh)");
-  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peaks.used_high),
-             "cudaMemPoolGetAttribute(UsedMemHigh)");
-  return peaks;
-}
+void RmmCudaAsync::reset_peaks() { reset_driver_pool_peaks(async_shared().resource->pool_handle()); }
+PeakFigures RmmCudaAsync::read_peaks() { return read_driver_pool_peaks(async_shared().resource->pool_handle()); }
 
 }  // namespace sova_bench
