@@ -35,6 +35,17 @@ struct Scattered {
       device.expect(blocks[i], 2 * kMiB, 0xB10C0000u + static_cast<std::uint32_t>(i), s);
     }
   }
+  // An 8 MiB block from the pool, written and read back on the device while
+  // the live blocks are checked too: nothing moved under them.
+  void* allocate_and_check_8mib(TestDevice& device, Pool& pool, cudaStream_t s, std::uint32_t tag) const {
+    void* big = pool.allocate(8 * kMiB, s);
+    device.fill(big, 8 * kMiB, tag, s);
+    device.expect(big, 8 * kMiB, tag, s);
+    expect_live_intact(device, s);
+    device.synchronize(s);
+    CHECK(device.mismatches() == 0);
+    return big;
+  }
   void free_live(Pool& pool, cudaStream_t s) const {
     for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
   }
@@ -59,12 +70,7 @@ TEST_CASE("free chunks in pieces are remapped under a larger request", "[conform
     const Scattered scattered(device, pool, s);
     REQUIRE(attribute(pool, cudaMemPoolAttrReservedMemCurrent) == 16 * kMiB);
 
-    void* big = pool.allocate(8 * kMiB, s);
-    device.fill(big, 8 * kMiB, 0xB16B16u, s);
-    device.expect(big, 8 * kMiB, 0xB16B16u, s);
-    scattered.expect_live_intact(device, s);
-    device.synchronize(s);
-    CHECK(device.mismatches() == 0);
+    void* big = scattered.allocate_and_check_8mib(device, pool, s, 0xB16B16u);
 
     const PoolStats stats = pool.stats();
     if (remap) {
@@ -106,12 +112,7 @@ TEST_CASE("under a size limit, remapping makes a request fit; beyond it, out of 
   pool.check_invariants();
 
   // 8 MiB fits in what is free: no growth, whatever moved before.
-  void* big = pool.allocate(8 * kMiB, s);
-  device.fill(big, 8 * kMiB, 0xF17F17u, s);
-  device.expect(big, 8 * kMiB, 0xF17F17u, s);
-  scattered.expect_live_intact(device, s);
-  device.synchronize(s);
-  CHECK(device.mismatches() == 0);
+  void* big = scattered.allocate_and_check_8mib(device, pool, s, 0xF17F17u);
   stats = pool.stats();
   CHECK(stats.reserved_current == 16 * kMiB);
   CHECK(stats.chunks_mapped == 8);  // never more physical memory than the first eight chunks
