@@ -47,45 +47,30 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 start_s=$SECONDS
 
-venv=${TORCH_VENV:-/opt/torch/.venv}
-if [ -x "$venv/bin/python3" ]; then
-  export PATH="$venv/bin:$PATH"
-fi
+# shellcheck source=bench/bench_lib.sh
+. bench/bench_lib.sh
+use_torch_venv
 
 build=${BUILD_DIR:-build-bench}
 options=(-Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true)
 rmm_root=
 [ -d .rmm ] && rmm_root=.rmm
 options+=(-Drmm_root=$rmm_root)
-if [ -f "$build/meson-private/coredata.dat" ]; then
-  meson setup --reconfigure "$build" "${options[@]}" || exit 1
-else
-  meson setup "$build" "${options[@]}" || exit 1
-fi
+configure_bench "$build" "${options[@]}" || exit 1
 targets=(bench/sova_seed bench/sova_bench)
 torch_bin=
-if meson introspect --targets "$build" | grep -q '"name": "sova_bench_torch"'; then
+if has_target "$build" sova_bench_torch; then
   targets+=(bench/torch/sova_bench_torch)
   torch_bin=$build/bench/torch/sova_bench_torch
 fi
 rmm_bin=
-if meson introspect --targets "$build" | grep -q '"name": "sova_bench_rmm"'; then
+if has_target "$build" sova_bench_rmm; then
   targets+=(bench/rmm/sova_bench_rmm)
   rmm_bin=$build/bench/rmm/sova_bench_rmm
 fi
 meson compile -C "$build" "${targets[@]}" || exit 1
 echo "built in $((SECONDS - start_s)) s"
 
-# run LOG COMMAND...: runs COMMAND, copying its output to $OUT/LOG (appended) when $OUT is set.
-run() {
-  local log=$1
-  shift
-  if [ -n "${OUT:-}" ]; then
-    "$@" 2>&1 | tee -a "$OUT/$log"
-  else
-    "$@"
-  fi
-}
 if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT" && rm -f "$OUT/seed.txt" "$OUT/bench.txt" "$OUT/bench.json" "$OUT/torch.json" \
     "$OUT/torch_expandable.json" "$OUT/rmm.json"

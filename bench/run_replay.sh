@@ -24,35 +24,21 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 start_s=$SECONDS
 
-venv=${TORCH_VENV:-/opt/torch/.venv}
-[ -x "$venv/bin/python3" ] && export PATH="$venv/bin:$PATH"
+# shellcheck source=bench/bench_lib.sh
+. bench/bench_lib.sh
+use_torch_venv
 
 build=${BUILD_DIR:-build-bench}
-options=(-Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true)
-if [ -f "$build/meson-private/coredata.dat" ]; then
-  meson setup --reconfigure "$build" "${options[@]}" || exit 1
-else
-  meson setup "$build" "${options[@]}" || exit 1
-fi
+configure_bench "$build" -Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true || exit 1
 targets=(bench/sova_bench)
 torch_bin=
-if meson introspect --targets "$build" | grep -q '"name": "sova_bench_torch"'; then
+if has_target "$build" sova_bench_torch; then
   targets+=(bench/torch/sova_bench_torch)
   torch_bin=$build/bench/torch/sova_bench_torch
 fi
 meson compile -C "$build" "${targets[@]}" || exit 1
 echo "built in $((SECONDS - start_s)) s"
 
-# run LOG COMMAND...: runs COMMAND, copying its output to $OUT/LOG when $OUT is set.
-run() {
-  local log=$1
-  shift
-  if [ -n "${OUT:-}" ]; then
-    "$@" 2>&1 | tee -a "$OUT/$log"
-  else
-    "$@"
-  fi
-}
 # outputs NAME.json MEMORY.csv: sets out_args, one program's output flags (none without $OUT).
 outputs() {
   out_args=()

@@ -1,0 +1,43 @@
+# shellcheck shell=bash
+# Sourced by bench/run_h100.sh and bench/run_replay.sh (from the repository
+# root): what both do to build the benchmark programs and to log their output.
+#
+#   use_torch_venv            puts $TORCH_VENV (default /opt/torch/.venv)'s bin/
+#                             first on PATH when it has python3, so that meson
+#                             finds PyTorch (sova_bench_torch) and the plots run
+#                             with its matplotlib
+#   configure_bench DIR OPT...   meson setup DIR (--reconfigure if configured) with OPT...
+#   has_target DIR NAME       whether DIR's build defines target NAME
+#   run LOG COMMAND...        runs COMMAND, appending its output to $OUT/LOG when $OUT is set
+# configure_bench returns non-zero on failure; the callers exit.
+
+use_torch_venv() {
+  local venv=${TORCH_VENV:-/opt/torch/.venv}
+  if [ -x "$venv/bin/python3" ]; then
+    export PATH="$venv/bin:$PATH"
+  fi
+}
+
+configure_bench() {
+  local dir=$1
+  shift
+  if [ -f "$dir/meson-private/coredata.dat" ]; then
+    meson setup --reconfigure "$dir" "$@"
+  else
+    meson setup "$dir" "$@"
+  fi
+}
+
+has_target() {
+  meson introspect --targets "$1" | grep -q "\"name\": \"$2\""
+}
+
+run() {
+  local log=$1
+  shift
+  if [ -n "${OUT:-}" ]; then
+    "$@" 2>&1 | tee -a "$OUT/$log"
+  else
+    "$@"
+  fi
+}
