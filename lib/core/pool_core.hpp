@@ -102,6 +102,10 @@ class PoolCore {
   std::vector<StreamState*> all_streams();
   /// Closes `state`'s epoch with an event recorded on `stream`. state->lock held.
   void record_fence_locked(StreamState* state, cudaStream_t stream) noexcept;
+  /// Every free made on `state`'s stream so far is complete (the stream was
+  /// synchronized, or found idle): closes the open epoch and marks all safe,
+  /// returning the fences' events. state->lock held.
+  void mark_frees_complete_locked(StreamState* state) noexcept;
   /// Polls `state`'s fences, advancing safe_epoch. state->lock held.
   void poll_fences_locked(StreamState* state) noexcept;
   EventHandle acquire_event() noexcept;
@@ -126,10 +130,6 @@ class PoolCore {
   Fit best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size, std::size_t need,
                bool backed_only) noexcept;
   Fit best_fit_for(StreamState* state, std::size_t size, std::size_t need, bool backed_only) noexcept;
-  /// For growth: among the best-fit candidates (safe, or pending on `state`),
-  /// the placement whose first `need` bytes lack the least backing, so that
-  /// free physical memory is reused in place before any is created or moved.
-  Fit least_unbacked_fit(StreamState* state, std::size_t size, std::size_t need) noexcept;
   /// Removes `fit.block` from the heap and splits off what lies before
   /// `fit.at` and beyond `size` as free blocks of the same tag; the block then
   /// starts at fit.at. Returns nullptr (nothing changed) when host memory for

@@ -68,36 +68,6 @@ Fit PoolCore::best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size
   return {};
 }
 
-Fit PoolCore::least_unbacked_fit(StreamState* state, std::size_t size, std::size_t need) noexcept {
-  const std::size_t granularity = arena_.granularity();
-  Fit best;
-  std::size_t best_missing = ~std::size_t{0};
-  bool relaxed = false;
-  auto consider = [&](Block* block) {
-    const std::size_t at = placement_.place(range_of(block), size, granularity, relaxed);
-    if (at == PlacementPolicy::kNoFit) return;
-    const std::size_t missing = arena_.unbacked_bytes_in(at, need);
-    // Least physical memory to add; among equals, the smaller range (best fit).
-    if (missing < best_missing || (missing == best_missing && block->size < best.block->size)) {
-      best = Fit{block, at};
-      best_missing = missing;
-    }
-  };
-  auto scan = [&](std::set<Block*, BySizeThenOffset>& set) {
-    auto it = set.lower_bound(size);
-    for (int scanned = 0; it != set.end() && scanned < kBackedScan; ++it, ++scanned) consider(*it);
-    if (it != set.end()) consider(*set.rbegin());  // the VA's never-used tail
-  };
-  scan(safe_);
-  if (state != nullptr) scan(state->pending);
-  if (best.block == nullptr && placement_.segregates()) {
-    relaxed = true;  // nothing in the request's own region: anywhere
-    scan(safe_);
-    if (state != nullptr) scan(state->pending);
-  }
-  return best;
-}
-
 Fit PoolCore::best_fit_for(StreamState* state, std::size_t size, std::size_t need, bool backed_only) noexcept {
   const Fit safe = best_fit(safe_, size, need, backed_only);
   const Fit own = state != nullptr ? best_fit(state->pending, size, need, backed_only) : Fit{};

@@ -62,19 +62,19 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
 
 Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state,
                                      cudaStream_t stream) noexcept {
-  auto take = [&](Fit fit) { return fit.block != nullptr ? carve(fit, size) : nullptr; };
-  // 1. Backed heap memory that is safe, or pending on this very stream.
-  if (Block* block = take(best_fit_for(state, size, need, true))) return block;
-  // 2. This stream's own cache, coalesced into the heap, and its own pending
-  //    frees that are complete made safe, so they coalesce with safe neighbours.
-  if (state->cache.blocks() != 0 || !state->pending.empty()) {
-    flush_cache_to_heap(state, stream);
-    if (Block* block = take(best_fit_for(state, size, need, true))) return block;
-  }
-  // 3. Opportunistic: other streams' frees known complete.
+  auto take_if_backed = [&](Fit fit) {
+    return fit.block != nullptr && arena_.is_backed(fit.at, need) ? carve(fit, size) : nullptr;
+  };
+  // 1. This stream's own cache, coalesced into the heap, and its own pending
+  //    frees that are complete made safe, so they coalesce with safe neighbours:
+  //    the heap then holds every free block this stream may use, and the best
+  //    fit over the VA decides (docs/policies.md, "Stable layout").
+  if (state->cache.blocks() != 0 || !state->pending.empty()) flush_cache_to_heap(state, stream);
+  if (Block* block = take_if_backed(best_fit_for(state, size, need, false))) return block;
+  // 2. Opportunistic: other streams' frees known complete.
   if (reuse_allow_opportunistic_.load(std::memory_order_relaxed)) {
     harvest_streams(state);
-    if (Block* block = take(best_fit_for(state, size, need, true))) {
+    if (Block* block = take_if_backed(best_fit_for(state, size, need, false))) {
       ++cross_stream_reuses_;
       return block;
     }
@@ -208,7 +208,7 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
 }
 
 cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* state, Block** out) noexcept {
-  const Fit fit = least_unbacked_fit(state, size, need);
+  const Fit fit = best_fit_for(state, size, need, false);
   Block* block = fit.block != nullptr ? carve(fit, size) : nullptr;
   if (block == nullptr) return cudaErrorMemoryAllocation;
   const cudaError_t error = back_block(block, need);

@@ -170,6 +170,12 @@ cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
   StreamState* state = stream_state(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   state->lock.lock();
+  mark_frees_complete_locked(state);
+  state->lock.unlock();
+  return cudaSuccess;
+}
+
+void PoolCore::mark_frees_complete_locked(StreamState* state) noexcept {
   if (state->open_epoch_has_frees) {
     ++state->epoch;  // frees from now on are not covered
     state->open_epoch_has_frees = false;
@@ -180,8 +186,6 @@ cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
     state->fences.pop_front();
   }
   state->fence_requested.store(false, std::memory_order_relaxed);
-  state->lock.unlock();
-  return cudaSuccess;
 }
 
 void PoolCore::poll_fences_locked(StreamState* state) noexcept {
