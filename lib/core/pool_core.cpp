@@ -93,7 +93,7 @@ PoolCore::PoolCore(const PoolOptions& options)
   all->offset = 0;
   all->size = boundary != 0 ? boundary : arena_.size();
   map_.set(0, all);
-  safe_.insert(all);
+  free_.insert(all);
   if (boundary != 0) {
     Block* upper = blocks_.make();
     upper->offset = boundary;
@@ -101,7 +101,7 @@ PoolCore::PoolCore(const PoolOptions& options)
     upper->prev = all;
     all->next = upper;
     map_.set(upper->offset, upper);
-    safe_.insert(upper);
+    free_.insert(upper);
   }
   register_for_release(this);
 }

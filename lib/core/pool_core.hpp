@@ -6,14 +6,17 @@
 //     that stream's spin lock; a free pushes onto the freeing stream's cache.
 //     No lock shared between streams, no CUDA call, no virtual call.
 //     Budget: ~20 ns each way on the H100's host.
-//   * the heap: every free block of the VA range, coalesced, in best-fit sets
-//     (safe for all streams, or pending on one stream), under one mutex.
+//   * the heap: every free block of the VA range, coalesced, in one best-fit
+//     set, under one mutex. Frees not yet known complete are kept apart, as
+//     ranges per freeing stream (PendingRanges): only that stream may use
+//     them, others after a fence, and no chunk under them moves.
 //   * the slow path, a ladder tried in order until one step yields a block:
-//       1. the heap's backed blocks that are safe or pending on this stream
-//       2. this stream's own cache flushed into the heap (coalesced)
-//       3. other streams' frees known complete (opportunistic reuse)
-//       4. grow: back the best-fitting free VA with new physical chunks,
-//          releasing free physical memory that is safe if the device is full
+//       1. this stream's own cache flushed into the heap (coalesced); the
+//          best fit over the whole free VA that this stream may use, if backed
+//       2. other streams' frees known complete (opportunistic reuse), again
+//       3. (the step 5 wait first, when the pool holds more free than used)
+//       4. grow: back that best fit (remapping free chunks beyond the growth
+//          budget), releasing free physical memory if the device is full
 //       5. another stream's fenced frees, with a wait inserted (internal
 //          dependencies) — after growth, not before: a wait ties this stream
 //          to another's running work, growth costs once (docs/design.md)
@@ -43,6 +46,10 @@ namespace sova::detail {
 /// How many best-fit candidates the heap offers the placement policy (and,
 /// waiting on a fence, checks for being covered by it) before giving up.
 inline constexpr int kBackedScan = kPlaceCandidates;
+
+/// How many pending ranges of other streams a placement steps over in one
+/// free block before the block is given up (place_clear_of_pending).
+inline constexpr int kPendingSkips = 4;
 
 /// Reserved memory may grow with new physical memory up to the live peak plus
 /// 1/64 of it (1.6%) and a granule; beyond, free chunks are remapped first.
@@ -103,7 +110,7 @@ class PoolCore {
   /// Closes `state`'s epoch with an event recorded on `stream`. state->lock held.
   void record_fence_locked(StreamState* state, cudaStream_t stream) noexcept;
   /// Every free made on `state`'s stream so far is complete (the stream was
-  /// synchronized, or found idle): closes the open epoch and marks all safe,
+  /// synchronized): closes the open epoch and marks all safe,
   /// returning the fences' events. state->lock held.
   void mark_frees_complete_locked(StreamState* state) noexcept;
   /// Polls `state`'s fences, advancing safe_epoch. state->lock held.
@@ -112,43 +119,54 @@ class PoolCore {
   void return_event(EventHandle event) noexcept;
 
   // ---- the heap (pool_core_heap.cpp); heap_mutex_ held ----------------------
-  std::set<Block*, BySizeThenOffset>& free_set_of(const Block* block) noexcept;
-  /// Makes `block` free under its current tag and merges it with free neighbours of the same tag.
+  /// Makes `block` free and merges it with its free neighbours.
   void insert_free(Block* block) noexcept;
   /// Whether address neighbours `left` and `right` must be one block: both
-  /// free with the same tag (both safe, or pending on the same stream), and
-  /// not on either side of the policy's region boundary. Heap lock held.
+  /// free, and not on either side of the policy's region boundary.
   bool merges_with(const Block* left, const Block* right) const noexcept;
   /// Merges `right` into its address neighbour `left`; `right` is recycled.
   /// Neither may be in a free set.
   void join(Block* left, Block* right) noexcept;
   void erase_free(Block* block) noexcept;
-  /// The first of up to kBackedScan blocks of at least `size` bytes in `set`,
-  /// in best-fit order, where the policy places the request; with
-  /// `backed_only`, only where its first `need` bytes are backed. Without,
-  /// the largest block (the unbacked tail) is tried last as well.
-  Fit best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size, std::size_t need,
-               bool backed_only) noexcept;
-  Fit best_fit_for(StreamState* state, std::size_t size, std::size_t need, bool backed_only) noexcept;
+  /// The first of up to kBackedScan free blocks of at least `size` bytes, in
+  /// best-fit order, where the policy places the request and no other stream
+  /// than `user` has a pending free; with `backed_only`, only where its first
+  /// `need` bytes are backed. Without, the largest block (the unbacked tail)
+  /// is tried last as well.
+  Fit best_fit(StreamState* user, std::size_t size, std::size_t need, bool backed_only) noexcept;
+  /// Where the last pending free of a stream other than `user` overlapping
+  /// the range ends; 0 when none overlaps (nullptr: any stream's).
+  std::size_t pending_end_elsewhere(const StreamState* user, std::size_t offset, std::size_t bytes) const noexcept;
+  bool pending_elsewhere(const StreamState* user, std::size_t offset, std::size_t bytes) const noexcept {
+    return pending_end_elsewhere(user, offset, bytes) != 0;
+  }
+  /// Where in `block` the policy places `size` bytes clear of other streams'
+  /// pending frees: after them, when the policy's place overlaps one (up to
+  /// kPendingSkips times); PlacementPolicy::kNoFit when nowhere.
+  std::size_t place_clear_of_pending(StreamState* user, const Block* block, std::size_t size,
+                                     bool relaxed) const noexcept;
   /// Removes `fit.block` from the heap and splits off what lies before
   /// `fit.at` and beyond `size` as free blocks of the same tag; the block then
   /// starts at fit.at. Returns nullptr (nothing changed) when host memory for
   /// a split is lacking.
   Block* carve(Fit fit, std::size_t size) noexcept;
-  /// cached -> free: safe when `owner_safe_epoch` covers it, else pending on `owner`.
+  /// cached -> free; its range pending on `owner` unless `owner_safe_epoch` covers it.
   void take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch, Block* block) noexcept;
+  /// Records a range pending on `owner` (synchronizes the device instead when
+  /// host memory for it is lacking). Takes no stream lock.
+  void add_pending(StreamState* owner, std::size_t offset, std::size_t bytes, std::uint64_t epoch) noexcept;
+  /// Drops `owner`'s pending ranges that `safe_epoch` covers.
+  void drop_complete_pending(StreamState* owner, std::uint64_t safe_epoch) noexcept;
 
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                             StreamState* state, cudaStream_t stream) noexcept;
   Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
   /// Moves `state`'s cache into the heap after recording a fence on `stream`
-  /// (the caller is that stream's own allocation), then its complete pending
-  /// blocks into the safe set.
+  /// (the caller is that stream's own allocation), and drops its pending
+  /// ranges whose frees are complete.
   void flush_cache_to_heap(StreamState* state, cudaStream_t stream) noexcept;
-  /// `owner`'s pending heap blocks with epoch <= safe_epoch become safe.
-  void make_complete_pending_safe(StreamState* owner, std::uint64_t safe_epoch) noexcept;
-  /// Moves other streams' frees known complete into the safe set; requests
+  /// Moves other streams' frees known complete into the heap; requests
   /// fences where frees are not yet covered by one.
   void harvest_streams(StreamState* except) noexcept;
   Block* take_with_wait(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
@@ -213,7 +231,9 @@ class PoolCore {
 
   std::mutex heap_mutex_;
   BlockPool blocks_;
-  std::set<Block*, BySizeThenOffset> safe_;  ///< free blocks safe for every stream
+  std::set<Block*, BySizeThenOffset> free_;  ///< every free block of the heap
+  /// The streams whose `pending` is not empty (what best_fit checks).
+  std::vector<StreamState*> pending_streams_;
 
   std::mutex streams_mutex_;
   std::unordered_map<std::uintptr_t, std::unique_ptr<StreamState>> streams_;

@@ -6,23 +6,18 @@
 
 namespace sova::detail {
 
-std::set<Block*, BySizeThenOffset>& PoolCore::free_set_of(const Block* block) noexcept {
-  return block->stream != nullptr ? block->stream->pending : safe_;
-}
-
-void PoolCore::erase_free(Block* block) noexcept { free_set_of(block).erase(block); }
+void PoolCore::erase_free(Block* block) noexcept { free_.erase(block); }
 
 bool PoolCore::merges_with(const Block* left, const Block* right) const noexcept {
   return left != nullptr && right != nullptr &&
          left->state.load(std::memory_order_acquire) == BlockState::free &&
-         right->state.load(std::memory_order_acquire) == BlockState::free && left->stream == right->stream &&
+         right->state.load(std::memory_order_acquire) == BlockState::free &&
          right->offset != placement_.region_boundary();
 }
 
 void PoolCore::join(Block* left, Block* right) noexcept {
   map_.set(right->offset, nullptr);
   left->size += right->size;
-  left->epoch = std::max(left->epoch, right->epoch);  // the merged free completes with the later one
   left->next = right->next;
   if (right->next != nullptr) right->next->prev = left;
   blocks_.recycle(right);
@@ -30,6 +25,7 @@ void PoolCore::join(Block* left, Block* right) noexcept {
 
 void PoolCore::insert_free(Block* block) noexcept {
   block->state.store(BlockState::free, std::memory_order_release);
+  block->stream = nullptr;
   block->bin_next = nullptr;
   if (Block* prev = block->prev; merges_with(prev, block)) {
     erase_free(prev);
@@ -40,40 +36,54 @@ void PoolCore::insert_free(Block* block) noexcept {
     erase_free(next);
     join(block, next);
   }
-  free_set_of(block).insert(block);
+  free_.insert(block);
 }
 
-Fit PoolCore::best_fit(std::set<Block*, BySizeThenOffset>& set, std::size_t size, std::size_t need,
-                      bool backed_only) noexcept {
-  const std::size_t granularity = arena_.granularity();
+std::size_t PoolCore::pending_end_elsewhere(const StreamState* user, std::size_t offset,
+                                            std::size_t bytes) const noexcept {
+  std::size_t end = 0;
+  for (const StreamState* other : pending_streams_) {
+    if (other != user) end = std::max(end, other->pending.end_of_overlapping(offset, bytes));
+  }
+  return end;
+}
+
+std::size_t PoolCore::place_clear_of_pending(StreamState* user, const Block* block, std::size_t size,
+                                             bool relaxed) const noexcept {
+  FreeRange range = range_of(block);
+  const std::size_t end = range.offset + range.size;
+  for (int attempt = 0; attempt < kPendingSkips; ++attempt) {
+    const std::size_t at = placement_.place(range, size, arena_.granularity(), relaxed);
+    if (at == PlacementPolicy::kNoFit) return at;
+    const std::size_t pending_end = pending_end_elsewhere(user, at, size);
+    if (pending_end == 0) return at;
+    if (pending_end >= end) break;
+    range = FreeRange{pending_end, end - pending_end};  // after what is pending: 512-aligned
+  }
+  return PlacementPolicy::kNoFit;
+}
+
+Fit PoolCore::best_fit(StreamState* user, std::size_t size, std::size_t need, bool backed_only) noexcept {
   // Strictly first (the default policy's regions), then relaxed.
   for (const bool relaxed : {false, true}) {
     if (relaxed && !placement_.segregates()) break;
     auto try_block = [&](Block* block) -> Fit {
-      const std::size_t at = placement_.place(range_of(block), size, granularity, relaxed);
+      const std::size_t at = place_clear_of_pending(user, block, size, relaxed);
       if (at == PlacementPolicy::kNoFit) return {};
       if (backed_only && !arena_.is_backed(at, need)) return {};
       return Fit{block, at};
     };
-    auto it = set.lower_bound(size);
-    for (int scanned = 0; it != set.end() && scanned < kBackedScan; ++it, ++scanned) {
+    auto it = free_.lower_bound(size);
+    for (int scanned = 0; it != free_.end() && scanned < kBackedScan; ++it, ++scanned) {
       if (Fit fit = try_block(*it); fit.block != nullptr) return fit;
     }
     // The largest free range last: for growth, the VA's never-used tail, where
     // any placement fits when the nearer candidates' alignment did not.
-    if (!backed_only && it != set.end()) {
-      if (Fit fit = try_block(*set.rbegin()); fit.block != nullptr) return fit;
+    if (!backed_only && it != free_.end()) {
+      if (Fit fit = try_block(*free_.rbegin()); fit.block != nullptr) return fit;
     }
   }
   return {};
-}
-
-Fit PoolCore::best_fit_for(StreamState* state, std::size_t size, std::size_t need, bool backed_only) noexcept {
-  const Fit safe = best_fit(safe_, size, need, backed_only);
-  const Fit own = state != nullptr ? best_fit(state->pending, size, need, backed_only) : Fit{};
-  if (safe.block == nullptr) return own;
-  if (own.block == nullptr) return safe;
-  return own.block->size <= safe.block->size ? own : safe;  // ties go to our own: keeps safe memory for others
 }
 
 Block* PoolCore::carve(Fit fit, std::size_t size) noexcept {
@@ -95,15 +105,14 @@ Block* PoolCore::carve(Fit fit, std::size_t size) noexcept {
     return nullptr;
   }
   erase_free(block);
-  // A split-off piece keeps the block's tag and epoch: free the same way.
+  // Split-off pieces stay free; pending ranges over them stay as they are.
   auto split_off = [&](Block* piece, std::size_t offset, std::size_t bytes) {
     piece->offset = offset;
     piece->size = bytes;
-    piece->stream = block->stream;
-    piece->epoch = block->epoch;
+    piece->stream = nullptr;
     map_.set(offset, piece);
     piece->state.store(BlockState::free, std::memory_order_release);
-    free_set_of(piece).insert(piece);
+    free_.insert(piece);
   };
   if (left != nullptr) {
     // The Block object moves to the request's place; `left` takes the front.
@@ -130,10 +139,31 @@ Block* PoolCore::carve(Fit fit, std::size_t size) noexcept {
   return block;
 }
 
-void PoolCore::take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch,
-                               Block* block) noexcept {
-  block->stream = block->epoch <= owner_safe_epoch ? nullptr : owner;
+void PoolCore::take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch, Block* block) noexcept {
+  if (block->epoch > owner_safe_epoch) add_pending(owner, block->offset, block->size, block->epoch);
   insert_free(block);
+}
+
+void PoolCore::add_pending(StreamState* owner, std::size_t offset, std::size_t bytes, std::uint64_t epoch) noexcept {
+  try {
+    if (owner->pending.empty()) {
+      pending_streams_.push_back(owner);  // before add: a failure leaves at most an empty entry
+    }
+    owner->pending.add(offset, bytes, epoch);
+  } catch (const std::bad_alloc&) {
+    // No host memory to remember the range: make the free complete instead.
+    // Slow, but the range must never be handed to another stream early. (No
+    // stream lock is taken: callers may hold `owner`'s.)
+    driver_.device_synchronize(device_);
+  }
+}
+
+void PoolCore::drop_complete_pending(StreamState* owner, std::uint64_t safe_epoch) noexcept {
+  owner->pending.drop_complete(safe_epoch);
+  if (owner->pending.empty()) {
+    pending_streams_.erase(std::remove(pending_streams_.begin(), pending_streams_.end(), owner),
+                           pending_streams_.end());
+  }
 }
 
 }  // namespace sova::detail

@@ -6,7 +6,9 @@ namespace sova::detail {
 std::size_t PoolCore::release_free_memory(std::size_t keep) noexcept {
   // Largest free blocks first: they hold whole chunks most often.
   std::size_t released = 0;
-  for (auto it = safe_.rbegin(); it != safe_.rend() && arena_.backed_bytes() > keep; ++it) {
+  // A block with a pending free in it waits: work may still read its chunks.
+  for (auto it = free_.rbegin(); it != free_.rend() && arena_.backed_bytes() > keep; ++it) {
+    if (pending_elsewhere(nullptr, (*it)->offset, (*it)->size)) continue;
     released += arena_.release_within((*it)->offset, (*it)->size, keep);
   }
   return released;

@@ -6,8 +6,8 @@
 // only whole (cuMemMap with a non-zero offset is CUDA_ERROR_NOT_SUPPORTED and
 // cuMemUnmap of part of a mapping CUDA_ERROR_INVALID_VALUE on the H100,
 // tools/probe_remap.cu). A chunk may move when it lies wholly inside a free
-// block that is safe (its frees known complete on every stream), so no work
-// can touch its old addresses.
+// block with no pending free in it (its frees known complete on every
+// stream), so no work can touch its old addresses.
 #include "core/pool_core.hpp"
 
 #include <algorithm>
@@ -20,7 +20,11 @@ void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes,
     std::vector<std::pair<std::size_t, std::size_t>> runs = arena_.unbacked_runs(offset, bytes);
     if (runs.empty()) return;
     std::vector<Arena::ChunkRef> donors;
-    for (const Block* free_block : safe_) arena_.chunks_within(free_block->offset, free_block->size, donors);
+    for (const Block* free_block : free_) {
+      // Not from a block with a pending free in it: work may still read its chunks.
+      if (pending_elsewhere(nullptr, free_block->offset, free_block->size)) continue;
+      arena_.chunks_within(free_block->offset, free_block->size, donors);
+    }
     if (donors.empty()) return;
     // Largest first: fewest moves, and small chunks left for the gaps.
     std::sort(donors.begin(), donors.end(), [](const Arena::ChunkRef& a, const Arena::ChunkRef& b) {

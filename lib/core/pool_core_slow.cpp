@@ -70,11 +70,11 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   //    the heap then holds every free block this stream may use, and the best
   //    fit over the VA decides (docs/policies.md, "Stable layout").
   if (state->cache.blocks() != 0 || !state->pending.empty()) flush_cache_to_heap(state, stream);
-  if (Block* block = take_if_backed(best_fit_for(state, size, need, false))) return block;
+  if (Block* block = take_if_backed(best_fit(state, size, need, false))) return block;
   // 2. Opportunistic: other streams' frees known complete.
   if (reuse_allow_opportunistic_.load(std::memory_order_relaxed)) {
     harvest_streams(state);
-    if (Block* block = take_if_backed(best_fit_for(state, size, need, false))) {
+    if (Block* block = take_if_backed(best_fit(state, size, need, false))) {
       ++cross_stream_reuses_;
       return block;
     }
@@ -96,23 +96,7 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream) noex
     list = list->bin_next;
     take_from_cache(state, safe_epoch, block);
   }
-  // Its pending heap blocks whose frees are now known complete become safe:
-  // left pending, they could not coalesce with safe neighbours, and a stream
-  // that frees what others allocate would fragment the heap by tag.
-  make_complete_pending_safe(state, safe_epoch);
-}
-
-void PoolCore::make_complete_pending_safe(StreamState* owner, std::uint64_t safe_epoch) noexcept {
-  for (auto it = owner->pending.begin(); it != owner->pending.end();) {
-    Block* block = *it;
-    if (block->epoch > safe_epoch) {
-      ++it;
-      continue;
-    }
-    it = owner->pending.erase(it);
-    block->stream = nullptr;
-    insert_free(block);  // may merge with and erase other safe blocks, never pending ones
-  }
+  drop_complete_pending(state, safe_epoch);
 }
 
 void PoolCore::harvest_streams(StreamState* except) noexcept {
@@ -152,8 +136,7 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
       block->stream = nullptr;
       insert_free(block);
     }
-    // Its pending heap blocks whose frees are now known complete become safe.
-    make_complete_pending_safe(other, safe_epoch);
+    drop_complete_pending(other, safe_epoch);
   }
 }
 
@@ -165,6 +148,7 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
   } catch (...) {
     return nullptr;
   }
+  const std::size_t granularity = arena_.granularity();
   for (StreamState* other : streams) {
     if (other == state) continue;
     other->lock.lock();
@@ -174,20 +158,27 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
     }
     const Fence fence = other->fences.back();
     // Everything the fence covers goes to the heap, pending on `other`.
+    const std::uint64_t safe_epoch = other->safe_epoch;
     Block* list = detach(other->cache, [&](Block* b) { return b->epoch <= fence.epoch; });
     while (list != nullptr) {
       Block* block = list;
       list = list->bin_next;
-      block->stream = other;
-      insert_free(block);
+      take_from_cache(other, safe_epoch, block);
     }
+    // A placement whose only pending frees are `other`'s, all covered by the fence.
+    auto covered = [&](std::size_t at) {
+      for (const StreamState* pending : pending_streams_) {
+        if (pending == state) continue;
+        const std::uint64_t latest = pending->pending.latest_overlapping(at, size);
+        if (latest != 0 && (pending != other || latest > fence.epoch)) return false;
+      }
+      return true;
+    };
     Fit fit;
     int scanned = 0;
-    for (auto it = other->pending.lower_bound(size); it != other->pending.end() && scanned < kBackedScan;
-         ++it, ++scanned) {
-      if ((*it)->epoch > fence.epoch) continue;
-      const std::size_t at = placement_.place(range_of(*it), size, arena_.granularity(), /*relaxed=*/true);
-      if (at != PlacementPolicy::kNoFit && arena_.is_backed(at, need)) {
+    for (auto it = free_.lower_bound(size); it != free_.end() && scanned < kBackedScan; ++it, ++scanned) {
+      const std::size_t at = placement_.place(range_of(*it), size, granularity, /*relaxed=*/true);
+      if (at != PlacementPolicy::kNoFit && arena_.is_backed(at, need) && covered(at)) {
         fit = Fit{*it, at};
         break;
       }
@@ -208,7 +199,7 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
 }
 
 cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* state, Block** out) noexcept {
-  const Fit fit = best_fit_for(state, size, need, false);
+  const Fit fit = best_fit(state, size, need, false);
   Block* block = fit.block != nullptr ? carve(fit, size) : nullptr;
   if (block == nullptr) return cudaErrorMemoryAllocation;
   const cudaError_t error = back_block(block, need);

@@ -38,7 +38,7 @@ PoolStats PoolCore::stats() {
   std::int64_t used = 0;
   std::int64_t live_blocks = 0;
   std::int64_t stream_high = 0;
-  // Free memory: per-stream caches, pending and safe heap blocks. The
+  // Free memory: per-stream caches and heap blocks. The
   // never-used tail of the VA is not "cached"; its backed bytes (if any) are.
   auto count_free = [&](const Block* b, bool whole_block_cached) {
     if (whole_block_cached) {
@@ -60,11 +60,10 @@ PoolStats PoolCore::stats() {
     s.deallocations += st->deallocations.load(std::memory_order_relaxed);
     s.fast_path_hits += st->fast_hits.load(std::memory_order_relaxed);
     st->cache.for_each([&](const Block* b) { count_free(b, true); });
-    for (const Block* b : st->pending) count_free(b, true);
     st->lock.unlock();
   }
   // The never-used tail of each region (the VA's end, the region boundary) is not "cached".
-  for (const Block* b : safe_) {
+  for (const Block* b : free_) {
     const std::size_t end = b->offset + b->size;
     count_free(b, end != arena_.size() && (placement_.region_boundary() == 0 || end != placement_.region_boundary()));
   }
@@ -227,20 +226,19 @@ void PoolCore::check_invariants() {
     if (state == BlockState::cached) ++cached_blocks;
     if (state == BlockState::free) {
       ++free_blocks;
-      auto& set = b->stream != nullptr ? b->stream->pending : safe_;
-      if (set.find(const_cast<Block*>(b)) == set.end()) fail("free block missing from its set", b);
-      if (merges_with(prev, b)) {
-        fail("adjacent free blocks with the same tag not coalesced", b);
-      }
+      if (free_.find(const_cast<Block*>(b)) == free_.end()) fail("free block missing from the heap's set", b);
+      if (b->stream != nullptr) fail("free block tagged with a stream", b);
+      if (merges_with(prev, b)) fail("adjacent free blocks not coalesced", b);
     }
     expected_offset = b->offset + b->size;
   }
   if (problem.empty() && expected_offset != arena_.size()) fail("blocks do not cover the VA range", nullptr);
-  std::size_t set_blocks = safe_.size();
+  std::size_t set_blocks = free_.size();
   std::size_t bin_blocks = 0;
   std::int64_t stream_live = 0;
   for (StreamState* s : streams) {
-    set_blocks += s->pending.size();
+    const bool listed = std::find(pending_streams_.begin(), pending_streams_.end(), s) != pending_streams_.end();
+    if (!s->pending.empty() && !listed) fail("a stream with pending frees missing from pending_streams_", nullptr);
     bin_blocks += s->cache.blocks();
     stream_live += s->live_bytes.load();
     s->cache.for_each([&](const Block* b) {

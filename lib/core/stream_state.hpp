@@ -12,6 +12,7 @@
 #pragma once
 
 #include "core/block.hpp"
+#include "core/pending_ranges.hpp"
 #include "core/size_bins.hpp"
 #include "core/spin_lock.hpp"
 
@@ -70,8 +71,8 @@ struct StreamState {
   std::atomic<bool> frozen{false};
 
   // ---- guarded by the pool's heap lock -------------------------------------
-  /// Free blocks whose free on this stream is not yet known complete.
-  std::set<Block*, BySizeThenOffset> pending;
+  /// Heap ranges freed on this stream whose frees are not yet known complete.
+  PendingRanges pending;
 
   /// Counts an allocation of `bytes` on this stream (lock held): used bytes and
   /// blocks, the stream's high-water mark, and the allocation itself.

@@ -235,12 +235,14 @@ TEST_CASE("frees on one stream coalesce into a larger block without growing", "[
   TestDevice& device = test_device();
   Pool pool(options_on(device));
   ScopedStream s(device);
-  const std::size_t mib = std::size_t{1} << 20;
+  // 2 MiB parts: the default policy keeps blocks of 1 MiB and less in a
+  // region of their own, where a 4-part block would not go.
+  const std::size_t part = std::size_t{2} << 20;
   void* parts[4];
-  for (void*& p : parts) p = pool.allocate(mib, s);
+  for (void*& p : parts) p = pool.allocate(part, s);
   const std::uint64_t reserved = attribute(pool, cudaMemPoolAttrReservedMemCurrent);
   for (void* p : parts) pool.deallocate(p, s);
-  void* whole = pool.allocate(4 * mib, s);
+  void* whole = pool.allocate(4 * part, s);
   CHECK(whole == parts[0]);
   CHECK(attribute(pool, cudaMemPoolAttrReservedMemCurrent) == reserved);
   pool.deallocate(whole, s);

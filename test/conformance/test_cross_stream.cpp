@@ -106,6 +106,42 @@ TEST_CASE("with room to grow, another stream grows rather than wait on a busy st
   pool.deallocate(q, b);
 }
 
+TEST_CASE("a busy stream's free, coalesced with free neighbours, stays out of another stream's reach",
+          "[conformance]") {
+  // Free blocks coalesce whatever stream freed them; what another stream may
+  // not touch yet is kept as pending ranges (docs/design.md). B's request
+  // fits the coalesced block only from A's pending free on: it must be placed
+  // after it, and A's work must see its own data.
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  Pool pool(options_on(device));
+  set_reuse(pool, true, false);  // no waits: B can only place clear of A's free
+  ScopedStream a(device);
+  ScopedStream b(device);
+  void* p = pool.allocate(kBytes, a);
+  void* n = pool.allocate(kBytes, a);
+  REQUIRE(n == static_cast<char*>(p) + kBytes);
+  pool.deallocate(n, a);
+  device.synchronize(a);
+  pool.stream_synchronized(a);  // n's free is complete
+  device.fill(p, kBytes, kTagA, a);
+  device.busy(a, 50ms);
+  device.expect(p, kBytes, kTagA, a);
+  pool.deallocate(p, a);                 // pending: A is busy
+  void* tiny = pool.allocate(512, a);    // A's miss: its cache goes to the heap, p and n coalesce
+  pool.check_invariants();
+
+  void* q = pool.allocate(2 * kBytes, b);
+  device.fill(q, 2 * kBytes, kTagB, b);
+  CHECK(q == n);  // right after A's pending free, not over it
+  CHECK(pool.stats().cross_stream_waits == 0);
+  device.synchronize_device();
+  CHECK(device.mismatches() == 0);
+  pool.check_invariants();
+  pool.deallocate(q, b);
+  pool.deallocate(tiny, a);
+}
+
 TEST_CASE("small frees get a fence when another stream asks, at the freeing stream's next call",
           "[conformance]") {
   // Pool of two granules (4 MiB): p and r (A) and a filler (B) share the first,

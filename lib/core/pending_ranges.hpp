@@ -1,0 +1,57 @@
+// PendingRanges: the VA ranges one stream freed whose frees are not yet known
+// complete (docs/design.md, "Pending frees").
+//
+// Free blocks in the heap carry no stream: adjacent free blocks always
+// coalesce, so the heap's layout, and with it every placement, is the same
+// whenever frees are seen complete (docs/policies.md, "Stable layout"). What
+// another stream may not touch yet is kept here instead, per freeing stream:
+//   * the freeing stream itself may use its ranges at once (stream order);
+//   * another stream may use a range only after the free is complete, or
+//     with a wait on a fence that covers it;
+//   * no chunk overlapping a range may be unmapped (released or remapped):
+//     work on the freeing stream may still read it.
+// A range is dropped once its stream's safe epoch reaches its epoch.
+// Guarded by the pool's heap lock.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+
+namespace sova::detail {
+
+class PendingRanges {
+ public:
+  /// Records [offset, offset + bytes) as freed in `epoch`. Ranges it overlaps
+  /// become one, with the latest epoch (a conservative union: a range is
+  /// reused only once all its frees are complete). Throws std::bad_alloc.
+  void add(std::size_t offset, std::size_t bytes, std::uint64_t epoch);
+  /// Drops the ranges whose epoch is <= safe_epoch.
+  void drop_complete(std::uint64_t safe_epoch) noexcept;
+  /// The latest epoch of the ranges overlapping [offset, offset + bytes);
+  /// 0 when none does.
+  std::uint64_t latest_overlapping(std::size_t offset, std::size_t bytes) const noexcept;
+  /// Where the last range overlapping [offset, offset + bytes) ends; 0 when
+  /// none overlaps.
+  std::size_t end_of_overlapping(std::size_t offset, std::size_t bytes) const noexcept;
+  bool empty() const noexcept { return ranges_.empty(); }
+  std::size_t count() const noexcept { return ranges_.size(); }
+  std::size_t bytes() const noexcept { return bytes_; }
+
+ private:
+  struct Range {
+    std::size_t end = 0;
+    std::uint64_t epoch = 0;
+  };
+  using Map = std::map<std::size_t, Range>;
+  /// The first range that may overlap [offset, ...): the one starting before
+  /// `offset` if it reaches past it, else the first starting at or after it.
+  Map::iterator first_overlapping(std::size_t offset) noexcept;
+  Map::const_iterator first_overlapping(std::size_t offset) const noexcept {
+    return const_cast<PendingRanges*>(this)->first_overlapping(offset);
+  }
+  Map ranges_;  ///< by start; never overlapping
+  std::size_t bytes_ = 0;
+};
+
+}  // namespace sova::detail
