@@ -13,10 +13,6 @@ namespace {
 
 std::atomic<std::uint64_t> g_next_pool_uid{1};
 
-// Large frees record a fence at most this often, so that memory freed by a
-// stream that then goes quiet becomes provably complete (and releasable)
-// without an event per free (0.4 us each on H100, docs/notes).
-constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 // Reading the clock costs ~50 ns on the lent H100's host (measured: a 4 MiB
 // pair took 93 ns against 42 ns for 256 B): look at it on every 16th large
 // free only.

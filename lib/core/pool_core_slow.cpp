@@ -3,6 +3,8 @@
 // inside it, never the other way round.
 #include "core/pool_core.hpp"
 
+#include "core/clock.hpp"
+
 #include <algorithm>
 
 namespace sova::detail {
@@ -85,8 +87,15 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
 void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream) noexcept {
   state->lock.lock();
   // This is the stream's own call, so its handle is valid: cover its open
-  // epoch with a fence now. On an idle stream it is complete at once.
-  if (state->open_epoch_has_frees) record_fence_locked(state, stream);
+  // epoch with a fence if another stream asked for one, or none was recorded
+  // for kFenceIntervalNs. Not on every miss: the stream itself may use its
+  // pending frees at once, and a stream that misses on every allocation (new
+  // sizes each time) paid an event record and query per miss.
+  if (state->open_epoch_has_frees &&
+      (state->fence_requested.load(std::memory_order_relaxed) ||
+       now_ns() - state->last_fence_ns >= kFenceIntervalNs)) {
+    record_fence_locked(state, stream);
+  }
   poll_fences_locked(state);
   const std::uint64_t safe_epoch = state->safe_epoch;
   Block* list = detach(state->cache, [](Block*) { return true; });

@@ -2,11 +2,14 @@
 //
 // An open-addressing table from block size to an intrusive LIFO list
 // (Block::bin_next). pop and push are a hash, a short probe and a pointer
-// swap: the fast path's core (budget ~5 ns each). Keys are never removed (an
-// emptied list keeps its slot), so a stream's table holds one slot per
-// distinct size it has ever freed; it doubles when half full. If growing
-// fails for want of host memory the block goes to an overflow list instead,
-// so push never fails. Not thread-safe: the owning stream's lock guards it.
+// swap: the fast path's core (budget ~5 ns each). pop and push never remove a
+// key (an emptied list keeps its slot); the table doubles when half full. The
+// slow path's sweeps (extract_if_not) rebuild it without its empty lists when
+// those are most of it, so a stream that frees ever new sizes (a growing KV
+// cache, random sizes) keeps a table the size of what it caches, and a sweep
+// costs that, not one slot per size ever freed. If growing fails for want of
+// host memory the block goes to an overflow list instead, so push never
+// fails. Not thread-safe: the owning stream's lock guards it.
 #pragma once
 
 #include "core/block.hpp"
@@ -65,10 +68,14 @@ class SizeBins {
         }
       }
     };
+    std::size_t lists = 0;  // non-empty lists left
     for (std::size_t i = 0; i < capacity_; ++i) {
-      if (slots_[i].size != 0) sweep(slots_[i].head);
+      if (slots_[i].size == 0) continue;
+      sweep(slots_[i].head);
+      if (slots_[i].head != nullptr) ++lists;
     }
     sweep(overflow_);
+    if (capacity_ > kInitialSlots && lists * 4 < used_) drop_empty_lists(lists);
   }
 
   template <class Visit>
@@ -80,6 +87,8 @@ class SizeBins {
   }
 
   std::size_t bytes() const noexcept { return bytes_; }
+  /// Slots of the table (tests: that sweeps shrink it).
+  std::size_t capacity() const noexcept { return capacity_; }
   /// Blocks held. Written under the owner's lock; may be read without it (a
   /// hint then: the slow path skips streams with nothing cached).
   std::size_t blocks() const noexcept { return blocks_.load(std::memory_order_relaxed); }
@@ -122,16 +131,30 @@ class SizeBins {
     return &slots_[i];
   }
 
-  void rehash(std::size_t capacity) {
+  /// A table of the smallest capacity that keeps `lists` keys under half
+  /// full, holding only the non-empty lists. Best effort: without host memory
+  /// the table stays as it is.
+  void drop_empty_lists(std::size_t lists) noexcept {
+    std::size_t capacity = kInitialSlots;
+    while (lists * 2 >= capacity) capacity *= 2;
+    try {
+      rehash(capacity, /*keep_empty=*/false);
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  void rehash(std::size_t capacity, bool keep_empty = true) {
     std::unique_ptr<Slot[]> fresh(new Slot[capacity]);
+    std::size_t used = 0;
     for (std::size_t i = 0; i < capacity_; ++i) {
-      if (slots_[i].size == 0) continue;
+      if (slots_[i].size == 0 || (!keep_empty && slots_[i].head == nullptr)) continue;
+      ++used;
       std::size_t j = hash(slots_[i].size) & (capacity - 1);
       while (fresh[j].size != 0) j = (j + 1) & (capacity - 1);
       fresh[j] = slots_[i];
     }
     slots_ = std::move(fresh);
     capacity_ = capacity;
+    used_ = used;
   }
 
   std::unique_ptr<Slot[]> slots_;
