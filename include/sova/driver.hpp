@@ -105,6 +105,11 @@ class SOVA_API Driver {
   /// A number that identifies the stream for the life of the process and is
   /// never reused, even when a handle is (cuStreamGetId).
   virtual cudaError_t stream_id(cudaStream_t stream, unsigned long long* id) noexcept = 0;
+  /// The device `stream` belongs to (cuStreamGetDevice): the device whose
+  /// current pool cudaMallocAsync allocates from. For 0, cudaStreamLegacy and
+  /// cudaStreamPerThread, which name a stream of the current device, the
+  /// current device. The driver's error for an invalid handle.
+  virtual cudaError_t stream_device(cudaStream_t stream, int* device) noexcept = 0;
 };
 
 /// The real CUDA driver (process-wide). Loads without a GPU or driver: every

@@ -58,8 +58,10 @@ class SOVA_API SimDriver final : public Driver {
   SimDriver& operator=(const SimDriver&) = delete;
 
   // ---- test-facing controls ---------------------------------------------
-  /// A new stream; `blocking` = false gives cudaStreamNonBlocking semantics.
-  cudaStream_t create_stream(bool blocking = false);
+  /// A new stream of `device`; `blocking` = false gives
+  /// cudaStreamNonBlocking semantics. Throws std::invalid_argument for a
+  /// device the simulation does not have.
+  cudaStream_t create_stream(bool blocking = false, int device = 0);
   /// Destroys a stream. Like cudaStreamDestroy, returns at once: work already
   /// queued still runs. The handle may be reused by a later create_stream().
   void destroy_stream(cudaStream_t stream);
@@ -104,6 +106,7 @@ class SOVA_API SimDriver final : public Driver {
   cudaError_t stream_synchronize(cudaStream_t stream) noexcept override;
   cudaError_t stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept override;
   cudaError_t stream_id(cudaStream_t stream, unsigned long long* id) noexcept override;
+  cudaError_t stream_device(cudaStream_t stream, int* device) noexcept override;
 
   struct State;  // implementation (lib/driver/sim/)
 

@@ -4,7 +4,8 @@
 // Budget: a malloc/free pair costs ~50-100 ns, most of it in Pool. What this
 // layer adds: one ReadSection per call (two thread-private stores, ~1 ns);
 // one atomic load per table (the device's current pool, the handle's slot);
-// for sovaMallocAsync the driver's current_device (cudaGetDevice); for a free,
+// for sovaMallocAsync the driver's stream_device (cuStreamGetDevice; for the
+// special handles cudaGetDevice); for a free,
 // Pool::contains over the listed pools but the last (none when there is one
 // pool). No lock, no write to a line other threads write, no allocation.
 // Measured on the sim, host of 2 cores: ~5 ns per pair over Pool's own
@@ -31,7 +32,7 @@ inline cudaStream_t per_thread_if_zero(cudaStream_t stream) noexcept {
 [[gnu::noinline]] cudaError_t malloc_first_use(void** ptr, std::size_t size,
                                                cudaStream_t stream) noexcept {
   int device = 0;
-  if (const cudaError_t err = pools_driver()->current_device(&device); err != cudaSuccess)
+  if (const cudaError_t err = pools_driver()->stream_device(stream, &device); err != cudaSuccess)
     return err;
   if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess)
     return err;
@@ -54,7 +55,7 @@ inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t str
   cudaError_t err;
   if (Driver* driver = g_state.driver.load(std::memory_order_acquire)) [[likely]] {
     int device;
-    err = driver->current_device(&device);
+    err = driver->stream_device(stream, &device);  // cudaMallocAsync: the stream's device's current pool
     if (err == cudaSuccess) [[likely]] {
       ReadSection section;
       if (PoolEntry* e = g_state.devices.current(device)) [[likely]] {

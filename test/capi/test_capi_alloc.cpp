@@ -54,6 +54,44 @@ TEST_CASE("capi: sovaMallocAsync allocates from the current device's current poo
   CHECK(used(current) == used_before);
 }
 
+TEST_CASE("capi: sovaMallocAsync on another device's stream allocates from that device's pool",
+          "[capi]") {
+  // As cudaMallocAsync: "from the current mempool of the provided stream's
+  // device", whatever the current device (the simulation's is always 0).
+  sim();
+  const cudaStream_t s1 = sim().create_stream(false, /*device=*/1);
+  sovaMemPool_t pool0 = nullptr, pool1 = nullptr;
+  void* p = nullptr;
+  REQUIRE(sovaMallocAsync(&p, 3000, s1) == cudaSuccess);  // creates device 1's default pool if needed
+  REQUIRE(sovaDeviceGetMemPool(&pool0, 0) == cudaSuccess);
+  REQUIRE(sovaDeviceGetMemPool(&pool1, 1) == cudaSuccess);
+  REQUIRE(pool0 != pool1);
+  const std::uint64_t used0 = used(pool0), used1 = used(pool1);
+  CHECK(used1 >= 3000);
+  void* q = nullptr;
+  REQUIRE(sovaMallocAsync(&q, 5000, s1) == cudaSuccess);
+  CHECK(used(pool1) == used1 + 5000);
+  CHECK(used(pool0) == used0);
+  CHECK(sovaFreeAsync(q, s1) == cudaSuccess);
+  CHECK(sovaFreeAsync(p, s1) == cudaSuccess);
+  CHECK(used(pool1) == used1 - 3000);
+  REQUIRE(sim().stream_synchronize(s1) == cudaSuccess);
+  sim().destroy_stream(s1);
+}
+
+TEST_CASE("capi: sovaMallocAsync on a destroyed stream handle is an error and allocates nothing", "[capi]") {
+  sim();
+  const cudaStream_t gone = sim().create_stream();
+  sim().destroy_stream(gone);
+  sovaMemPool_t pool0 = nullptr;
+  REQUIRE(sovaDeviceGetMemPool(&pool0, 0) == cudaSuccess);
+  const std::uint64_t used0 = used(pool0);
+  void* p = reinterpret_cast<void*>(0x1234);
+  CHECK(sovaMallocAsync(&p, 3000, gone) == cudaErrorInvalidResourceHandle);
+  CHECK(p == nullptr);
+  CHECK(used(pool0) == used0);
+}
+
 TEST_CASE("capi: an impossible size is cudaErrorMemoryAllocation with NULL; the next works",
           "[capi]") {
   ScopedPool pool;

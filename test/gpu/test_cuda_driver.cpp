@@ -408,6 +408,30 @@ TEST_CASE("cuda driver: stream ids are distinct and never reused", "[gpu][cuda_d
   REQUIRE(cudaStreamDestroy(b) == cudaSuccess);
 }
 
+TEST_CASE("cuda driver: stream_device names the stream's device; the special handles the current one",
+          "[gpu][cuda_driver]") {
+  Driver& d = cuda_driver();
+  int count = 0;
+  REQUIRE(cudaGetDeviceCount(&count) == cudaSuccess);
+  for (int device = 0; device < count; ++device) {
+    REQUIRE(cudaSetDevice(device) == cudaSuccess);
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    REQUIRE(cudaSetDevice(0) == cudaSuccess);  // the stream keeps its device
+    int got = -1;
+    REQUIRE(d.stream_device(s, &got) == cudaSuccess);
+    CHECK(got == device);
+    for (cudaStream_t special : {cudaStream_t{nullptr}, cudaStreamLegacy, cudaStreamPerThread}) {
+      got = -1;
+      REQUIRE(d.stream_device(special, &got) == cudaSuccess);
+      CHECK(got == 0);
+    }
+    REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+  }
+  int* null_out = nullptr;
+  CHECK(d.stream_device(nullptr, null_out) == cudaErrorInvalidValue);
+}
+
 TEST_CASE("cuda driver: stream_is_capturing follows graph capture", "[gpu][cuda_driver]") {
   Driver& d = cuda_driver();
   cudaStream_t s = nullptr;

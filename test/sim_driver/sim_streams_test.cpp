@@ -375,3 +375,27 @@ TEST_CASE("sim: streams and events from many threads", "[sim_driver]") {
   CHECK(failures == 0);
   CHECK(sim.counters().stream_waits == kThreads * kRounds);
 }
+
+TEST_CASE("sim: stream_device names a stream's device; implicit handles the current one (0)",
+          "[sim_driver]") {
+  SimConfig config;
+  config.device_count = 2;
+  SimDriver sim(config);
+  const cudaStream_t s0 = sim.create_stream();
+  const cudaStream_t s1 = sim.create_stream(true, 1);
+  int device = -1;
+  REQUIRE(sim.stream_device(s0, &device) == cudaSuccess);
+  CHECK(device == 0);
+  REQUIRE(sim.stream_device(s1, &device) == cudaSuccess);
+  CHECK(device == 1);
+  for (cudaStream_t implicit : {cudaStream_t{nullptr}, cudaStreamLegacy, cudaStreamPerThread}) {
+    device = -1;
+    REQUIRE(sim.stream_device(implicit, &device) == cudaSuccess);
+    CHECK(device == 0);
+  }
+  CHECK(sim.stream_device(s1, nullptr) == cudaErrorInvalidValue);
+  CHECK_THROWS_AS(sim.create_stream(false, 2), std::invalid_argument);
+  sim.destroy_stream(s1);
+  CHECK(sim.stream_device(s1, &device) == cudaErrorInvalidResourceHandle);
+  sim.destroy_stream(s0);
+}

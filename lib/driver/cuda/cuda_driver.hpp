@@ -51,6 +51,7 @@ class CudaDriver final : public Driver {
   cudaError_t stream_synchronize(cudaStream_t stream) noexcept override;
   cudaError_t stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept override;
   cudaError_t stream_id(cudaStream_t stream, unsigned long long* id) noexcept override;
+  cudaError_t stream_device(cudaStream_t stream, int* device) noexcept override;
 };
 
 }  // namespace sova::cuda_detail

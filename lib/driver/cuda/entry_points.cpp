@@ -19,11 +19,11 @@ namespace {
 constexpr unsigned int kAbiVersion = 12000;
 
 template <class Fn>
-cudaError_t resolve(const char* symbol, Fn* slot) noexcept {
+cudaError_t resolve(const char* symbol, Fn* slot, unsigned int version = kAbiVersion) noexcept {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   const cudaError_t err = quiet([&] {
-    return cudaGetDriverEntryPointByVersion(symbol, &fn, kAbiVersion, cudaEnableDefault, &found);
+    return cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &found);
   });
   if (err != cudaSuccess) return err;  // no driver, or one older than kAbiVersion
   // Found-but-null means the installed driver lacks the symbol: it is older
@@ -59,6 +59,8 @@ EntryPoints load() noexcept {
   get("cuMemMap", &t.mem_map);
   get("cuMemUnmap", &t.mem_unmap);
   get("cuMemSetAccess", &t.mem_set_access);
+  // Optional: an older driver leaves it null (no failure).
+  if (err == cudaSuccess) (void)resolve("cuStreamGetDevice", &t.stream_get_device, 12080);
   // The runtime has initialised the driver by now, but say so explicitly:
   // cuInit is what reports "driver present, no device".
   if (err == cudaSuccess) err = to_runtime_error(t.init(0));

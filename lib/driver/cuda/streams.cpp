@@ -109,4 +109,20 @@ cudaError_t CudaDriver::stream_id(cudaStream_t stream, unsigned long long* id) n
   return cudaSuccess;
 }
 
+cudaError_t CudaDriver::stream_device(cudaStream_t stream, int* device) noexcept {
+  if (device == nullptr) return cudaErrorInvalidValue;
+  // The special handles name a stream of the current device's context.
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return current_device(device);
+  const EntryPoints& cu = entry_points();
+  if (cu.status != cudaSuccess) return cu.status;
+  // A driver older than CUDA 12.8 cannot say: the current device, as sova
+  // did before (README, "Several GPUs").
+  if (cu.stream_get_device == nullptr) return current_device(device);
+  CUdevice value = 0;
+  const CUresult r = cu.stream_get_device(reinterpret_cast<CUstream>(stream), &value);
+  if (r != CUDA_SUCCESS) return to_runtime_error(r);
+  *device = static_cast<int>(value);  // an ordinal (cuDeviceGet's inverse on every driver so far)
+  return cudaSuccess;
+}
+
 }  // namespace sova::cuda_detail

@@ -31,8 +31,9 @@ SimDriver::~SimDriver() {
 
 // ---- test-facing controls ---------------------------------------------------
 
-cudaStream_t SimDriver::create_stream(bool blocking) {
-  cudaStream_t s = state_->streams->create(0, blocking);
+cudaStream_t SimDriver::create_stream(bool blocking, int device) {
+  if (!state_->valid_device(device)) throw std::invalid_argument("sova sim: create_stream on a device it does not have");
+  cudaStream_t s = state_->streams->create(device, blocking);
   if (s == nullptr) throw std::logic_error("sova sim: create_stream after shutdown");
   return s;
 }

@@ -108,6 +108,13 @@ cudaError_t SimDriver::stream_id(cudaStream_t stream, unsigned long long* id) no
   });
 }
 
+cudaError_t SimDriver::stream_device(cudaStream_t stream, int* device) noexcept {
+  return sim::guarded([&] {
+    if (device == nullptr) return cudaErrorInvalidValue;
+    return state_->streams->device_of(stream, device);
+  });
+}
+
 cudaError_t SimDriver::device_synchronize(int device) noexcept {
   return sim::guarded([&] {
     if (!state_->valid_device(device)) return cudaErrorInvalidDevice;

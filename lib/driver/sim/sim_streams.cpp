@@ -201,6 +201,14 @@ cudaError_t SimStreams::tail(cudaStream_t handle, Point* out) {
   return cudaSuccess;
 }
 
+cudaError_t SimStreams::device_of(cudaStream_t handle, int* out) {
+  std::lock_guard lock(mu_);
+  StreamPtr s = resolve(handle);
+  if (!s) return cudaErrorInvalidResourceHandle;
+  *out = s->device;
+  return cudaSuccess;
+}
+
 cudaError_t SimStreams::id(cudaStream_t handle, unsigned long long* out) {
   std::lock_guard lock(mu_);
   StreamPtr s = resolve(handle);

@@ -66,6 +66,9 @@ class SimStreams : public std::enable_shared_from_this<SimStreams> {
   cudaError_t submit(cudaStream_t handle, Item item, Point* at = nullptr);
   /// The Point covering everything submitted to the stream so far.
   cudaError_t tail(cudaStream_t handle, Point* out);
+  /// The device of the stream `handle` names (implicit handles: the calling
+  /// thread's current device).
+  cudaError_t device_of(cudaStream_t handle, int* out);
   cudaError_t id(cudaStream_t handle, unsigned long long* out);
   /// Points covering all work submitted so far to every stream of `device`,
   /// destroyed streams still draining included.
