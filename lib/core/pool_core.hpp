@@ -168,10 +168,11 @@ class PoolCore {
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                             StreamState* state, cudaStream_t stream) noexcept;
   Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
-  /// Moves `state`'s cache into the heap after recording a fence on `stream`
-  /// (the caller is that stream's own allocation), and drops its pending
-  /// ranges whose frees are complete.
-  void flush_cache_to_heap(StreamState* state, cudaStream_t stream) noexcept;
+  /// Moves `state`'s cached blocks of one class (`large`: of more than
+  /// kSmallBlockLimit; else the others) into the heap, recording a fence on
+  /// `stream` when one is due (the caller is that stream's own allocation),
+  /// and drops its pending ranges whose frees are complete.
+  void flush_cache_to_heap(StreamState* state, cudaStream_t stream, bool large) noexcept;
   /// Moves other streams' frees known complete into the heap; requests
   /// fences where frees are not yet covered by one.
   void harvest_streams(StreamState* except) noexcept;

@@ -67,12 +67,24 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   auto take_if_backed = [&](Fit fit) {
     return fit.block != nullptr && arena_.is_backed(fit.at, need) ? carve(fit, size) : nullptr;
   };
-  // 1. This stream's own cache, coalesced into the heap, and its own pending
-  //    frees that are complete made safe, so they coalesce with safe neighbours:
-  //    the heap then holds every free block this stream may use, and the best
-  //    fit over the VA decides (docs/policies.md, "Stable layout").
-  if (state->cache.blocks() != 0 || !state->pending.empty()) flush_cache_to_heap(state, stream);
+  // 1. The best fit over the free VA this stream may use (docs/design.md, "A
+  //    stable layout"). A large request first flushes the stream's cached
+  //    large blocks into the heap, coalesced, so that the fit sees every free
+  //    range it could take: large placements then repeat pass after pass. A
+  //    small request keeps the cache (a loop cycling through a few small
+  //    sizes would otherwise miss on every allocation, each miss flushing the
+  //    block the next one needed) and flushes the cached small blocks only
+  //    when the fit would grow. Each flushes only its own class, so the
+  //    large blocks' layout does not depend on when small requests missed.
+  const bool large = size > kSmallBlockLimit;
+  if (large && (state->cache.blocks() != 0 || !state->pending.empty())) {
+    flush_cache_to_heap(state, stream, /*large=*/true);
+  }
   if (Block* block = take_if_backed(best_fit(state, size, need, false))) return block;
+  if (!large && state->cache.blocks() != 0) {
+    flush_cache_to_heap(state, stream, /*large=*/false);
+    if (Block* block = take_if_backed(best_fit(state, size, need, false))) return block;
+  }
   // 2. Opportunistic: other streams' frees known complete.
   if (reuse_allow_opportunistic_.load(std::memory_order_relaxed)) {
     harvest_streams(state);
@@ -84,7 +96,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   return nullptr;
 }
 
-void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream) noexcept {
+void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, bool large) noexcept {
   state->lock.lock();
   // This is the stream's own call, so its handle is valid: cover its open
   // epoch with a fence if another stream asked for one, or none was recorded
@@ -98,7 +110,7 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream) noex
   }
   poll_fences_locked(state);
   const std::uint64_t safe_epoch = state->safe_epoch;
-  Block* list = detach(state->cache, [](Block*) { return true; });
+  Block* list = detach(state->cache, [&](Block* b) { return (b->size > kSmallBlockLimit) == large; });
   state->lock.unlock();
   while (list != nullptr) {
     Block* block = list;
