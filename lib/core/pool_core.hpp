@@ -57,6 +57,10 @@ inline constexpr int kPendingSkips = 4;
 /// event per free or per miss (0.4 us each on H100, docs/notes).
 inline constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 
+/// A miss keeps the stream's cached small blocks of recurring sizes while
+/// they hold at most this much (pool_core_slow.cpp says why).
+inline constexpr std::size_t kKeptSmallCacheBytes = std::size_t{4} << 20;
+
 /// Reserved memory may grow with new physical memory up to the live peak plus
 /// 1/64 of it (1.6%) and a granule; beyond, free chunks are remapped first.
 inline constexpr std::uint64_t kGrowthSlackDivisor = 64;
@@ -168,11 +172,15 @@ class PoolCore {
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                             StreamState* state, cudaStream_t stream) noexcept;
   Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
-  /// Moves `state`'s cached blocks of one class (`large`: of more than
-  /// kSmallBlockLimit; else the others) into the heap, recording a fence on
-  /// `stream` when one is due (the caller is that stream's own allocation),
-  /// and drops its pending ranges whose frees are complete.
-  void flush_cache_to_heap(StreamState* state, cudaStream_t stream, bool large) noexcept;
+  /// Which cached blocks a miss moves into the heap.
+  enum class CacheFlush {
+    all,
+    all_but_recurring_small,  ///< all but small blocks of recurring sizes (SizeBins::note_allocation)
+  };
+  /// Moves `state`'s cached blocks of class `which` into the heap, recording
+  /// a fence on `stream` when one is due (the caller is that stream's own
+  /// allocation), and drops its pending ranges whose frees are complete.
+  void flush_cache_to_heap(StreamState* state, cudaStream_t stream, CacheFlush which) noexcept;
   /// Moves other streams' frees known complete into the heap; requests
   /// fences where frees are not yet covered by one.
   void harvest_streams(StreamState* except) noexcept;

@@ -15,7 +15,7 @@ namespace {
 template <class Predicate>
 Block* detach(SizeBins& cache, Predicate complete) {
   Block* list = nullptr;
-  cache.extract_if_not([&](Block* b) { return !complete(b); },
+  cache.extract_if_not([&](Block* b, bool recurring) { return !complete(b, recurring); },
                        [&](Block* b) {
                          b->bin_next = list;
                          list = b;
@@ -68,21 +68,21 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
     return fit.block != nullptr && arena_.is_backed(fit.at, need) ? carve(fit, size) : nullptr;
   };
   // 1. The best fit over the free VA this stream may use (docs/design.md, "A
-  //    stable layout"). A large request first flushes the stream's cached
-  //    large blocks into the heap, coalesced, so that the fit sees every free
-  //    range it could take: large placements then repeat pass after pass. A
-  //    small request keeps the cache (a loop cycling through a few small
-  //    sizes would otherwise miss on every allocation, each miss flushing the
-  //    block the next one needed) and flushes the cached small blocks only
-  //    when the fit would grow. Each flushes only its own class, so the
-  //    large blocks' layout does not depend on when small requests missed.
-  const bool large = size > kSmallBlockLimit;
-  if (large && (state->cache.blocks() != 0 || !state->pending.empty())) {
-    flush_cache_to_heap(state, stream, /*large=*/true);
+  //    stable layout"), after the stream's cache is flushed into the heap,
+  //    coalesced, so that the fit sees every free range it could take: the
+  //    placements then repeat pass after pass. Kept back: the cached small
+  //    blocks of recurring sizes (SizeBins::note_allocation), while they hold
+  //    at most kKeptSmallCacheBytes. Without that, a loop cycling through a
+  //    few small sizes missed on every allocation, each miss flushing the
+  //    block the next one wanted. They are flushed too when the fit would grow.
+  if (state->cache.blocks() != 0 || !state->pending.empty()) {
+    flush_cache_to_heap(state, stream,
+                        state->cache.small_bytes() <= kKeptSmallCacheBytes ? CacheFlush::all_but_recurring_small
+                                                                           : CacheFlush::all);
   }
   if (Block* block = take_if_backed(best_fit(state, size, need, false))) return block;
-  if (!large && state->cache.blocks() != 0) {
-    flush_cache_to_heap(state, stream, /*large=*/false);
+  if (state->cache.blocks() != 0) {
+    flush_cache_to_heap(state, stream, CacheFlush::all);
     if (Block* block = take_if_backed(best_fit(state, size, need, false))) return block;
   }
   // 2. Opportunistic: other streams' frees known complete.
@@ -96,7 +96,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   return nullptr;
 }
 
-void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, bool large) noexcept {
+void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, CacheFlush which) noexcept {
   state->lock.lock();
   // This is the stream's own call, so its handle is valid: cover its open
   // epoch with a fence if another stream asked for one, or none was recorded
@@ -110,7 +110,9 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, bool
   }
   poll_fences_locked(state);
   const std::uint64_t safe_epoch = state->safe_epoch;
-  Block* list = detach(state->cache, [&](Block* b) { return (b->size > kSmallBlockLimit) == large; });
+  Block* list = detach(state->cache, [&](Block* b, bool recurring) {
+    return which == CacheFlush::all || b->size > kSmallBlockLimit || !recurring;
+  });
   state->lock.unlock();
   while (list != nullptr) {
     Block* block = list;
@@ -146,7 +148,7 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
     if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
       other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_everything
     }
-    Block* list = detach(other->cache, [&](Block* b) { return b->epoch <= safe_epoch; });
+    Block* list = detach(other->cache, [&](Block* b, bool) { return b->epoch <= safe_epoch; });
     if (other->open_epoch_has_frees && !other->is_legacy) {
       other->fence_requested.store(true, std::memory_order_relaxed);
     }
@@ -180,7 +182,7 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
     const Fence fence = other->fences.back();
     // Everything the fence covers goes to the heap, pending on `other`.
     const std::uint64_t safe_epoch = other->safe_epoch;
-    Block* list = detach(other->cache, [&](Block* b) { return b->epoch <= fence.epoch; });
+    Block* list = detach(other->cache, [&](Block* b, bool) { return b->epoch <= fence.epoch; });
     while (list != nullptr) {
       Block* block = list;
       list = list->bin_next;
@@ -330,6 +332,7 @@ void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noe
   block->state.store(BlockState::live, std::memory_order_release);
   state->lock.lock();
   state->count_allocation(bytes);
+  state->cache.note_allocation(block->size);
   state->lock.unlock();
   sample_used_high();
 }

@@ -3,16 +3,21 @@
 // An open-addressing table from block size to an intrusive LIFO list
 // (Block::bin_next). pop and push are a hash, a short probe and a pointer
 // swap: the fast path's core (budget ~5 ns each). pop and push never remove a
-// key (an emptied list keeps its slot); the table doubles when half full. The
-// slow path's sweeps (extract_if_not) rebuild it without its empty lists when
-// those are most of it, so a stream that frees ever new sizes (a growing KV
-// cache, random sizes) keeps a table the size of what it caches, and a sweep
-// costs that, not one slot per size ever freed. If growing fails for want of
+// key (an emptied list keeps its slot); the table doubles when half full. A
+// size allocated again on the slow path after a block of it was freed here is
+// marked recurring (note_allocation): the pool's misses keep those lists and
+// flush the others (pool_core_slow.cpp). The slow path's sweeps
+// (extract_if_not) rebuild the table without its empty, non-recurring lists
+// when those are most of it, so a stream that frees ever new sizes (a growing
+// KV cache, random sizes) keeps a table the size of what it caches, and a
+// sweep costs that, not one slot per size ever freed. If growing fails for want of
 // host memory the block goes to an overflow list instead, so push never
 // fails. Not thread-safe: the owning stream's lock guards it.
 #pragma once
 
 #include "core/block.hpp"
+
+#include <sova/placement.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -32,8 +37,7 @@ class SizeBins {
     Block* block = slot->head;
     slot->head = block->bin_next;
     block->bin_next = nullptr;
-    bytes_ -= block->size;
-    blocks_.store(blocks_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    count_out(block);
     return block;
   }
 
@@ -47,34 +51,42 @@ class SizeBins {
       slot->head = block;
     }
     bytes_ += block->size;
+    if (block->size <= kSmallBlockLimit) small_bytes_ += block->size;
     blocks_.store(blocks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
-  /// Unlinks every block for which keep(block) is false and hands it to take(block).
+  /// Marks `size` as recurring when the stream has freed a block of that size
+  /// before (its key is in the table): called when the slow path hands out a
+  /// block of `size`. Sweeps may keep recurring sizes' lists (extract_if_not).
+  void note_allocation(std::size_t size) noexcept {
+    if (Slot* slot = find(size)) slot->recurring = true;
+  }
+  /// Unlinks every block for which keep(block, recurring) is false and hands
+  /// it to take(block); `recurring` says whether its size is marked recurring
+  /// (note_allocation).
   template <class Keep, class Take>
   void extract_if_not(Keep keep, Take take) {
-    auto sweep = [&](Block*& head) {
+    auto sweep = [&](Block*& head, bool recurring) {
       Block** link = &head;
       while (*link != nullptr) {
         Block* block = *link;
-        if (keep(block)) {
+        if (keep(block, recurring)) {
           link = &block->bin_next;
         } else {
           *link = block->bin_next;
           block->bin_next = nullptr;
-          bytes_ -= block->size;
-          blocks_.store(blocks_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+          count_out(block);
           take(block);
         }
       }
     };
-    std::size_t lists = 0;  // non-empty lists left
+    std::size_t lists = 0;  // lists left: non-empty, or of a recurring size
     for (std::size_t i = 0; i < capacity_; ++i) {
       if (slots_[i].size == 0) continue;
-      sweep(slots_[i].head);
-      if (slots_[i].head != nullptr) ++lists;
+      sweep(slots_[i].head, slots_[i].recurring);
+      if (slots_[i].head != nullptr || slots_[i].recurring) ++lists;
     }
-    sweep(overflow_);
+    sweep(overflow_, false);
     if (capacity_ > kInitialSlots && lists * 4 < used_) drop_empty_lists(lists);
   }
 
@@ -87,6 +99,8 @@ class SizeBins {
   }
 
   std::size_t bytes() const noexcept { return bytes_; }
+  /// The part of bytes() in blocks of at most kSmallBlockLimit.
+  std::size_t small_bytes() const noexcept { return small_bytes_; }
   /// Slots of the table (tests: that sweeps shrink it).
   std::size_t capacity() const noexcept { return capacity_; }
   /// Blocks held. Written under the owner's lock; may be read without it (a
@@ -97,8 +111,14 @@ class SizeBins {
   struct Slot {
     std::size_t size = 0;  // 0 = empty slot
     Block* head = nullptr;
+    bool recurring = false;  // note_allocation
   };
   static constexpr std::size_t kInitialSlots = 64;
+  void count_out(const Block* block) noexcept {
+    bytes_ -= block->size;
+    if (block->size <= kSmallBlockLimit) small_bytes_ -= block->size;
+    blocks_.store(blocks_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  }
 
   static std::size_t hash(std::size_t size) noexcept {
     // Sizes are multiples of 512: drop those zero bits, then mix.
@@ -132,8 +152,8 @@ class SizeBins {
   }
 
   /// A table of the smallest capacity that keeps `lists` keys under half
-  /// full, holding only the non-empty lists. Best effort: without host memory
-  /// the table stays as it is.
+  /// full, holding only the non-empty lists and the recurring sizes' keys.
+  /// Best effort: without host memory the table stays as it is.
   void drop_empty_lists(std::size_t lists) noexcept {
     std::size_t capacity = kInitialSlots;
     while (lists * 2 >= capacity) capacity *= 2;
@@ -146,7 +166,7 @@ class SizeBins {
     std::unique_ptr<Slot[]> fresh(new Slot[capacity]);
     std::size_t used = 0;
     for (std::size_t i = 0; i < capacity_; ++i) {
-      if (slots_[i].size == 0 || (!keep_empty && slots_[i].head == nullptr)) continue;
+      if (slots_[i].size == 0 || (!keep_empty && slots_[i].head == nullptr && !slots_[i].recurring)) continue;
       ++used;
       std::size_t j = hash(slots_[i].size) & (capacity - 1);
       while (fresh[j].size != 0) j = (j + 1) & (capacity - 1);
@@ -162,6 +182,7 @@ class SizeBins {
   std::size_t used_ = 0;
   Block* overflow_ = nullptr;
   std::size_t bytes_ = 0;
+  std::size_t small_bytes_ = 0;
   std::atomic<std::size_t> blocks_{0};
 };
 

@@ -8,16 +8,21 @@
 using namespace sova;
 using namespace sova::test;
 
-TEST_CASE("a loop cycling through a few small sizes is served by the cache after its first round",
+TEST_CASE("a loop cycling through a few small sizes is served by the cache after two rounds",
           "[core][cache]") {
-  // A small miss keeps the stream's cache when the heap has room: before, each
-  // miss flushed the block the next allocation wanted, and such a loop (the
-  // threads benchmark's) missed on every allocation.
+  // A miss keeps the stream's small cached blocks of recurring sizes: when
+  // every miss flushed the whole cache, each flushed the block the next
+  // allocation wanted, and such a loop (the threads benchmark's) missed on
+  // every allocation.
   SimDriver sim(small_sim());
   Pool pool(options_on(sim));
   const cudaStream_t s = sim.create_stream();
   const std::size_t sizes[] = {256, 1024, 4096, 16384, 65536};
-  for (std::size_t bytes : sizes) pool.deallocate(pool.allocate(bytes, s), s);  // one round: all miss
+  // Two rounds: the first misses (nothing cached), the second too (each miss
+  // flushed the block the next wanted) but marks every size recurring.
+  for (int round = 0; round < 2; ++round) {
+    for (std::size_t bytes : sizes) pool.deallocate(pool.allocate(bytes, s), s);
+  }
   const PoolStats before = pool.stats();
   constexpr int kRounds = 1000;
   for (int round = 0; round < kRounds; ++round) {
@@ -31,33 +36,39 @@ TEST_CASE("a loop cycling through a few small sizes is served by the cache after
   sim.destroy_stream(s);
 }
 
-TEST_CASE("a large miss coalesces the stream's cached large blocks, a small one leaves them cached",
+TEST_CASE("a miss coalesces the stream's cached blocks but the small ones of recurring sizes",
           "[core][cache]") {
   SimDriver sim(small_sim());
   Pool pool(options_on(sim));
   const cudaStream_t s = sim.create_stream();
+  // 4096 B recurs (allocated again after a free); 8192 B does not.
+  pool.deallocate(pool.allocate(4096, s), s);
+  pool.deallocate(pool.allocate(8192, s), s);  // a miss: the 4096 B block is flushed here...
+  void* recurring = pool.allocate(4096, s);    // ...so this is a miss too, and marks 4096 recurring
+  void* one_off = pool.allocate(8192, s);      // a hit
   const std::size_t part = std::size_t{2} << 20;
   void* a = pool.allocate(part, s);
   void* b = pool.allocate(part, s);
   REQUIRE(b == static_cast<char*>(a) + part);
   pool.deallocate(a, s);
   pool.deallocate(b, s);
-
-  // A small request (in the small blocks' own region): the two cached blocks stay cached.
-  void* small = pool.allocate(4096, s);
+  pool.deallocate(recurring, s);
+  pool.deallocate(one_off, s);
   const std::uint64_t reserved = reserved_of(pool);
-  CHECK(pool.stats().cached_bytes - pool.stats().cached_small_bytes >= 2 * part);
-  void* again = pool.allocate(part, s);  // a fast-path hit: the last freed of that size
-  CHECK(again == b);
-  pool.deallocate(again, s);
+  const std::uint64_t hits = pool.stats().fast_path_hits;
 
-  // A large request no cached block fits: a and b coalesce and take it, no growth.
-  void* whole = pool.allocate(2 * part, s);
+  // A miss (a size never seen): a and b go to the heap and coalesce, the
+  // 8192 B block too; the 4096 B block stays cached.
+  void* fresh = pool.allocate(12288, s);
+  CHECK(pool.stats().cached_bytes >= 4096);
+  void* again = pool.allocate(4096, s);
+  CHECK(again == recurring);
+  CHECK(pool.stats().fast_path_hits == hits + 1);
+  void* whole = pool.allocate(2 * part, s);  // the coalesced a + b: no growth
   CHECK(whole == a);
   CHECK(reserved_of(pool) == reserved);
   pool.check_invariants();
-  pool.deallocate(whole, s);
-  pool.deallocate(small, s);
+  for (void* p : {fresh, again, whole}) pool.deallocate(p, s);
   sim.stream_synchronize(s);
   sim.destroy_stream(s);
 }

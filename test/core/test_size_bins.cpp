@@ -60,7 +60,7 @@ TEST_CASE("size bins: a sweep takes what it is told, keeps the rest, and shrinks
   CHECK(grown >= 2 * kSizes);
   // Take all but the blocks of epoch 0 (one in ten).
   std::size_t taken = 0;
-  bins.extract_if_not([](Block* b) { return b->epoch == 0; }, [&](Block* b) {
+  bins.extract_if_not([](Block* b, bool) { return b->epoch == 0; }, [&](Block* b) {
     CHECK(b->epoch != 0);
     ++taken;
   });
@@ -73,4 +73,38 @@ TEST_CASE("size bins: a sweep takes what it is told, keeps the rest, and shrinks
   }
   CHECK(bins.blocks() == 0);
   CHECK(bins.bytes() == 0);
+}
+
+TEST_CASE("size bins: sizes allocated again after a free are marked recurring, and keep their keys",
+          "[core][bins]") {
+  std::vector<Block> storage(3);
+  SizeBins bins;
+  bins.note_allocation(4096);  // never freed here: no key, nothing to mark
+  storage[0].size = 4096;
+  storage[1].size = 8192;
+  storage[2].size = 4096;
+  bins.push(&storage[0]);
+  bins.push(&storage[1]);
+  bins.note_allocation(4096);  // freed before, allocated again: recurring
+  bins.push(&storage[2]);
+  std::vector<std::size_t> one_off;
+  bins.extract_if_not([](Block*, bool recurring) { return recurring; },
+                      [&](Block* b) { one_off.push_back(b->size); });
+  CHECK(one_off == std::vector<std::size_t>{8192});
+  CHECK(bins.pop(4096) == &storage[2]);
+  CHECK(bins.pop(4096) == &storage[0]);
+  // Its key outlives its blocks through a sweep that shrinks the table.
+  std::vector<Block> many(200);
+  for (std::size_t i = 0; i < many.size(); ++i) {
+    many[i].size = (100 + i) * 512;
+    bins.push(&many[i]);
+  }
+  bins.extract_if_not([](Block*, bool recurring) { return recurring; }, [](Block*) {});
+  bool recurring_seen = false;
+  bins.push(&storage[0]);
+  bins.extract_if_not([&](Block* b, bool recurring) {
+    recurring_seen = b == &storage[0] && recurring;
+    return true;
+  }, [](Block*) {});
+  CHECK(recurring_seen);
 }
