@@ -7,8 +7,8 @@
 // size allocated again on the slow path after a block of it was freed here is
 // marked recurring (note_allocation): the pool's misses keep those lists and
 // flush the others (pool_core_slow.cpp). The slow path's sweeps
-// (extract_if_not) rebuild the table without its empty, non-recurring lists
-// when those are most of it, so a stream that frees ever new sizes (a growing
+// (extract_if_not) rebuild the table without its empty lists when those are
+// most of it, so a stream that frees ever new sizes (a growing
 // KV cache, random sizes) keeps a table the size of what it caches, and a
 // sweep costs that, not one slot per size ever freed. If growing fails for want of
 // host memory the block goes to an overflow list instead, so push never
@@ -80,11 +80,11 @@ class SizeBins {
         }
       }
     };
-    std::size_t lists = 0;  // lists left: non-empty, or of a recurring size
+    std::size_t lists = 0;  // non-empty lists left
     for (std::size_t i = 0; i < capacity_; ++i) {
       if (slots_[i].size == 0) continue;
       sweep(slots_[i].head, slots_[i].recurring);
-      if (slots_[i].head != nullptr || slots_[i].recurring) ++lists;
+      if (slots_[i].head != nullptr) ++lists;
     }
     sweep(overflow_, false);
     if (capacity_ > kInitialSlots && lists * 4 < used_) drop_empty_lists(lists);
@@ -152,8 +152,10 @@ class SizeBins {
   }
 
   /// A table of the smallest capacity that keeps `lists` keys under half
-  /// full, holding only the non-empty lists and the recurring sizes' keys.
-  /// Best effort: without host memory the table stays as it is.
+  /// full, holding only the non-empty lists (an empty recurring size's mark
+  /// goes too: a table that kept every size that ever recurred made each
+  /// sweep cost thousands of slots under random sizes). Best effort: without
+  /// host memory the table stays as it is.
   void drop_empty_lists(std::size_t lists) noexcept {
     std::size_t capacity = kInitialSlots;
     while (lists * 2 >= capacity) capacity *= 2;
@@ -166,7 +168,7 @@ class SizeBins {
     std::unique_ptr<Slot[]> fresh(new Slot[capacity]);
     std::size_t used = 0;
     for (std::size_t i = 0; i < capacity_; ++i) {
-      if (slots_[i].size == 0 || (!keep_empty && slots_[i].head == nullptr && !slots_[i].recurring)) continue;
+      if (slots_[i].size == 0 || (!keep_empty && slots_[i].head == nullptr)) continue;
       ++used;
       std::size_t j = hash(slots_[i].size) & (capacity - 1);
       while (fresh[j].size != 0) j = (j + 1) & (capacity - 1);
