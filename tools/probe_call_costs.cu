@@ -37,6 +37,12 @@ int main() {
   PFN_cuStreamIsCapturing_v10000 is_capturing = nullptr;
   cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", reinterpret_cast<void**>(&is_capturing), 10000,
                                    cudaEnableDefault, &q);
+  PFN_cuStreamGetDevice_v12080 get_device = nullptr;  // sova's stream_device (CUDA 12.8 on)
+  cudaGetDriverEntryPointByVersion("cuStreamGetDevice", reinterpret_cast<void**>(&get_device), 12080,
+                                   cudaEnableDefault, &q);
+  PFN_cuStreamGetCtx_v9020 get_ctx = nullptr;
+  cudaGetDriverEntryPointByVersion("cuStreamGetCtx", reinterpret_cast<void**>(&get_ctx), 9020,
+                                   cudaEnableDefault, &q);
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   volatile int sink = 0;
@@ -45,6 +51,12 @@ int main() {
   std::printf("cudaStreamIsCapturing  %6.1f ns\n", ns_per_call([&] { cudaStreamCaptureStatus c; cudaStreamIsCapturing(stream, &c); sink = c; }));
   std::printf("cuStreamIsCapturing    %6.1f ns\n", ns_per_call([&] { CUstreamCaptureStatus c; is_capturing((CUstream)stream, &c); sink = c; }));
   std::printf("cuStreamGetId          %6.1f ns\n", ns_per_call([&] { unsigned long long id; get_id((CUstream)stream, &id); sink = (int)id; }));
+  if (get_device != nullptr) {
+    std::printf("cuStreamGetDevice      %6.1f ns\n", ns_per_call([&] { CUdevice d; get_device((CUstream)stream, &d); sink = d; }));
+  }
+  if (get_ctx != nullptr) {
+    std::printf("cuStreamGetCtx         %6.1f ns\n", ns_per_call([&] { CUcontext c; get_ctx((CUstream)stream, &c); sink = c != nullptr; }));
+  }
   std::printf("cudaEventRecord        %6.1f ns\n", ns_per_call([&] { static cudaEvent_t e = [] { cudaEvent_t x; cudaEventCreateWithFlags(&x, cudaEventDisableTiming); return x; }(); cudaEventRecord(e, stream); }));
   std::printf("seq_cst fence          %6.1f ns\n", ns_per_call([&] { std::atomic_thread_fence(std::memory_order_seq_cst); }));
   const long mask = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
