@@ -21,12 +21,15 @@
 // block and coalescing freed neighbours, growing and releasing physical
 // memory, and remapping free physical chunks under new VA (docs/policies.md).
 // The pool offers place() the free ranges of at least `size` bytes in
-// best-fit order (smallest first, then lowest address): up to
-// kPlaceCandidates of those whose memory is already backed, then, before it
-// creates physical memory, up to kPlaceCandidates of all, and last the
-// largest free range (the never-used tail of the VA).
+// best-fit order (smallest first, then lowest address), backed or not: up to
+// kPlaceCandidates of them, and last the largest free range (the never-used
+// tail of the VA). The first placement that fits is the block's, and the pool
+// backs what it lacks; so placements depend on the free VA alone and repeat
+// when a program repeats its allocations (docs/design.md, "A stable layout").
+// Where another stream's pending frees start a range, the pool offers the
+// part after them.
 //
-// Contracts for a policy of your own (test/core/custom_policy_test.cpp has
+// Contracts for a policy of your own (test/core/test_custom_policy.cpp has
 // an example):
 //   * block_size(bytes) >= bytes, a multiple of kPlacementAlignment (512),
 //     the same for the same bytes every time;
