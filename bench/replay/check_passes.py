@@ -7,8 +7,8 @@ layout_passes, suite 'sim': no GPU needed, none used).
 Replays every trace of TRACE_DIR (bench/traces: training and decoding runs
 recorded on the H100) four times on the host simulation, with the
 simulation's own stream timing (no --idle: frees complete when its stream
-threads get to the pool's fences), and checks what docs/policies.md
-("Stable layout") promises:
+threads get to the pool's fences), and checks what docs/design.md
+("A stable layout") promises:
   * peak reserved memory after the fourth pass is within 1% of the first
     pass's (before the layout was stable it drifted by 5-45%);
   * a single-stream trace creates and remaps no physical memory in the

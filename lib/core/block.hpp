@@ -29,7 +29,7 @@ inline constexpr std::size_t round_up_to_alignment(std::size_t bytes) noexcept {
 enum class BlockState : std::uint8_t {
   live,    ///< handed to the user
   cached,  ///< freed, in a stream's exact-size cache
-  free,    ///< in the heap (safe for all, or pending on one stream)
+  free,    ///< in the heap (frees not yet complete: the freeing stream's PendingRanges)
 };
 
 struct StreamState;
@@ -44,8 +44,8 @@ struct Block {
   Block* prev = nullptr;      ///< address-order neighbours
   Block* next = nullptr;
   Block* bin_next = nullptr;  ///< next in a stream cache bin
-  /// cached: the stream whose cache holds it. free: the stream the free is
-  /// pending on, or nullptr when it is known complete (safe for every stream).
+  /// cached: the stream whose cache holds it. free: nullptr (what is pending
+  /// is in the freeing stream's PendingRanges, not on the block).
   StreamState* stream = nullptr;
   /// Live blocks: the stream state that allocated it. A free on another
   /// stream is "foreign": such frees are fenced sooner (pool_core.cpp says why).

@@ -1,9 +1,9 @@
 // PendingRanges: the VA ranges one stream freed whose frees are not yet known
-// complete (docs/design.md, "Pending frees").
+// complete (docs/design.md, "The pool" and "A stable layout").
 //
 // Free blocks in the heap carry no stream: adjacent free blocks always
 // coalesce, so the heap's layout, and with it every placement, is the same
-// whenever frees are seen complete (docs/policies.md, "Stable layout"). What
+// whenever frees are seen complete. What
 // another stream may not touch yet is kept here instead, per freeing stream:
 //   * the freeing stream itself may use its ranges at once (stream order);
 //   * another stream may use a range only after the free is complete, or

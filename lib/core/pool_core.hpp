@@ -139,11 +139,10 @@ class PoolCore {
   void join(Block* left, Block* right) noexcept;
   void erase_free(Block* block) noexcept;
   /// The first of up to kBackedScan free blocks of at least `size` bytes, in
-  /// best-fit order, where the policy places the request and no other stream
-  /// than `user` has a pending free; with `backed_only`, only where its first
-  /// `need` bytes are backed. Without, the largest block (the unbacked tail)
-  /// is tried last as well.
-  Fit best_fit(StreamState* user, std::size_t size, std::size_t need, bool backed_only) noexcept;
+  /// best-fit order, backed or not, where the policy places the request clear
+  /// of other streams' pending frees; the largest block (the never-used tail)
+  /// is tried last as well. The caller backs what the placement lacks.
+  Fit best_fit(StreamState* user, std::size_t size) noexcept;
   /// Where the last pending free of a stream other than `user` overlapping
   /// the range ends; 0 when none overlaps (nullptr: any stream's).
   std::size_t pending_end_elsewhere(const StreamState* user, std::size_t offset, std::size_t bytes) const noexcept;

@@ -63,23 +63,21 @@ std::size_t PoolCore::place_clear_of_pending(StreamState* user, const Block* blo
   return PlacementPolicy::kNoFit;
 }
 
-Fit PoolCore::best_fit(StreamState* user, std::size_t size, std::size_t need, bool backed_only) noexcept {
+Fit PoolCore::best_fit(StreamState* user, std::size_t size) noexcept {
   // Strictly first (the default policy's regions), then relaxed.
   for (const bool relaxed : {false, true}) {
     if (relaxed && !placement_.segregates()) break;
     auto try_block = [&](Block* block) -> Fit {
       const std::size_t at = place_clear_of_pending(user, block, size, relaxed);
-      if (at == PlacementPolicy::kNoFit) return {};
-      if (backed_only && !arena_.is_backed(at, need)) return {};
-      return Fit{block, at};
+      return at == PlacementPolicy::kNoFit ? Fit{} : Fit{block, at};
     };
     auto it = free_.lower_bound(size);
     for (int scanned = 0; it != free_.end() && scanned < kBackedScan; ++it, ++scanned) {
       if (Fit fit = try_block(*it); fit.block != nullptr) return fit;
     }
-    // The largest free range last: for growth, the VA's never-used tail, where
-    // any placement fits when the nearer candidates' alignment did not.
-    if (!backed_only && it != free_.end()) {
+    // The largest free range last: the VA's never-used tail, where any
+    // placement fits when the nearer candidates' alignment did not.
+    if (it != free_.end()) {
       if (Fit fit = try_block(*free_.rbegin()); fit.block != nullptr) return fit;
     }
   }

@@ -80,15 +80,15 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
                         state->cache.small_bytes() <= kKeptSmallCacheBytes ? CacheFlush::all_but_recurring_small
                                                                            : CacheFlush::all);
   }
-  if (Block* block = take_if_backed(best_fit(state, size, need, false))) return block;
+  if (Block* block = take_if_backed(best_fit(state, size))) return block;
   if (state->cache.blocks() != 0) {
     flush_cache_to_heap(state, stream, CacheFlush::all);
-    if (Block* block = take_if_backed(best_fit(state, size, need, false))) return block;
+    if (Block* block = take_if_backed(best_fit(state, size))) return block;
   }
   // 2. Opportunistic: other streams' frees known complete.
   if (reuse_allow_opportunistic_.load(std::memory_order_relaxed)) {
     harvest_streams(state);
-    if (Block* block = take_if_backed(best_fit(state, size, need, false))) {
+    if (Block* block = take_if_backed(best_fit(state, size))) {
       ++cross_stream_reuses_;
       return block;
     }
@@ -222,7 +222,7 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
 }
 
 cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* state, Block** out) noexcept {
-  const Fit fit = best_fit(state, size, need, false);
+  const Fit fit = best_fit(state, size);
   Block* block = fit.block != nullptr ? carve(fit, size) : nullptr;
   if (block == nullptr) return cudaErrorMemoryAllocation;
   const cudaError_t error = back_block(block, need);
