@@ -1,5 +1,6 @@
 // sova benchmarks — the allocators under test (see allocators.hpp).
 #include "allocators.hpp"
+#include "pool_attributes.hpp"
 
 #include <cstdint>
 #include <exception>
@@ -52,11 +53,7 @@ PeakFigures read_pool_peaks(const sova::Pool& pool) {
 // first); returns the bytes it still reserves.
 std::uint64_t trim_driver_pool(cudaMemPool_t pool) {
   check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
-  check_cuda(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
-  std::uint64_t reserved = 0;
-  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
-             "cudaMemPoolGetAttribute(ReservedMemCurrent)");
-  return reserved;
+  return kDriverPoolApi.trim(pool);
 }
 
 // Runs `set_up` and turns what it throws into `why_not`.
@@ -198,30 +195,9 @@ void* SovaCapiFromPool::allocate(std::size_t bytes, cudaStream_t stream) {
   return p;
 }
 
-std::uint64_t SovaCapi::trim() {
-  check_cuda(sovaMemPoolTrimTo(pool, 0), "sovaMemPoolTrimTo");
-  std::uint64_t reserved = 0;
-  check_cuda(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved),
-             "sovaMemPoolGetAttribute(ReservedMemCurrent)");
-  return reserved;
-}
-
-void SovaCapi::reset_peaks() {
-  check_cuda(sovaMemPoolTrimTo(pool, 0), "sovaMemPoolTrimTo");
-  std::uint64_t zero = 0;
-  check_cuda(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero),
-             "sovaMemPoolSetAttribute(ReservedMemHigh)");
-  check_cuda(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero),
-             "sovaMemPoolSetAttribute(UsedMemHigh)");
-}
-PeakFigures SovaCapi::read_peaks() {
-  PeakFigures peaks;
-  check_cuda(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &peaks.reserved_high),
-             "sovaMemPoolGetAttribute(ReservedMemHigh)");
-  check_cuda(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &peaks.used_high),
-             "sovaMemPoolGetAttribute(UsedMemHigh)");
-  return peaks;
-}
+std::uint64_t SovaCapi::trim() { return kSovaPoolApi.trim(pool); }
+void SovaCapi::reset_peaks() { kSovaPoolApi.reset_peaks(pool); }
+PeakFigures SovaCapi::read_peaks() { return kSovaPoolApi.read_peaks(pool); }
 
 SovaPool::SovaPool() {
   if (!have_gpu()) {

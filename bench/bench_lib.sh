@@ -8,6 +8,9 @@
 #                             with its matplotlib
 #   configure_bench DIR OPT...   meson setup DIR (--reconfigure if configured) with OPT...
 #   has_target DIR NAME       whether DIR's build defines target NAME
+#   set_common_args BENCH     sets common_args, the flags every program gets: 3
+#                             repetitions, aggregates only, 0.2 s minimum time in
+#                             the form BENCH's Google Benchmark accepts
 #   run LOG COMMAND...        runs COMMAND, appending its output to $OUT/LOG when $OUT is set
 # configure_bench returns non-zero on failure; the callers exit.
 
@@ -30,6 +33,17 @@ configure_bench() {
 
 has_target() {
   meson introspect --targets "$1" | grep -q "\"name\": \"$2\""
+}
+
+set_common_args() {
+  # Google Benchmark 1.8 takes "0.2s" (and warns on a bare number); 1.7 only a bare number.
+  local min_time=0.2s
+  if ! "$1" --benchmark_list_tests=true --benchmark_filter='^$' \
+      --benchmark_min_time=$min_time >/dev/null 2>&1; then
+    min_time=0.2
+  fi
+  # shellcheck disable=SC2034  # read by the script that sourced this file
+  common_args=(--benchmark_repetitions=3 --benchmark_report_aggregates_only=true "--benchmark_min_time=$min_time")
 }
 
 run() {

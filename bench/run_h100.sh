@@ -76,14 +76,7 @@ if [ -n "${OUT:-}" ]; then
     "$OUT/torch_expandable.json" "$OUT/rmm.json"
 fi
 
-# Google Benchmark 1.8 takes "0.2s" (and warns on a bare number); 1.7 only a bare number.
-min_time=0.2s
-if ! "$build/bench/sova_bench" --benchmark_list_tests=true --benchmark_filter='^$' \
-    --benchmark_min_time=$min_time >/dev/null 2>&1; then
-  min_time=0.2
-fi
-common_args=(--benchmark_repetitions=3 --benchmark_report_aggregates_only=true
-             --benchmark_min_time=$min_time)
+set_common_args "$build/bench/sova_bench"
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0

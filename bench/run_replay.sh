@@ -50,29 +50,23 @@ if [ -n "${OUT:-}" ]; then
   mkdir -p "$OUT" && rm -f "$OUT"/replay.txt "$OUT"/replay*.json "$OUT"/replay_memory*.csv
 fi
 
-# Google Benchmark 1.8 takes "0.2s" (and warns on a bare number); 1.7 only a bare number.
-min_time=0.2s
-if ! "$build/bench/sova_bench" --benchmark_list_tests=true --benchmark_filter='^$' \
-    --benchmark_min_time=$min_time >/dev/null 2>&1; then
-  min_time=0.2
-fi
-common=(--benchmark_repetitions=3 --benchmark_report_aggregates_only=true "--benchmark_min_time=$min_time")
+set_common_args "$build/bench/sova_bench"
 sova_filter='^replay/[^/]+/(sova_pool|sova_pool_unchecked|sova_pool_noremap|sova_granule_chunks|sova_size_classes|sova_buddy|sova_best_fit|sova_capi|sova_capi_from_pool|sova_capi_unchecked|cudaMallocAsync_default)/'
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0
 outputs replay.json replay_memory.csv
-run replay.txt timeout 400 "$build/bench/sova_bench" --benchmark_filter="$sova_filter" "${common[@]}" \
+run replay.txt timeout 400 "$build/bench/sova_bench" --benchmark_filter="$sova_filter" "${common_args[@]}" \
   "${out_args[@]}" "$@" || status=1
 jsons=(replay.json) memories=(replay_memory.csv)
 if [ -n "$torch_bin" ]; then
   # One PyTorch allocator mode per process (bench/torch/torch_allocator.hpp).
   outputs replay_torch.json replay_memory_torch.csv
   run replay.txt timeout 200 env -u PYTORCH_ALLOC_CONF -u PYTORCH_CUDA_ALLOC_CONF "$torch_bin" \
-    --benchmark_filter='^replay/' "${common[@]}" "${out_args[@]}" "$@" || status=1
+    --benchmark_filter='^replay/' "${common_args[@]}" "${out_args[@]}" "$@" || status=1
   outputs replay_torch_expandable.json replay_memory_torch_expandable.csv
   run replay.txt timeout 200 env -u PYTORCH_ALLOC_CONF PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
-    "$torch_bin" --expandable --benchmark_filter='^replay/' "${common[@]}" "${out_args[@]}" "$@" || status=1
+    "$torch_bin" --expandable --benchmark_filter='^replay/' "${common_args[@]}" "${out_args[@]}" "$@" || status=1
   jsons+=(replay_torch.json replay_torch_expandable.json)
   memories+=(replay_memory_torch.csv replay_memory_torch_expandable.csv)
 else

@@ -5,6 +5,7 @@
 #include "replay.hpp"
 
 #include "../allocators.hpp"
+#include "../pool_attributes.hpp"
 
 namespace sova_bench {
 
@@ -13,24 +14,12 @@ MemoryNow memory_now(SovaPool& a) {  // and its variants, SovaPoolSim included
   return {s.reserved_current, s.used_current};
 }
 
-MemoryNow memory_now(SovaCapi& a) {
-  MemoryNow now;
-  check_cuda(sovaMemPoolGetAttribute(a.pool, cudaMemPoolAttrReservedMemCurrent, &now.reserved),
-             "sovaMemPoolGetAttribute(ReservedMemCurrent)");
-  check_cuda(sovaMemPoolGetAttribute(a.pool, cudaMemPoolAttrUsedMemCurrent, &now.used),
-             "sovaMemPoolGetAttribute(UsedMemCurrent)");
-  return now;
-}
+MemoryNow memory_now(SovaCapi& a) { return kSovaPoolApi.memory_now(a.pool); }
 
 MemoryNow memory_now(CudaAsyncDefault&) {
   cudaMemPool_t pool = nullptr;
   check_cuda(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
-  MemoryNow now;
-  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &now.reserved),
-             "cudaMemPoolGetAttribute(ReservedMemCurrent)");
-  check_cuda(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &now.used),
-             "cudaMemPoolGetAttribute(UsedMemCurrent)");
-  return now;
+  return kDriverPoolApi.memory_now(pool);
 }
 
 void register_replay_cases(int& argc, char** argv) {
