@@ -22,7 +22,7 @@ and starts from an empty caching allocator:
 
 Only the compressed traces and DIR/record_summary.json (per model: steps,
 seconds, the converter's counts, PyTorch's own peaks, file sizes; and the
-GPU and torch version) are written: at most 5 files.
+GPU and torch version) are written: at most 8 files.
 
 Models (default sizes; --scale multiplies the batch sizes):
   gpt_train          GPT-style decoder, 6 layers, d 768, 12 heads, vocab 16384,
@@ -39,6 +39,21 @@ Models (default sizes; --scale multiplies the batch sizes):
                      of 256 tokens after a 128-token prompt, batch 16, with a
                      key/value cache grown by torch.cat: blocks growing by a
                      little at every token
+  unet_train         U-Net, 4 levels down (conv, BatchNorm, max pooling) and up
+                     (ConvTranspose2d, skips joined by torch.cat), width 64,
+                     256x256, batch 16, fp16 autocast with a GradScaler, Adam;
+                     many large, short-lived image-sized blocks; 4 steps
+  vit_train          ViT-Base-like, written out: Conv2d patch embedding (16x16
+                     on 224x224), class token, 12 blocks of LayerNorm,
+                     scaled_dot_product_attention and a GELU MLP, d 768, bf16
+                     autocast, fused AdamW; micro-batches of 64, gradients
+                     accumulated over 2 of them per optimizer step (the grads
+                     live across backward calls); 4 optimizer steps
+  lstm_train         language model on a 2-layer nn.LSTM (cuDNN), vocab 16384,
+                     embedding 512, hidden 1024, batch 32, sequence length
+                     changing every step (128, 256, 192, 320, 160, 288), state
+                     carried between steps (detached), clip_grad_norm_, Adam;
+                     6 steps
 
 Exit status: 0 when every model was recorded, 1 otherwise (the others are
 still written), 2 without CUDA.
@@ -52,8 +67,9 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-MODELS = ("gpt_train", "resnet_train", "encoder_amp_train", "gpt_decode")
-DEFAULT_STEPS = {"gpt_train": 4, "resnet_train": 4, "encoder_amp_train": 6, "gpt_decode": 256}
+MODELS = ("gpt_train", "resnet_train", "encoder_amp_train", "gpt_decode", "unet_train", "vit_train", "lstm_train")
+DEFAULT_STEPS = {"gpt_train": 4, "resnet_train": 4, "encoder_amp_train": 6, "gpt_decode": 256, "unet_train": 4,
+                 "vit_train": 4, "lstm_train": 6}
 CHILD_TIMEOUT_S = 300
 TOO_BIG = 16 << 20  # bytes: a trace larger than this is too big to bring back
 
@@ -139,6 +155,119 @@ def build_nn():
         return nn.Sequential(*layers)
 
     return GPT, resnet
+
+
+def build_unet():
+    """The U-Net class, made once torch is imported."""
+    import torch
+    from torch import nn
+
+    def double_conv(cin, cout):
+        return nn.Sequential(
+            nn.Conv2d(cin, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True),
+            nn.Conv2d(cout, cout, 3, 1, 1, bias=False), nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+    class UNet(nn.Module):
+        def __init__(self, cin, classes, width, levels=4):
+            super().__init__()
+            widths = [width << i for i in range(levels)]  # 64, 128, 256, 512
+            self.down = nn.ModuleList()
+            c = cin
+            for w in widths:
+                self.down.append(double_conv(c, w))
+                c = w
+            self.pool = nn.MaxPool2d(2)
+            self.bottom = double_conv(c, 2 * c)
+            self.up = nn.ModuleList()
+            self.merge = nn.ModuleList()
+            c = 2 * c
+            for w in reversed(widths):
+                self.up.append(nn.ConvTranspose2d(c, w, 2, 2))
+                self.merge.append(double_conv(2 * w, w))  # the upsampled half and the skip, concatenated
+                c = w
+            self.head = nn.Conv2d(c, classes, 1)
+
+        def forward(self, x):
+            skips = []
+            for block in self.down:
+                x = block(x)
+                skips.append(x)  # kept alive until its decoder level: the U-Net's long-lived activations
+                x = self.pool(x)
+            x = self.bottom(x)
+            for up, merge in zip(self.up, self.merge):
+                x = merge(torch.cat([up(x), skips.pop()], dim=1))
+            return self.head(x)
+
+    return UNet
+
+
+def build_vit():
+    """The ViT class, made once torch is imported."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+
+    class Attention(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.heads = heads
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+            y = F.scaled_dot_product_attention(q, k, v)  # not causal: every patch sees every other
+            return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+    class Block(nn.Module):
+        def __init__(self, d, heads):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d)
+            self.attn = Attention(d, heads)
+            self.ln2 = nn.LayerNorm(d)
+            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.mlp(self.ln2(x))
+
+    class ViT(nn.Module):
+        def __init__(self, size, patch, d, heads, layers, classes):
+            super().__init__()
+            self.embed = nn.Conv2d(3, d, patch, patch)
+            self.cls = nn.Parameter(torch.zeros(1, 1, d))
+            self.pos = nn.Parameter(0.02 * torch.randn(1, (size // patch) ** 2 + 1, d))
+            self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+            self.ln = nn.LayerNorm(d)
+            self.head = nn.Linear(d, classes)
+
+        def forward(self, images):
+            x = self.embed(images).flatten(2).transpose(1, 2)  # (batch, patches, d)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln(x[:, 0]))
+
+    return ViT
+
+
+def build_lstm():
+    """The LSTM language model class, made once torch is imported."""
+    from torch import nn
+
+    class LSTMLM(nn.Module):
+        def __init__(self, vocab, embed, hidden, layers):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, embed)
+            self.lstm = nn.LSTM(embed, hidden, layers, batch_first=True, dropout=0.1)
+            self.head = nn.Linear(hidden, vocab)
+
+        def forward(self, idx, state=None):
+            out, state = self.lstm(self.embed(idx), state)
+            return self.head(out), state
+
+    return LSTMLM
 
 
 def adamw(torch, params, **kw):
@@ -240,8 +369,85 @@ def gpt_decode(torch, device, steps, scale, smoke):
         logits.sum().item()
 
 
+def unet_train(torch, device, steps, scale, smoke):
+    from torch.nn import functional as F
+    UNet = build_unet()
+    size, width, classes, batch = (32, 4, 3, 2) if smoke else (256, 64, 4, 16)
+    batch = max(1, round(batch * scale))
+    model = UNet(3, classes, width).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    cuda = device.type == "cuda"
+    # fp16 with loss scaling on the GPU, as AMP training does; the CPU (the
+    # smoke run) has no GradScaler for its autocast and takes bf16 there.
+    scaler = torch.amp.GradScaler("cuda") if cuda else None
+    dtype = torch.float16 if cuda else torch.bfloat16
+    for _ in range(steps):
+        images = torch.randn(batch, 3, size, size, device=device)
+        masks = torch.randint(0, classes, (batch, size, size), device=device)
+        with torch.autocast(device.type, dtype=dtype):
+            logits = model(images)
+        loss = F.cross_entropy(logits.float(), masks)
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)  # unscales, checks for inf/nan: a few more small blocks per step
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss.item()
+
+
+def vit_train(torch, device, steps, scale, smoke):
+    from torch.nn import functional as F
+    ViT = build_vit()
+    micro_batches = 2
+    size, d, heads, layers, classes, batch = (32, 32, 4, 2, 10, 2) if smoke else (224, 768, 12, 12, 1000, 64)
+    batch = max(1, round(batch * scale))
+    model = ViT(size, 16, d, heads, layers, classes).to(device)
+    opt = adamw(torch, model.parameters(), lr=1e-4, weight_decay=0.05)
+    for _ in range(steps):
+        # Gradient accumulation: the .grad tensors made by the first backward
+        # stay live through the second micro-batch's forward and backward.
+        for _ in range(micro_batches):
+            images = torch.randn(batch, 3, size, size, device=device)
+            labels = torch.randint(0, classes, (batch,), device=device)
+            with torch.autocast(device.type, dtype=torch.bfloat16):
+                logits = model(images)
+            loss = F.cross_entropy(logits.float(), labels) / micro_batches
+            loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss.item()
+
+
+def lstm_train(torch, device, steps, scale, smoke):
+    from torch.nn import functional as F
+    LSTMLM = build_lstm()
+    vocab, embed, hidden, batch = (64, 16, 32, 2) if smoke else (16384, 512, 1024, 32)
+    lengths = (8, 12, 6) if smoke else (128, 256, 192, 320, 160, 288)
+    batch = max(1, round(batch * scale))
+    model = LSTMLM(vocab, embed, hidden, 2).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    state = None
+    for step in range(steps):
+        # A new length each step: cuDNN's RNN workspace and reserve space,
+        # and the logits, change size with it.
+        seq = lengths[step % len(lengths)]
+        x = torch.randint(0, vocab, (batch, seq), device=device)
+        y = torch.randint(0, vocab, (batch, seq), device=device)
+        logits, state = model(x, state)
+        state = tuple(s.detach() for s in state)  # truncated backpropagation: the state outlives the step
+        loss = F.cross_entropy(logits.view(-1, vocab), y.view(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss.item()
+
+
 RUNNERS = {"gpt_train": gpt_train, "resnet_train": resnet_train, "encoder_amp_train": encoder_amp_train,
-           "gpt_decode": gpt_decode}
+           "gpt_decode": gpt_decode, "unet_train": unet_train, "vit_train": vit_train, "lstm_train": lstm_train}
 
 
 # ---- one model, in its own process ----------------------------------------------
