@@ -103,6 +103,9 @@ struct PoolStats {
   std::uint64_t cross_stream_waits = 0;   ///< stream waits inserted (internal dependencies)
   std::uint64_t events_recorded = 0;
   std::uint64_t device_synchronizes = 0;  ///< last-resort syncs before reporting out of memory
+  /// Host waits on the allocating stream so that the chunks under its own
+  /// recent frees could be remapped (only beyond the growth budget, docs/design.md).
+  std::uint64_t remap_waits = 0;
 
   /// Peak reserved / peak used: the memory overhead of the pool since the
   /// high-water marks were last reset (1.0 = none; 0 when nothing was used).

@@ -196,8 +196,8 @@ cudaError_t Arena::commit(std::size_t offset, std::size_t bytes) noexcept {
   return cudaSuccess;
 }
 
-std::size_t Arena::release_within(std::size_t offset, std::size_t bytes,
-                                  std::size_t keep_at_least) noexcept {
+std::size_t Arena::release_within(std::size_t offset, std::size_t bytes, std::size_t keep_at_least,
+                                  bool may_cross) noexcept {
   if (bytes == 0 || offset >= size_) return 0;
   bytes = std::min(bytes, size_ - offset);
   // Only granules wholly inside the range can belong to a releasable chunk.
@@ -211,7 +211,7 @@ std::size_t Arena::release_within(std::size_t offset, std::size_t bytes,
     const bool wholly_inside = chunk.first_granule >= first && chunk.first_granule + chunk.granules <= end;
     if (wholly_inside) {
       const std::size_t chunk_bytes = chunk.granules * granularity_;
-      if (backed_bytes_ < keep_at_least + chunk_bytes) break;  // would fall below what the caller keeps
+      if (!may_cross && backed_bytes_ < keep_at_least + chunk_bytes) break;  // would fall below what the caller keeps
       destroy_chunk(slot);
       released += chunk_bytes;
     }

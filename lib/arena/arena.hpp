@@ -46,12 +46,14 @@ class Arena {
   /// the device or max_physical has no room, else the driver's error.
   cudaError_t commit(std::size_t offset, std::size_t bytes) noexcept;
 
-  /// Unmaps and releases the chunks lying wholly inside [offset, offset + bytes),
-  /// stopping once backed bytes would fall to `keep_at_least` or below.
-  /// Returns the bytes released. The caller guarantees no pending work touches
-  /// the range.
-  std::size_t release_within(std::size_t offset, std::size_t bytes,
-                             std::size_t keep_at_least = 0) noexcept;
+  /// Unmaps and releases the chunks lying wholly inside [offset, offset + bytes)
+  /// while backed bytes exceed `keep_at_least`. A chunk whose release would
+  /// take them below it is kept, unless `may_cross`: then the last chunk
+  /// released may (the caller needs at least backed - keep_at_least bytes
+  /// gone, and chunks come whole). Returns the bytes released. The caller
+  /// guarantees no pending work touches the range.
+  std::size_t release_within(std::size_t offset, std::size_t bytes, std::size_t keep_at_least = 0,
+                             bool may_cross = false) noexcept;
 
   /// A physical chunk lying wholly inside some range (chunks_within).
   struct ChunkRef {

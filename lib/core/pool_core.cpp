@@ -143,10 +143,11 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     }
   }
 
-  // Fast path: a block of exactly this size freed earlier on this stream.
+  // Fast path: a block of exactly this size freed earlier on this stream
+  // (large blocks: the heap's best fit, kLargestCachedBlock says why).
   state->lock.lock();
   if (state->fence_requested.load(std::memory_order_relaxed)) record_fence_locked(state, stream);
-  Block* block = state->cache.pop(size);
+  Block* block = size <= kLargestCachedBlock ? state->cache.pop(size) : nullptr;
   if (block != nullptr && block->backed < need) {
     state->cache.push(block);  // backed for a smaller request: the slow path backs the rest
     block = nullptr;

@@ -57,6 +57,17 @@ inline constexpr int kPendingSkips = 4;
 /// event per free or per miss (0.4 us each on H100, docs/notes).
 inline constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 
+/// The fast path serves blocks of at most this size from the stream's cache;
+/// larger ones are placed by the heap's best fit every time (the slow path,
+/// which flushes the cache first, so a block freed a moment ago is found
+/// there, coalesced). A cached large block reused last-freed-first is a
+/// perfect size match, but it sits wherever an earlier pass left it, and the
+/// layouts of repeated steps drifted apart: a U-Net's replay went from 1.04x
+/// to 1.11x peak reserved over live by its third pass, a GPT's stayed 0.005
+/// above best fit's (docs/notes/2026-11-22-h100-held-out-traces.md). A large
+/// block's kernels take far longer than the slow path's microsecond.
+inline constexpr std::size_t kLargestCachedBlock = std::size_t{4} << 20;
+
 /// A miss keeps the stream's cached small blocks of recurring sizes while
 /// they hold at most this much (pool_core_slow.cpp says why).
 inline constexpr std::size_t kKeptSmallCacheBytes = std::size_t{4} << 20;
@@ -184,14 +195,31 @@ class PoolCore {
   /// fences where frees are not yet covered by one.
   void harvest_streams(StreamState* except) noexcept;
   Block* take_with_wait(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
-  cudaError_t grow(std::size_t size, std::size_t need, StreamState* state, Block** out) noexcept;
-  /// Backs the first `need` bytes of `block` (carved, not yet handed out):
-  /// free physical chunks moved under it first (remap_), new chunks for the
-  /// rest, safe free memory released if the device is full. On failure the
-  /// moved chunks are moved back where they were (a chunk that cannot be is
-  /// left as backed free memory of the block, or released) and nothing new
-  /// is created.
-  cudaError_t back_block(Block* block, std::size_t need) noexcept;
+  cudaError_t grow(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream, Block** out) noexcept;
+  /// Backs the first `need` bytes of `block` (carved, not yet handed out for
+  /// `state`'s `stream`): beyond the growth budget, from free memory first
+  /// (cover_from_free_memory); new chunks for the rest, safe free memory
+  /// released if the device is full. On failure the moved chunks are moved
+  /// back where they were (a chunk that cannot be is left as backed free
+  /// memory of the block, or released) and nothing new is created.
+  cudaError_t back_block(Block* block, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
+  /// Synchronizes `stream` (the caller's own, so its handle is valid), after
+  /// which every free made on it before the call is complete: its pending
+  /// ranges go, and the chunks under them may be remapped. Called only where
+  /// the pool would otherwise create memory beyond its growth budget, so a
+  /// program whose layout repeats pays it while its peak is being found,
+  /// not every step. The host waits while the stream's queued work drains
+  /// (the GPU keeps working; the host's lead is what is lost). Without it a single-stream program's remapping found
+  /// nothing to move on the GPU: its frees of the last millisecond were never
+  /// known complete when it grew (an LSTM's replay: 1.27x peak reserved over
+  /// live without, 1.06x with; docs/notes/2026-11-22-h100-held-out-traces.md).
+  void wait_for_own_frees(StreamState* state, cudaStream_t stream) noexcept;
+  /// Closes `s`'s open epoch if it holds frees; returns the last epoch that
+  /// a synchronize begun now completes. Takes s->lock.
+  std::uint64_t close_epoch(StreamState* s) noexcept;
+  /// After a synchronize: every epoch up to `cutoff` is complete; retires the
+  /// fences that covers. Returns the new safe epoch. Takes s->lock.
+  std::uint64_t mark_complete_through(StreamState* s, std::uint64_t cutoff) noexcept;
 
   // ---- remapping (pool_core_remap.cpp); heap_mutex_ held -----------------------
   struct ChunkMove {
@@ -204,6 +232,20 @@ class PoolCore {
   void remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::vector<ChunkMove>& moves) noexcept;
   /// Moves the chunks of `moves` back, last first (their old ranges are still free).
   void undo_moves(const std::vector<ChunkMove>& moves) noexcept;
+  /// Beyond the growth budget (remap_ only), so that backing [offset,
+  /// offset + need) does not raise reserved memory while free memory could
+  /// pay for it, in order of cost:
+  ///   1. free chunks whose frees are known complete are moved under it;
+  ///   2. if granules are still missing and the stream's own pending frees
+  ///      may hold chunks, wait_for_own_frees, and move again;
+  ///   3. if granules are still missing (the free chunks left are larger
+  ///      than the gaps, or pinned), safe free chunks of at least that size
+  ///      are released, so the chunks created for the gaps replace them.
+  /// Without step 3 every pass of a program whose steps vary (an LSTM over
+  /// varying lengths) created a few small chunks that no free one could
+  /// fill, and reserved memory crept up pass after pass (1.026x to 1.055x).
+  void cover_from_free_memory(std::size_t offset, std::size_t need, StreamState* state, cudaStream_t stream,
+                              std::vector<ChunkMove>& moves) noexcept;
   /// Whether backing [offset, offset + need) with new physical memory keeps
   /// reserved memory within the growth budget: the peak of live bytes so far
   /// (this request included) plus 1/kGrowthSlackDivisor of it and a granule.
@@ -223,8 +265,13 @@ class PoolCore {
   static FreeRange range_of(const Block* block) noexcept { return FreeRange{block->offset, block->size}; }
 
   // ---- release (pool_core_release.cpp); heap_mutex_ held ---------------------
-  /// Releases safe free physical memory until at most `keep` stays backed.
-  std::size_t release_free_memory(std::size_t keep) noexcept;
+  /// Releases safe free physical memory until at most `keep` stays backed
+  /// (with `may_cross`, the last chunk released may take it below `keep`;
+  /// without, such a chunk is kept). Returns the bytes released.
+  std::size_t release_free_memory(std::size_t keep, bool may_cross = false) noexcept;
+  /// Releases safe free chunks until at least `bytes` are gone, or none is
+  /// left: whole chunks, so possibly more. Returns the bytes released.
+  std::size_t release_at_least(std::size_t bytes) noexcept;
 
   std::uint64_t activity_seen_ = ~std::uint64_t{0};  ///< release worker only
 
@@ -271,6 +318,7 @@ class PoolCore {
   std::uint64_t cross_stream_waits_ = 0;
   std::atomic<std::uint64_t> events_recorded_{0};
   std::uint64_t device_synchronizes_ = 0;
+  std::uint64_t remap_waits_ = 0;  ///< wait_for_own_frees calls that synchronized
   std::atomic<std::uint64_t> used_high_sampled_{0};
 };
 

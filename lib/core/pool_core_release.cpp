@@ -3,15 +3,20 @@
 
 namespace sova::detail {
 
-std::size_t PoolCore::release_free_memory(std::size_t keep) noexcept {
+std::size_t PoolCore::release_free_memory(std::size_t keep, bool may_cross) noexcept {
   // Largest free blocks first: they hold whole chunks most often.
   std::size_t released = 0;
   // A block with a pending free in it waits: work may still read its chunks.
   for (auto it = free_.rbegin(); it != free_.rend() && arena_.backed_bytes() > keep; ++it) {
     if (pending_elsewhere(nullptr, (*it)->offset, (*it)->size)) continue;
-    released += arena_.release_within((*it)->offset, (*it)->size, keep);
+    released += arena_.release_within((*it)->offset, (*it)->size, keep, may_cross);
   }
   return released;
+}
+
+std::size_t PoolCore::release_at_least(std::size_t bytes) noexcept {
+  const std::size_t backed = arena_.backed_bytes();
+  return release_free_memory(backed > bytes ? backed - bytes : 0, /*may_cross=*/true);
 }
 
 cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {

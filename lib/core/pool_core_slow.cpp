@@ -42,7 +42,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
       waited = true;
     }
     if (block == nullptr) {
-      const cudaError_t error = grow(size, need, state, &block);
+      const cudaError_t error = grow(size, need, state, stream, &block);
       if (error != cudaSuccess && error != cudaErrorMemoryAllocation) {
         ++failed_allocations_;
         return error;
@@ -120,6 +120,13 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, Cach
     take_from_cache(state, safe_epoch, block);
   }
   drop_complete_pending(state, safe_epoch);
+}
+
+void PoolCore::wait_for_own_frees(StreamState* state, cudaStream_t stream) noexcept {
+  const std::uint64_t cutoff = close_epoch(state);
+  if (driver_.stream_synchronize(state->is_legacy ? cudaStreamLegacy : stream) != cudaSuccess) return;
+  ++remap_waits_;
+  drop_complete_pending(state, mark_complete_through(state, cutoff));
 }
 
 void PoolCore::harvest_streams(StreamState* except) noexcept {
@@ -221,11 +228,12 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
   return nullptr;
 }
 
-cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* state, Block** out) noexcept {
+cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream,
+                           Block** out) noexcept {
   const Fit fit = best_fit(state, size);
   Block* block = fit.block != nullptr ? carve(fit, size) : nullptr;
   if (block == nullptr) return cudaErrorMemoryAllocation;
-  const cudaError_t error = back_block(block, need);
+  const cudaError_t error = back_block(block, need, state, stream);
   if (error != cudaSuccess) {
     insert_free(block);
     return error;
@@ -234,18 +242,16 @@ cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* stat
   return cudaSuccess;
 }
 
-cudaError_t PoolCore::back_block(Block* block, std::size_t need) noexcept {
+cudaError_t PoolCore::back_block(Block* block, std::size_t need, StreamState* state, cudaStream_t stream) noexcept {
   std::vector<ChunkMove> moves;
-  if (remap_ && !within_growth_budget(block->offset, need)) remap_free_chunks_into(block->offset, need, moves);
+  if (remap_ && !within_growth_budget(block->offset, need)) {
+    cover_from_free_memory(block->offset, need, state, stream, moves);
+  }
   cudaError_t error = arena_.commit(block->offset, need);
   if (error == cudaErrorMemoryAllocation) {
-    // Step 6: make room by releasing free physical memory that is safe.
-    const std::size_t granularity = arena_.granularity();
-    const std::size_t span = (block->offset + need + granularity - 1) / granularity * granularity -
-                             block->offset / granularity * granularity;
-    const std::size_t missing = span - arena_.backed_bytes_in(block->offset, need);
-    const std::size_t backed = arena_.backed_bytes();
-    if (release_free_memory(backed > missing ? backed - missing : 0) != 0) {
+    // Step 6: make room by releasing free physical memory that is safe
+    // (whole chunks: a larger free chunk makes room for a smaller gap).
+    if (release_at_least(arena_.unbacked_bytes_in(block->offset, need)) != 0) {
       error = arena_.commit(block->offset, need);
     }
   }
@@ -253,6 +259,18 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need) noexcept {
   // range that a later, smaller request cannot use whole.
   if (error != cudaSuccess) undo_moves(moves);
   return error;
+}
+
+void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, StreamState* state,
+                                      cudaStream_t stream, std::vector<ChunkMove>& moves) noexcept {
+  remap_free_chunks_into(offset, need, moves);
+  if (arena_.unbacked_bytes_in(offset, need) != 0 && state->pending.bytes() >= arena_.granularity()) {
+    wait_for_own_frees(state, stream);
+    remap_free_chunks_into(offset, need, moves);
+  }
+  if (const std::size_t missing = arena_.unbacked_bytes_in(offset, need); missing != 0) {
+    release_at_least(missing);
+  }
 }
 
 bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexcept {
@@ -293,34 +311,34 @@ void PoolCore::synchronize_everything() noexcept {
   }
   // Close every stream's epoch first: frees stamped before the synchronize
   // began are complete once it returns; later ones are not.
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    StreamState* s = streams[i];
-    s->lock.lock();
-    if (s->open_epoch_has_frees) {
-      cutoffs[i] = s->epoch++;  // frees from now on get the next epoch
-      s->open_epoch_has_frees = false;
-    } else {
-      // No free in the open epoch: it must stay open (frees made during or
-      // after the synchronize will be stamped with it), so only the epochs
-      // before it are complete.
-      cutoffs[i] = s->epoch - 1;
-    }
-    s->lock.unlock();
-  }
+  for (std::size_t i = 0; i < streams.size(); ++i) cutoffs[i] = close_epoch(streams[i]);
   if (driver_.device_synchronize(device_) != cudaSuccess) return;
   ++device_synchronizes_;
   for (StreamState* s : streams) s->frozen.store(false, std::memory_order_relaxed);
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    StreamState* s = streams[i];
-    s->lock.lock();
-    if (cutoffs[i] > s->safe_epoch) s->safe_epoch = cutoffs[i];
-    while (!s->fences.empty() && s->fences.front().epoch <= s->safe_epoch) {
-      return_event(s->fences.front().event);
-      s->fences.pop_front();
-    }
-    s->lock.unlock();
-  }
+  for (std::size_t i = 0; i < streams.size(); ++i) mark_complete_through(streams[i], cutoffs[i]);
   harvest_streams(nullptr);
+}
+
+std::uint64_t PoolCore::close_epoch(StreamState* s) noexcept {
+  std::lock_guard<SpinLock> lock(s->lock);
+  if (!s->open_epoch_has_frees) {
+    // No free in the open epoch: it must stay open (frees made during or
+    // after the synchronize will be stamped with it), so only the epochs
+    // before it are complete.
+    return s->epoch - 1;
+  }
+  s->open_epoch_has_frees = false;
+  return s->epoch++;  // frees from now on get the next epoch
+}
+
+std::uint64_t PoolCore::mark_complete_through(StreamState* s, std::uint64_t cutoff) noexcept {
+  std::lock_guard<SpinLock> lock(s->lock);
+  if (cutoff > s->safe_epoch) s->safe_epoch = cutoff;
+  while (!s->fences.empty() && s->fences.front().epoch <= s->safe_epoch) {
+    return_event(s->fences.front().event);
+    s->fences.pop_front();
+  }
+  return s->safe_epoch;
 }
 
 void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept {

@@ -34,6 +34,7 @@ PoolStats PoolCore::stats() {
   s.cross_stream_reuses = cross_stream_reuses_;
   s.cross_stream_waits = cross_stream_waits_;
   s.device_synchronizes = device_synchronizes_;
+  s.remap_waits = remap_waits_;
   s.events_recorded = events_recorded_.load(std::memory_order_relaxed);
   std::int64_t used = 0;
   std::int64_t live_blocks = 0;

@@ -5,6 +5,7 @@
 #include "conformance/pool_fixture.hpp"
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 
@@ -120,4 +121,52 @@ TEST_CASE("under a size limit, remapping makes a request fit; beyond it, out of 
   pool.deallocate(big, s);
   scattered.free_live(pool, s);
   device.synchronize(s);
+}
+
+TEST_CASE("the allocating stream's own recent frees are waited for, then remapped", "[conformance][remap]") {
+  // Frees made a moment ago on a busy stream: no fence the pool recorded
+  // covers them, so their chunks cannot move yet. Beyond the growth budget
+  // the pool synchronizes the allocating stream once (PoolStats::remap_waits)
+  // and moves them, rather than create 8 MiB more. The freed blocks are still
+  // read by the stream after its busy spell: moving their chunks before that
+  // ran would fault on the GPU and count mismatches on the simulation.
+  TestDevice& device = test_device();
+  for (const bool remap : {true, false}) {
+    INFO("remap " << remap);
+    device.reset_mismatches();
+    Pool pool(remap_options(device, remap));
+    ScopedStream s(device);
+    std::array<void*, 8> blocks{};
+    for (std::size_t i = 0; i < blocks.size(); ++i) {
+      blocks[i] = pool.allocate(2 * kMiB, s);
+      device.fill(blocks[i], 2 * kMiB, 0x5E770000u + static_cast<std::uint32_t>(i), s);
+    }
+    device.busy(s, std::chrono::milliseconds(20));
+    for (std::size_t i = 0; i < blocks.size(); i += 2) {
+      device.expect(blocks[i], 2 * kMiB, 0x5E770000u + static_cast<std::uint32_t>(i), s);
+      pool.deallocate(blocks[i], s);
+    }
+
+    void* big = pool.allocate(8 * kMiB, s);
+    const PoolStats stats = pool.stats();
+    if (remap) {
+      CHECK(stats.remap_waits == 1);
+      CHECK(stats.chunks_remapped == 4);
+      CHECK(stats.reserved_current == 16 * kMiB);
+    } else {
+      CHECK(stats.remap_waits == 0);  // nothing to gain by waiting
+      CHECK(stats.reserved_current == 24 * kMiB);
+    }
+    device.fill(big, 8 * kMiB, 0xB16B16u, s);
+    device.expect(big, 8 * kMiB, 0xB16B16u, s);
+    for (std::size_t i = 1; i < blocks.size(); i += 2) {
+      device.expect(blocks[i], 2 * kMiB, 0x5E770000u + static_cast<std::uint32_t>(i), s);
+    }
+    device.synchronize(s);
+    CHECK(device.mismatches() == 0);
+    pool.check_invariants();
+    pool.deallocate(big, s);
+    for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+    device.synchronize(s);
+  }
 }

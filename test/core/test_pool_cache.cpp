@@ -72,3 +72,40 @@ TEST_CASE("a miss coalesces the stream's cached blocks but the small ones of rec
   sim.stream_synchronize(s);
   sim.destroy_stream(s);
 }
+
+TEST_CASE("blocks above 4 MiB are placed by best fit, not taken last-freed-first from the cache",
+          "[core][cache]") {
+  // Two 8 MiB blocks side by side, freed low then high. The cache would hand
+  // the high one back (freed last); the heap coalesces both and places the
+  // request at the start of the range, where a pass that began from nothing
+  // placed it: layouts of repeated steps stay alike (kLargestCachedBlock).
+  // 4 MiB and less still come from the cache.
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));
+  const cudaStream_t s = sim.create_stream();
+  const std::size_t mib = std::size_t{1} << 20;
+  for (const std::size_t bytes : {8 * mib, 4 * mib}) {
+    INFO("bytes " << bytes);
+    void* low = pool.allocate(bytes, s);
+    void* high = pool.allocate(bytes, s);
+    void* pin = pool.allocate(bytes, s);  // keeps the pair from joining the free tail
+    REQUIRE(static_cast<char*>(high) == static_cast<char*>(low) + bytes);
+    pool.deallocate(low, s);
+    pool.deallocate(high, s);
+    const PoolStats before = pool.stats();
+    void* again = pool.allocate(bytes, s);
+    const PoolStats after = pool.stats();
+    if (bytes > 4 * mib) {
+      CHECK(again == low);
+      CHECK(after.fast_path_hits == before.fast_path_hits);
+    } else {
+      CHECK(again == high);
+      CHECK(after.fast_path_hits == before.fast_path_hits + 1);
+    }
+    pool.deallocate(again, s);
+    pool.deallocate(pin, s);
+    pool.check_invariants();
+  }
+  sim.stream_synchronize(s);
+  sim.destroy_stream(s);
+}
