@@ -141,6 +141,20 @@ void Arena::destroy_chunk(std::int32_t slot) noexcept {
   free_chunk_slots_.push_back(slot);  // capacity never shrinks below chunks_.size(): no throw
 }
 
+std::size_t Arena::release_chunk(std::int32_t slot) noexcept {
+  const std::size_t bytes = chunks_[slot].granules * granularity_;
+  destroy_chunk(slot);
+  return bytes;
+}
+
+std::size_t Arena::chunks_to_create(std::size_t offset, std::size_t bytes) const {
+  std::size_t chunks = 0;
+  for (const auto& [granule, count] : unbacked_runs(offset, bytes)) {
+    chunks += max_chunk_granules_ == 0 ? 1 : (count + max_chunk_granules_ - 1) / max_chunk_granules_;
+  }
+  return chunks;
+}
+
 cudaError_t Arena::commit(std::size_t offset, std::size_t bytes) noexcept {
   if (bytes == 0) return cudaSuccess;
   if (offset > size_ || bytes > size_ - offset) return cudaErrorInvalidValue;

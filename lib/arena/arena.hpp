@@ -76,6 +76,11 @@ class Arena {
   /// unbacked). Either way nothing is left mapped at the new place, and the
   /// driver's error is returned.
   cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access = true) noexcept;
+  /// Unmaps and releases chunk `slot` (a ChunkRef's). The caller guarantees
+  /// no pending work touches it. Returns its bytes.
+  std::size_t release_chunk(std::int32_t slot) noexcept;
+  /// How many chunks commit() would create to back [offset, offset + bytes).
+  std::size_t chunks_to_create(std::size_t offset, std::size_t bytes) const;
   /// Sets the owner's and the peers' access over granules that are all
   /// mapped (one driver call for any number of chunks).
   cudaError_t grant_access(std::size_t first_granule, std::size_t granules) noexcept;

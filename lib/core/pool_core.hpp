@@ -68,6 +68,26 @@ inline constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 /// block's kernels take far longer than the slow path's microsecond.
 inline constexpr std::size_t kLargestCachedBlock = std::size_t{4} << 20;
 
+/// Remapping for one block moves at most kRemapMovesPerCreate chunks per chunk
+/// that creating its missing granules would take, plus kRemapMovesExtra: a
+/// move costs about what a create does (an unmap and a map against a create
+/// and a map; docs/policies.md), so this bounds remapping's time to a small
+/// multiple of growth's. Without a bound, random sizes up to 256 MiB moved ten
+/// chunks per allocation, mostly small ones, and ran 250x slower
+/// (docs/notes/2026-11-22-h100-held-out-traces.md).
+inline constexpr std::size_t kRemapMovesPerCreate = 2;
+inline constexpr std::size_t kRemapMovesExtra = 2;
+
+/// And over time: remapping's driver work (a chunk moved, a stream waited
+/// for, a chunk released for a gap: one unit each, ~25-60 us on the H100) is
+/// paid from a credit that grows by one unit per kMissesPerRemapUnit slow-path
+/// allocations, up to kRemapCreditUnits (the pool starts with it full).
+/// Training steps that vary spend a fraction of it (0.1 unit per miss on the
+/// LSTM trace); allocations of random sizes that are always beyond the budget
+/// would otherwise spend several units on every one.
+inline constexpr std::uint64_t kMissesPerRemapUnit = 4;
+inline constexpr std::uint64_t kRemapCreditUnits = 256;
+
 /// A miss keeps the stream's cached small blocks of recurring sizes while
 /// they hold at most this much (pool_core_slow.cpp says why).
 inline constexpr std::size_t kKeptSmallCacheBytes = std::size_t{4} << 20;
@@ -229,7 +249,16 @@ class PoolCore {
   /// Moves whole chunks lying in safe free blocks under the unbacked granules
   /// of [offset, offset + bytes), largest first where they fit, and appends
   /// each move to `moves`. Best effort.
-  void remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::vector<ChunkMove>& moves) noexcept;
+  void remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
+                              std::vector<ChunkMove>& moves) noexcept;
+  /// The chunks lying wholly inside free blocks that no pending free
+  /// overlaps: what may move or be released. Throws std::bad_alloc.
+  std::vector<Arena::ChunkRef> safe_free_chunks();
+  /// Releases safe free chunks, at most `max_chunks`, so that `missing`
+  /// bytes can be created without reserved memory growing: the smallest
+  /// chunk that covers them, else the largest until they are covered.
+  /// Returns the chunks released.
+  std::size_t release_for_gap(std::size_t missing, std::size_t max_chunks) noexcept;
   /// Moves the chunks of `moves` back, last first (their old ranges are still free).
   void undo_moves(const std::vector<ChunkMove>& moves) noexcept;
   /// Beyond the growth budget (remap_ only), so that backing [offset,
@@ -319,6 +348,13 @@ class PoolCore {
   std::atomic<std::uint64_t> events_recorded_{0};
   std::uint64_t device_synchronizes_ = 0;
   std::uint64_t remap_waits_ = 0;  ///< wait_for_own_frees calls that synchronized
+  /// Remapping credit in 1/kMissesPerRemapUnit units (kMissesPerRemapUnit says why).
+  std::uint64_t remap_credit_ = kRemapCreditUnits * kMissesPerRemapUnit;
+  std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kMissesPerRemapUnit); }
+  void spend_remap_units(std::size_t units) noexcept {
+    const std::uint64_t cost = std::uint64_t{units} * kMissesPerRemapUnit;
+    remap_credit_ = cost < remap_credit_ ? remap_credit_ - cost : 0;
+  }
   std::atomic<std::uint64_t> used_high_sampled_{0};
 };
 

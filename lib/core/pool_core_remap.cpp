@@ -14,18 +14,24 @@
 
 namespace sova::detail {
 
-void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes,
+std::vector<Arena::ChunkRef> PoolCore::safe_free_chunks() {
+  std::vector<Arena::ChunkRef> chunks;
+  for (const Block* free_block : free_) {
+    // Not from a block with a pending free in it: work may still read its chunks.
+    if (pending_elsewhere(nullptr, free_block->offset, free_block->size)) continue;
+    arena_.chunks_within(free_block->offset, free_block->size, chunks);
+  }
+  return chunks;
+}
+
+void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
                                       std::vector<ChunkMove>& moves) noexcept {
   try {
     std::vector<std::pair<std::size_t, std::size_t>> runs = arena_.unbacked_runs(offset, bytes);
     if (runs.empty()) return;
-    std::vector<Arena::ChunkRef> donors;
-    for (const Block* free_block : free_) {
-      // Not from a block with a pending free in it: work may still read its chunks.
-      if (pending_elsewhere(nullptr, free_block->offset, free_block->size)) continue;
-      arena_.chunks_within(free_block->offset, free_block->size, donors);
-    }
+    std::vector<Arena::ChunkRef> donors = safe_free_chunks();
     if (donors.empty()) return;
+    const std::size_t moves_limit = moves.size() + max_moves;
     // Largest first: fewest moves, and small chunks left for the gaps.
     std::sort(donors.begin(), donors.end(), [](const Arena::ChunkRef& a, const Arena::ChunkRef& b) {
       return a.granules != b.granules ? a.granules > b.granules : a.first_granule < b.first_granule;
@@ -38,7 +44,7 @@ void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes,
       const std::size_t run_start = granule;
       const std::size_t moves_before = moves.size();
       // Donors are sorted by size: skip those too large for what is left.
-      for (std::size_t i = next_donor; i < donors.size() && count != 0; ++i) {
+      for (std::size_t i = next_donor; i < donors.size() && count != 0 && moves.size() < moves_limit; ++i) {
         Arena::ChunkRef& donor = donors[i];
         if (donor.slot < 0 || donor.granules > count) continue;
         const std::int32_t slot = donor.slot;
@@ -60,6 +66,37 @@ void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes,
     // Remapping is an optimisation: without host memory for its lists the
     // block is backed with new chunks instead.
   }
+}
+
+std::size_t PoolCore::release_for_gap(std::size_t missing, std::size_t max_chunks) noexcept {
+  if (max_chunks == 0) return 0;
+  std::vector<Arena::ChunkRef> chunks;
+  try {
+    chunks = safe_free_chunks();
+  } catch (const std::bad_alloc&) {
+    return 0;  // an optimisation: the gap is created instead
+  }
+  const std::size_t granularity = arena_.granularity();
+  std::sort(chunks.begin(), chunks.end(),
+            [](const Arena::ChunkRef& a, const Arena::ChunkRef& b) { return a.granules < b.granules; });
+  // The smallest chunk that covers the gap alone: releasing a larger one
+  // would trade a big chunk for small ones, and chunks that only get smaller
+  // make every later remap move more of them.
+  const auto covering = std::find_if(chunks.begin(), chunks.end(), [&](const Arena::ChunkRef& c) {
+    return c.granules * granularity >= missing;
+  });
+  if (covering != chunks.end()) {
+    arena_.release_chunk(covering->slot);
+    return 1;
+  }
+  // None does alone: the largest first, until the gap is covered.
+  std::size_t released_bytes = 0;
+  std::size_t released = 0;
+  for (auto it = chunks.rbegin(); it != chunks.rend() && released_bytes < missing && released < max_chunks; ++it) {
+    released_bytes += arena_.release_chunk(it->slot);
+    ++released;
+  }
+  return released;
 }
 
 void PoolCore::undo_moves(const std::vector<ChunkMove>& moves) noexcept {

@@ -27,6 +27,7 @@ Block* detach(SizeBins& cache, Predicate complete) {
 cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                                     StreamState* state, cudaStream_t stream) noexcept {
   std::lock_guard<std::mutex> lock(heap_mutex_);
+  if (remap_credit_ < kRemapCreditUnits * kMissesPerRemapUnit) ++remap_credit_;
   for (int attempt = 0; attempt < 2; ++attempt) {
     Block* block = find_without_growth(size, need, state, stream);
     // Internal dependencies come after growth: a wait ties this stream to
@@ -263,13 +264,28 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need, StreamState* st
 
 void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, StreamState* state,
                                       cudaStream_t stream, std::vector<ChunkMove>& moves) noexcept {
-  remap_free_chunks_into(offset, need, moves);
-  if (arena_.unbacked_bytes_in(offset, need) != 0 && state->pending.bytes() >= arena_.granularity()) {
+  std::size_t max_moves = 0;
+  try {
+    max_moves = kRemapMovesPerCreate * arena_.chunks_to_create(offset, need) + kRemapMovesExtra;
+  } catch (const std::bad_alloc&) {
+    return;  // no host memory for the lists either: the block is created
+  }
+  auto move_free_chunks = [&] {
+    const std::size_t before = moves.size();
+    remap_free_chunks_into(offset, need, std::min(max_moves, remap_units_left()), moves);
+    const std::size_t moved = moves.size() - before;
+    max_moves -= moved;
+    spend_remap_units(moved);
+  };
+  move_free_chunks();
+  if (arena_.unbacked_bytes_in(offset, need) != 0 && max_moves != 0 && remap_units_left() > 1 &&
+      state->pending.bytes() >= arena_.granularity()) {
+    spend_remap_units(1);
     wait_for_own_frees(state, stream);
-    remap_free_chunks_into(offset, need, moves);
+    move_free_chunks();
   }
   if (const std::size_t missing = arena_.unbacked_bytes_in(offset, need); missing != 0) {
-    release_at_least(missing);
+    spend_remap_units(release_for_gap(missing, remap_units_left()));
   }
 }
 
