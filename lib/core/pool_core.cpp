@@ -144,10 +144,14 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   }
 
   // Fast path: a block of exactly this size freed earlier on this stream
-  // (large blocks: the heap's best fit, kLargestCachedBlock says why).
+  // (above kLargestCachedBlock, only the block this stream freed last).
   state->lock.lock();
   if (state->fence_requested.load(std::memory_order_relaxed)) record_fence_locked(state, stream);
-  Block* block = size <= kLargestCachedBlock ? state->cache.pop(size) : nullptr;
+  Block* block = state->cache.pop(size);
+  if (block != nullptr && size > kLargestCachedBlock && block != state->last_freed) {
+    state->cache.push(block);  // back on top, as it was: the heap's best fit places the request
+    block = nullptr;
+  }
   if (block != nullptr && block->backed < need) {
     state->cache.push(block);  // backed for a smaller request: the slow path backs the rest
     block = nullptr;
@@ -194,6 +198,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   block->epoch = state->epoch;
   state->open_epoch_has_frees = true;
   state->cache.push(block);
+  state->last_freed = block;
   StreamState::bump(state->live_bytes, -static_cast<std::int64_t>(block->requested));
   StreamState::bump(state->live_blocks, -1);
   StreamState::bump(state->deallocations);

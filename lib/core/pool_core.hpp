@@ -57,15 +57,16 @@ inline constexpr int kPendingSkips = 4;
 /// event per free or per miss (0.4 us each on H100, docs/notes).
 inline constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 
-/// The fast path serves blocks of at most this size from the stream's cache;
-/// larger ones are placed by the heap's best fit every time (the slow path,
-/// which flushes the cache first, so a block freed a moment ago is found
-/// there, coalesced). A cached large block reused last-freed-first is a
-/// perfect size match, but it sits wherever an earlier pass left it, and the
-/// layouts of repeated steps drifted apart: a U-Net's replay went from 1.04x
-/// to 1.11x peak reserved over live by its third pass, a GPT's stayed 0.005
-/// above best fit's (docs/notes/2026-11-22-h100-held-out-traces.md). A large
-/// block's kernels take far longer than the slow path's microsecond.
+/// The fast path serves blocks of at most this size from the stream's cache
+/// by exact size; a larger block only when it is the one this stream freed
+/// last (a loop that frees and reallocates one buffer stays on the fast
+/// path). Any other large request is placed by the heap's best fit (the slow
+/// path, which flushes the cache first, so the blocks freed a moment ago are
+/// found there, coalesced). A cached large block reused last-freed-first is a
+/// perfect size match, but it sits wherever an earlier step or pass left it,
+/// and the layouts of repeated steps drifted apart: a U-Net's replay went from
+/// 1.04x to 1.11x peak reserved over live by its third pass, a GPT's stayed
+/// at 1.018x where this gives 1.008x (docs/notes/2026-11-22-h100-held-out-traces.md).
 inline constexpr std::size_t kLargestCachedBlock = std::size_t{4} << 20;
 
 /// Remapping for one block moves at most kRemapMovesPerCreate chunks per chunk

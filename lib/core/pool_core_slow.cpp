@@ -278,11 +278,14 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
     spend_remap_units(moved);
   };
   move_free_chunks();
-  if (arena_.unbacked_bytes_in(offset, need) != 0 && max_moves != 0 && remap_units_left() > 1 &&
+  // The wait helps step 3 too (released chunks must be safe), so it does not
+  // depend on moves being left: without it, a block that had used its moves
+  // found every other free chunk under its own stream's recent frees and grew.
+  if (arena_.unbacked_bytes_in(offset, need) != 0 && remap_units_left() > 1 &&
       state->pending.bytes() >= arena_.granularity()) {
     spend_remap_units(1);
     wait_for_own_frees(state, stream);
-    move_free_chunks();
+    if (max_moves != 0) move_free_chunks();
   }
   if (const std::size_t missing = arena_.unbacked_bytes_in(offset, need); missing != 0) {
     spend_remap_units(release_for_gap(missing, remap_units_left()));

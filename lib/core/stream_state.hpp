@@ -41,6 +41,9 @@ struct StreamState {
 
   // ---- guarded by `lock` --------------------------------------------------
   SpinLock lock;
+  /// The block this stream's last free cached (compared, never dereferenced,
+  /// by the fast path: kLargestCachedBlock). Guarded by `lock`.
+  const Block* last_freed = nullptr;
   SizeBins cache;
   std::uint64_t epoch = 1;       ///< stamped on frees now
   std::uint64_t safe_epoch = 0;  ///< frees stamped <= this are known complete

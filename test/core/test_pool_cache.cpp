@@ -73,13 +73,14 @@ TEST_CASE("a miss coalesces the stream's cached blocks but the small ones of rec
   sim.destroy_stream(s);
 }
 
-TEST_CASE("blocks above 4 MiB are placed by best fit, not taken last-freed-first from the cache",
+TEST_CASE("blocks above 4 MiB come from the cache only as the stream's last free; else best fit places them",
           "[core][cache]") {
-  // Two 8 MiB blocks side by side, freed low then high. The cache would hand
-  // the high one back (freed last); the heap coalesces both and places the
-  // request at the start of the range, where a pass that began from nothing
-  // placed it: layouts of repeated steps stay alike (kLargestCachedBlock).
-  // 4 MiB and less still come from the cache.
+  // Two 8 MiB blocks side by side, freed low then high, then another block.
+  // The cache would hand the high one back (the latest of that size); the
+  // heap coalesces both and places the request at the start of the range,
+  // where a pass that began from nothing placed it: layouts of repeated steps
+  // stay alike (kLargestCachedBlock). A block freed and asked for again at
+  // once stays on the fast path. 4 MiB and less: the cache, last-freed-first.
   SimDriver sim(small_sim());
   Pool pool(options_on(sim));
   const cudaStream_t s = sim.create_stream();
@@ -89,12 +90,14 @@ TEST_CASE("blocks above 4 MiB are placed by best fit, not taken last-freed-first
     void* low = pool.allocate(bytes, s);
     void* high = pool.allocate(bytes, s);
     void* pin = pool.allocate(bytes, s);  // keeps the pair from joining the free tail
+    void* other = pool.allocate(2 * bytes, s);
     REQUIRE(static_cast<char*>(high) == static_cast<char*>(low) + bytes);
     pool.deallocate(low, s);
     pool.deallocate(high, s);
-    const PoolStats before = pool.stats();
+    pool.deallocate(other, s);
+    PoolStats before = pool.stats();
     void* again = pool.allocate(bytes, s);
-    const PoolStats after = pool.stats();
+    PoolStats after = pool.stats();
     if (bytes > 4 * mib) {
       CHECK(again == low);
       CHECK(after.fast_path_hits == before.fast_path_hits);
@@ -102,7 +105,14 @@ TEST_CASE("blocks above 4 MiB are placed by best fit, not taken last-freed-first
       CHECK(again == high);
       CHECK(after.fast_path_hits == before.fast_path_hits + 1);
     }
+    // Freed and asked for at once: the same block, from the cache.
     pool.deallocate(again, s);
+    before = pool.stats();
+    void* same = pool.allocate(bytes, s);
+    after = pool.stats();
+    CHECK(same == again);
+    CHECK(after.fast_path_hits == before.fast_path_hits + 1);
+    pool.deallocate(same, s);
     pool.deallocate(pin, s);
     pool.check_invariants();
   }
