@@ -26,6 +26,7 @@ std::vector<Arena::ChunkRef> PoolCore::safe_free_chunks() {
 
 void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
                                       std::vector<ChunkMove>& moves) noexcept {
+  if (max_moves == 0) return;  // before the scans below, which cost more than the miss itself
   try {
     std::vector<std::pair<std::size_t, std::size_t>> runs = arena_.unbacked_runs(offset, bytes);
     if (runs.empty()) return;
