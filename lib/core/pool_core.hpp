@@ -80,21 +80,16 @@ inline constexpr std::size_t kRemapMovesPerCreate = 2;
 inline constexpr std::size_t kRemapMovesExtra = 2;
 
 /// And over time: remapping's driver work (a chunk moved, a stream waited
-/// for, a chunk released for a gap: one unit each, ~25-90 us on the H100) is
-/// paid from a credit that a miss adds to: a quarter of a unit when the
-/// stream has freed a block of that size before (steps that repeat), a
-/// sixteenth otherwise (sizes never seen again, where a tight peak does not
-/// stay tight anyway), up to kRemapCreditUnits (the pool starts with it
-/// full). Training steps that vary spend a fraction of it (0.1 unit per miss
-/// on the LSTM trace); random sizes, always beyond the budget, spent several
-/// units on every miss unbounded, and a quarter per miss still cost random
-/// sizes up to 64 MiB 3x cudaMallocAsync's time for 1% less memory. The bank
-/// covers a first pass: growing to the LSTM trace's peak spends ~220 units,
-/// and with 256 banked a pool that was trimmed and grew again (the benchmark
-/// between cases) ran dry in that pass and peaked at 1.08x instead of 1.026x.
-inline constexpr std::uint64_t kRemapCreditPerUnit = 16;     ///< credit is kept in 1/16 units
-inline constexpr std::uint64_t kRemapCreditRecurringMiss = 4;  ///< a quarter of a unit
-inline constexpr std::uint64_t kRemapCreditNewSizeMiss = 1;    ///< a sixteenth
+/// for, a chunk released for a gap: one unit each, ~25-60 us on the H100) is
+/// paid from a credit that grows by one unit per kMissesPerRemapUnit slow-path
+/// allocations, up to kRemapCreditUnits (the pool starts with it full).
+/// Training steps that vary spend a fraction of it (0.1 unit per miss on the
+/// LSTM trace); allocations of random sizes that are always beyond the budget
+/// would otherwise spend several units on every one. The bank covers a
+/// first pass: growing to the LSTM trace's peak spends ~220 units, and with
+/// 256 banked a pool that was trimmed and grew again (the benchmark between
+/// cases) ran dry in that pass and peaked at 1.08x instead of 1.026x.
+inline constexpr std::uint64_t kMissesPerRemapUnit = 4;
 inline constexpr std::uint64_t kRemapCreditUnits = 1024;
 
 /// A miss keeps the stream's cached small blocks of recurring sizes while
@@ -357,15 +352,11 @@ class PoolCore {
   std::atomic<std::uint64_t> events_recorded_{0};
   std::uint64_t device_synchronizes_ = 0;
   std::uint64_t remap_waits_ = 0;  ///< wait_for_own_frees calls that synchronized
-  /// Remapping credit in 1/kRemapCreditPerUnit units (kRemapCreditPerUnit says why).
-  std::uint64_t remap_credit_ = kRemapCreditUnits * kRemapCreditPerUnit;
-  std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kRemapCreditPerUnit); }
-  void earn_remap_credit(bool recurring_size) noexcept {
-    const std::uint64_t earned = recurring_size ? kRemapCreditRecurringMiss : kRemapCreditNewSizeMiss;
-    remap_credit_ = std::min(remap_credit_ + earned, kRemapCreditUnits * kRemapCreditPerUnit);
-  }
+  /// Remapping credit in 1/kMissesPerRemapUnit units (kMissesPerRemapUnit says why).
+  std::uint64_t remap_credit_ = kRemapCreditUnits * kMissesPerRemapUnit;
+  std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kMissesPerRemapUnit); }
   void spend_remap_units(std::size_t units) noexcept {
-    const std::uint64_t cost = std::uint64_t{units} * kRemapCreditPerUnit;
+    const std::uint64_t cost = std::uint64_t{units} * kMissesPerRemapUnit;
     remap_credit_ = cost < remap_credit_ ? remap_credit_ - cost : 0;
   }
   std::atomic<std::uint64_t> used_high_sampled_{0};

@@ -58,12 +58,8 @@ class SizeBins {
   /// Marks `size` as recurring when the stream has freed a block of that size
   /// before (its key is in the table): called when the slow path hands out a
   /// block of `size`. Sweeps may keep recurring sizes' lists (extract_if_not).
-  /// Returns whether it was (the size's key was in the table).
-  bool note_allocation(std::size_t size) noexcept {
-    Slot* slot = find(size);
-    if (slot == nullptr) return false;
-    slot->recurring = true;
-    return true;
+  void note_allocation(std::size_t size) noexcept {
+    if (Slot* slot = find(size)) slot->recurring = true;
   }
   /// Unlinks every block for which keep(block, recurring) is false and hands
   /// it to take(block); `recurring` says whether its size is marked recurring

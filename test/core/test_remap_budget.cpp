@@ -1,5 +1,5 @@
 // Remapping's driver work is bounded (pool_core.hpp, kRemapMovesPerCreate and
-// kRemapCreditPerUnit): allocations of random sizes, always beyond the growth
+// kMissesPerRemapUnit): allocations of random sizes, always beyond the growth
 // budget, may not turn every miss into many chunk moves.
 #include "core/pool_core.hpp"
 #include "core/sim_pool_fixture.hpp"
@@ -51,8 +51,7 @@ TEST_CASE("remapping under random sizes spends at most its credit", "[core][rema
   INFO("misses " << misses << ", moved " << stats.chunks_remapped << ", waits " << stats.remap_waits
                  << ", released " << stats.chunks_unmapped << ", peak overhead " << stats.peak_overhead());
   CHECK(stats.chunks_remapped > 0);  // it did remap: the bound is not met by doing nothing
-  // At most a quarter of a unit per miss (a sixteenth for sizes not seen before).
-  CHECK(work <= detail::kRemapCreditUnits + misses * detail::kRemapCreditRecurringMiss / detail::kRemapCreditPerUnit);
+  CHECK(work <= detail::kRemapCreditUnits + misses / detail::kMissesPerRemapUnit);
   pool.check_invariants();
   for (const auto& [ptr, bytes] : live) pool.deallocate(ptr, s);
   sim.stream_synchronize(s);
