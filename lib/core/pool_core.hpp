@@ -158,6 +158,12 @@ class PoolCore {
   /// synchronized): closes the open epoch and marks all safe,
   /// returning the fences' events. state->lock held.
   void mark_frees_complete_locked(StreamState* state) noexcept;
+  /// Closes `s`'s open epoch if it holds frees; returns the last epoch that
+  /// a synchronize begun now completes. s->lock held.
+  std::uint64_t close_epoch_locked(StreamState* s) noexcept;
+  /// After a synchronize: every epoch up to `cutoff` is complete; retires the
+  /// fences that covers. Returns the new safe epoch. s->lock held.
+  std::uint64_t mark_complete_through_locked(StreamState* s, std::uint64_t cutoff) noexcept;
   /// Polls `state`'s fences, advancing safe_epoch. state->lock held.
   void poll_fences_locked(StreamState* state) noexcept;
   EventHandle acquire_event() noexcept;
@@ -238,12 +244,6 @@ class PoolCore {
   /// known complete when it grew (an LSTM's replay: 1.27x peak reserved over
   /// live without, 1.06x with; docs/notes/2026-11-22-h100-held-out-traces.md).
   void wait_for_own_frees(StreamState* state, cudaStream_t stream) noexcept;
-  /// Closes `s`'s open epoch if it holds frees; returns the last epoch that
-  /// a synchronize begun now completes. Takes s->lock.
-  std::uint64_t close_epoch(StreamState* s) noexcept;
-  /// After a synchronize: every epoch up to `cutoff` is complete; retires the
-  /// fences that covers. Returns the new safe epoch. Takes s->lock.
-  std::uint64_t mark_complete_through(StreamState* s, std::uint64_t cutoff) noexcept;
 
   // ---- remapping (pool_core_remap.cpp); heap_mutex_ held -----------------------
   struct ChunkMove {

@@ -124,10 +124,15 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, Cach
 }
 
 void PoolCore::wait_for_own_frees(StreamState* state, cudaStream_t stream) noexcept {
-  const std::uint64_t cutoff = close_epoch(state);
+  state->lock.lock();
+  const std::uint64_t cutoff = close_epoch_locked(state);
+  state->lock.unlock();
   if (driver_.stream_synchronize(state->is_legacy ? cudaStreamLegacy : stream) != cudaSuccess) return;
   ++remap_waits_;
-  drop_complete_pending(state, mark_complete_through(state, cutoff));
+  state->lock.lock();
+  const std::uint64_t safe_epoch = mark_complete_through_locked(state, cutoff);
+  state->lock.unlock();
+  drop_complete_pending(state, safe_epoch);
 }
 
 void PoolCore::harvest_streams(StreamState* except) noexcept {
@@ -330,34 +335,18 @@ void PoolCore::synchronize_everything() noexcept {
   }
   // Close every stream's epoch first: frees stamped before the synchronize
   // began are complete once it returns; later ones are not.
-  for (std::size_t i = 0; i < streams.size(); ++i) cutoffs[i] = close_epoch(streams[i]);
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    std::lock_guard<SpinLock> lock(streams[i]->lock);
+    cutoffs[i] = close_epoch_locked(streams[i]);
+  }
   if (driver_.device_synchronize(device_) != cudaSuccess) return;
   ++device_synchronizes_;
   for (StreamState* s : streams) s->frozen.store(false, std::memory_order_relaxed);
-  for (std::size_t i = 0; i < streams.size(); ++i) mark_complete_through(streams[i], cutoffs[i]);
+  for (std::size_t i = 0; i < streams.size(); ++i) {
+    std::lock_guard<SpinLock> lock(streams[i]->lock);
+    mark_complete_through_locked(streams[i], cutoffs[i]);
+  }
   harvest_streams(nullptr);
-}
-
-std::uint64_t PoolCore::close_epoch(StreamState* s) noexcept {
-  std::lock_guard<SpinLock> lock(s->lock);
-  if (!s->open_epoch_has_frees) {
-    // No free in the open epoch: it must stay open (frees made during or
-    // after the synchronize will be stamped with it), so only the epochs
-    // before it are complete.
-    return s->epoch - 1;
-  }
-  s->open_epoch_has_frees = false;
-  return s->epoch++;  // frees from now on get the next epoch
-}
-
-std::uint64_t PoolCore::mark_complete_through(StreamState* s, std::uint64_t cutoff) noexcept {
-  std::lock_guard<SpinLock> lock(s->lock);
-  if (cutoff > s->safe_epoch) s->safe_epoch = cutoff;
-  while (!s->fences.empty() && s->fences.front().epoch <= s->safe_epoch) {
-    return_event(s->fences.front().event);
-    s->fences.pop_front();
-  }
-  return s->safe_epoch;
 }
 
 void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept {

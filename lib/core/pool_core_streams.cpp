@@ -176,16 +176,28 @@ cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
 }
 
 void PoolCore::mark_frees_complete_locked(StreamState* state) noexcept {
-  if (state->open_epoch_has_frees) {
-    ++state->epoch;  // frees from now on are not covered
-    state->open_epoch_has_frees = false;
-  }
-  state->safe_epoch = state->epoch - 1;
-  while (!state->fences.empty()) {  // all covered: their events are no longer needed
-    return_event(state->fences.front().event);
-    state->fences.pop_front();
-  }
+  mark_complete_through_locked(state, close_epoch_locked(state));
   state->fence_requested.store(false, std::memory_order_relaxed);
+}
+
+std::uint64_t PoolCore::close_epoch_locked(StreamState* s) noexcept {
+  if (!s->open_epoch_has_frees) {
+    // No free in the open epoch: it must stay open (frees made during or
+    // after a synchronize will be stamped with it), so only the epochs
+    // before it are complete.
+    return s->epoch - 1;
+  }
+  s->open_epoch_has_frees = false;
+  return s->epoch++;  // frees from now on get the next epoch
+}
+
+std::uint64_t PoolCore::mark_complete_through_locked(StreamState* s, std::uint64_t cutoff) noexcept {
+  if (cutoff > s->safe_epoch) s->safe_epoch = cutoff;
+  while (!s->fences.empty() && s->fences.front().epoch <= s->safe_epoch) {
+    return_event(s->fences.front().event);  // covered: its event is no longer needed
+    s->fences.pop_front();
+  }
+  return s->safe_epoch;
 }
 
 void PoolCore::poll_fences_locked(StreamState* state) noexcept {
