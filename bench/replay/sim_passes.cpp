@@ -102,8 +102,7 @@ int main(int argc, char** argv) {
     std::vector<cudaStream_t> streams;
     for (const std::uint64_t id : trace.streams) streams.push_back(id == 0 ? nullptr : sim.create_stream());
     std::vector<void*> slots(trace.slots, nullptr);
-    std::uint64_t unmapped_before = 0, waits_before = 0;
-    std::uint64_t mapped_before = 0, remapped_before = 0, hits_before = 0, allocations_before = 0;
+    sova::PoolStats before = pool.stats();  // counters at the start of the pass
     for (int pass = 0; pass < o.passes; ++pass) {
       for (const sova_bench::TraceOp& op : trace.ops) {
         cudaStream_t stream = streams[op.stream];
@@ -117,22 +116,17 @@ int main(int argc, char** argv) {
       }
       for (cudaStream_t s : streams) sim.stream_synchronize(s);
       const sova::PoolStats st = pool.stats();
+      auto in_pass = [](std::uint64_t now, std::uint64_t then) {
+        return static_cast<unsigned long long>(now - then);
+      };
       std::printf("pass %d: peak reserved %.0f MiB / trace peak %.0f MiB = %.3f; chunks created %llu, remapped %llu; "
                   "fast-path hits %llu of %llu allocations; released %llu, waits %llu\n",
                   pass, st.reserved_high / 1048576.0, trace.peak_requested / 1048576.0,
                   static_cast<double>(st.reserved_high) / static_cast<double>(trace.peak_requested),
-                  static_cast<unsigned long long>(st.chunks_mapped - mapped_before),
-                  static_cast<unsigned long long>(st.chunks_remapped - remapped_before),
-                  static_cast<unsigned long long>(st.fast_path_hits - hits_before),
-                  static_cast<unsigned long long>(st.allocations - allocations_before),
-                  static_cast<unsigned long long>(st.chunks_unmapped - unmapped_before),
-                  static_cast<unsigned long long>(st.remap_waits - waits_before));
-      unmapped_before = st.chunks_unmapped;
-      waits_before = st.remap_waits;
-      mapped_before = st.chunks_mapped;
-      hits_before = st.fast_path_hits;
-      allocations_before = st.allocations;
-      remapped_before = st.chunks_remapped;
+                  in_pass(st.chunks_mapped, before.chunks_mapped), in_pass(st.chunks_remapped, before.chunks_remapped),
+                  in_pass(st.fast_path_hits, before.fast_path_hits), in_pass(st.allocations, before.allocations),
+                  in_pass(st.chunks_unmapped, before.chunks_unmapped), in_pass(st.remap_waits, before.remap_waits));
+      before = st;
     }
     for (cudaStream_t s : streams) {
       if (s != nullptr) sim.destroy_stream(s);
