@@ -76,16 +76,21 @@ TOO_BIG = 16 << 20  # bytes: a trace larger than this is too big to bring back
 
 # ---- models (import torch lazily: the parent process does not need it) ------
 
-def build_nn():
-    """The model classes, made once torch is imported."""
+def build_transformer_block():
+    """The pre-norm transformer block (attention, then a GELU MLP) the GPT and
+    the ViT share, made once torch is imported. Causal attention for the GPT
+    (but for a single decoded token); every position sees every other for the
+    ViT. With a cache dict (decoding), keys and values grow by concatenation,
+    a new, slightly larger block per layer and token, as simple decoders do."""
     import torch
     from torch import nn
     from torch.nn import functional as F
 
     class Attention(nn.Module):
-        def __init__(self, d, heads):
+        def __init__(self, d, heads, causal):
             super().__init__()
             self.heads = heads
+            self.causal = causal
             self.qkv = nn.Linear(d, 3 * d)
             self.proj = nn.Linear(d, d)
 
@@ -94,20 +99,18 @@ def build_nn():
             q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2)
                        for z in self.qkv(x).split(d, dim=2))
             if cache is not None:
-                # Decoding: the cache grows by concatenation, a new, slightly
-                # larger block per layer and token, as simple decoders do.
                 if "k" in cache:
                     k = torch.cat([cache["k"], k], dim=2)
                     v = torch.cat([cache["v"], v], dim=2)
                 cache["k"], cache["v"] = k, v
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=self.causal and t > 1)
             return self.proj(y.transpose(1, 2).reshape(b, t, d))
 
     class Block(nn.Module):
-        def __init__(self, d, heads):
+        def __init__(self, d, heads, causal):
             super().__init__()
             self.ln1 = nn.LayerNorm(d)
-            self.attn = Attention(d, heads)
+            self.attn = Attention(d, heads, causal)
             self.ln2 = nn.LayerNorm(d)
             self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
 
@@ -115,12 +118,22 @@ def build_nn():
             x = x + self.attn(self.ln1(x), cache)
             return x + self.mlp(self.ln2(x))
 
+    return Block
+
+
+def build_nn():
+    """The model classes, made once torch is imported."""
+    import torch
+    from torch import nn
+    from torch.nn import functional as F
+    Block = build_transformer_block()
+
     class GPT(nn.Module):
         def __init__(self, vocab, d, heads, layers, max_len):
             super().__init__()
             self.tok = nn.Embedding(vocab, d)
             self.pos = nn.Embedding(max_len, d)
-            self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+            self.blocks = nn.ModuleList(Block(d, heads, causal=True) for _ in range(layers))
             self.ln = nn.LayerNorm(d)
             self.head = nn.Linear(d, vocab, bias=False)
 
@@ -205,32 +218,7 @@ def build_vit():
     """The ViT class, made once torch is imported."""
     import torch
     from torch import nn
-    from torch.nn import functional as F
-
-    class Attention(nn.Module):
-        def __init__(self, d, heads):
-            super().__init__()
-            self.heads = heads
-            self.qkv = nn.Linear(d, 3 * d)
-            self.proj = nn.Linear(d, d)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = self.qkv(x).view(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
-            y = F.scaled_dot_product_attention(q, k, v)  # not causal: every patch sees every other
-            return self.proj(y.transpose(1, 2).reshape(b, t, d))
-
-    class Block(nn.Module):
-        def __init__(self, d, heads):
-            super().__init__()
-            self.ln1 = nn.LayerNorm(d)
-            self.attn = Attention(d, heads)
-            self.ln2 = nn.LayerNorm(d)
-            self.mlp = nn.Sequential(nn.Linear(d, 4 * d), nn.GELU(), nn.Linear(4 * d, d))
-
-        def forward(self, x):
-            x = x + self.attn(self.ln1(x))
-            return x + self.mlp(self.ln2(x))
+    Block = build_transformer_block()
 
     class ViT(nn.Module):
         def __init__(self, size, patch, d, heads, layers, classes):
@@ -238,7 +226,7 @@ def build_vit():
             self.embed = nn.Conv2d(3, d, patch, patch)
             self.cls = nn.Parameter(torch.zeros(1, 1, d))
             self.pos = nn.Parameter(0.02 * torch.randn(1, (size // patch) ** 2 + 1, d))
-            self.blocks = nn.ModuleList(Block(d, heads) for _ in range(layers))
+            self.blocks = nn.ModuleList(Block(d, heads, causal=False) for _ in range(layers))
             self.ln = nn.LayerNorm(d)
             self.head = nn.Linear(d, classes)
 
