@@ -16,18 +16,12 @@ struct SharedPool {
   std::string error;
 };
 
-SharedPool make_warm_pool(sova::Driver& driver, bool check_streams = true,
-                          sova::Policy policy = sova::Policy::default_policy, bool remap = true,
-                          std::size_t max_chunk = sova::PoolOptions{}.max_chunk) {
+// `options` as given, but for its driver and release threshold.
+SharedPool make_warm_pool(sova::Driver& driver, sova::PoolOptions options = {}) {
   SharedPool shared;
   try {
-    sova::PoolOptions options;
     options.release_threshold = kKeepAll;
     options.driver = &driver;
-    options.check_streams = check_streams;
-    options.policy = policy;
-    options.remap = remap;
-    options.max_chunk = max_chunk;
     shared.pool = new sova::Pool(options);  // never deleted, see allocators.hpp
   } catch (const std::exception& e) {
     shared.error = e.what();
@@ -216,7 +210,7 @@ SovaPoolUnchecked::SovaPoolUnchecked() : SovaPool(NoPool{}) {
     why_not = "no GPU";
     return;
   }
-  static const SharedPool shared = make_warm_pool(sova::cuda_driver(), /*check_streams=*/false);
+  static const SharedPool shared = make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.check_streams = false});
   pool = shared.pool;
   why_not = shared.error;
 }
@@ -238,22 +232,22 @@ void use_variant(SovaPool& a, Make make) {
 }  // namespace
 
 SovaPoolSizeClasses::SovaPoolSizeClasses() : SovaPool(NoPool{}) {
-  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::size_classes); });
+  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::size_classes}); });
 }
 SovaPoolBuddy::SovaPoolBuddy() : SovaPool(NoPool{}) {
-  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::buddy); });
+  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::buddy}); });
 }
 SovaPoolBestFit::SovaPoolBestFit() : SovaPool(NoPool{}) {
-  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), true, sova::Policy::best_fit); });
+  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::best_fit}); });
 }
-SovaPoolGranuleChunks::SovaPoolGranuleChunks() : SovaPool(NoPool{}) {
+SovaPoolThorough::SovaPoolThorough() : SovaPool(NoPool{}) {
   use_variant(*this, [] {
-    return make_warm_pool(sova::cuda_driver(), true, sova::Policy::default_policy, true, std::size_t{2} << 20);
+    return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.remap_effort = sova::RemapEffort::thorough});
   });
 }
 SovaPoolNoRemap::SovaPoolNoRemap() : SovaPool(NoPool{}) {
   use_variant(*this, [] {
-    return make_warm_pool(sova::cuda_driver(), true, sova::Policy::default_policy, /*remap=*/false);
+    return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.remap = false});
   });
 }
 

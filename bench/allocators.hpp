@@ -180,11 +180,11 @@ struct SovaPoolBestFit : SovaPool {
   static constexpr const char* kName = "sova_best_fit";
   SovaPoolBestFit();
 };
-/// The default policy with one-granule chunks (PoolOptions::max_chunk = 2 MiB):
-/// every granule can be remapped or released on its own, at more driver calls.
-struct SovaPoolGranuleChunks : SovaPool {
-  static constexpr const char* kName = "sova_granule_chunks";
-  SovaPoolGranuleChunks();
+/// The default policy with RemapEffort::thorough: more chunk moves, smaller
+/// chunks, for less reserved memory where free memory lies in pieces.
+struct SovaPoolThorough : SovaPool {
+  static constexpr const char* kName = "sova_thorough";
+  SovaPoolThorough();
 };
 struct SovaPoolNoRemap : SovaPool {
   static constexpr const char* kName = "sova_pool_noremap";

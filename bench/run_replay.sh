@@ -51,7 +51,7 @@ if [ -n "${OUT:-}" ]; then
 fi
 
 set_common_args "$build/bench/sova_bench"
-sova_filter='^replay/[^/]+/(sova_pool|sova_pool_unchecked|sova_pool_noremap|sova_granule_chunks|sova_size_classes|sova_buddy|sova_best_fit|sova_capi|sova_capi_from_pool|sova_capi_unchecked|cudaMallocAsync_default)/'
+sova_filter='^replay/[^/]+/(sova_pool|sova_pool_unchecked|sova_pool_noremap|sova_thorough|sova_size_classes|sova_buddy|sova_best_fit|sova_capi|sova_capi_from_pool|sova_capi_unchecked|cudaMallocAsync_default)/'
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0

@@ -28,7 +28,7 @@ void register_replay_cases(int& argc, char** argv) {
   benchmark::AddCustomContext("replay_traces", describe_traces(traces));
   register_replay<SovaPool>(traces);
   register_replay<SovaPoolNoRemap>(traces);
-  register_replay<SovaPoolGranuleChunks>(traces);
+  register_replay<SovaPoolThorough>(traces);
   register_replay<SovaPoolSizeClasses>(traces);
   register_replay<SovaPoolBuddy>(traces);
   register_replay<SovaPoolBestFit>(traces);

@@ -6,8 +6,10 @@
 // the simulation a pass takes seconds, a GPU run minutes.
 //
 //   sova_sim_passes TRACE [--policy=default|size_classes|buddy|best_fit]
-//                         [--no-remap] [--max-chunk=MiB] [--passes=N]
-//                         [--idle] [--device-gib=N]
+//                         [--no-remap] [--thorough] [--max-chunk=MiB]
+//                         [--passes=N] [--idle] [--device-gib=N]
+//
+// --thorough: RemapEffort::thorough (include/sova/pool.hpp).
 //
 // --idle tells the pool after every operation that the stream's work is
 // complete (Pool::stream_synchronized), as a GPU without kernels would show
@@ -34,6 +36,7 @@ struct Options {
   std::string trace;
   sova::Policy policy = sova::Policy::default_policy;
   bool remap = true;
+  sova::RemapEffort effort = sova::RemapEffort::balanced;
   std::size_t max_chunk = sova::PoolOptions{}.max_chunk;
   int passes = 3;
   bool idle = false;
@@ -54,6 +57,8 @@ bool parse(int argc, char** argv, Options& o) {
       else return false;
     } else if (std::strcmp(a, "--no-remap") == 0) {
       o.remap = false;
+    } else if (std::strcmp(a, "--thorough") == 0) {
+      o.effort = sova::RemapEffort::thorough;
     } else if (starts_with(a, "--max-chunk=")) {
       o.max_chunk = std::size_t(std::strtoull(a + 12, nullptr, 10)) << 20;
     } else if (starts_with(a, "--passes=")) {
@@ -78,7 +83,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
                  "usage: %s TRACE [--policy=default|size_classes|buddy|best_fit] [--no-remap] "
-                 "[--max-chunk=MiB] [--passes=N] [--idle] [--device-gib=N]\n",
+                 "[--thorough] [--max-chunk=MiB] [--passes=N] [--idle] [--device-gib=N]\n",
                  argv[0]);
     return 2;
   }
@@ -97,6 +102,7 @@ int main(int argc, char** argv) {
     options.release_threshold = ~std::uint64_t{0};  // as the benchmarks: keep everything
     options.policy = o.policy;
     options.remap = o.remap;
+    options.remap_effort = o.effort;
     options.max_chunk = o.max_chunk;
     sova::Pool pool(options);
     std::vector<cudaStream_t> streams;

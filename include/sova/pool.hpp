@@ -39,6 +39,24 @@ enum class Policy {
   custom,          ///< PoolOptions::placement, a user's own PlacementPolicy
 };
 
+/// How much driver work physical remapping (PoolOptions::remap) may spend to
+/// keep reserved memory near live memory. Remapping's work is chunk moves,
+/// waits for the allocating stream and chunks released for a gap, each ~25-60
+/// us on the H100; it is paid from a credit earned per allocation that misses
+/// the stream cache, with a bank of 1024 for a first pass (docs/design.md,
+/// "Growth"; docs/policies.md has both levels measured on seven traces).
+enum class RemapEffort {
+  /// A quarter of a unit of work per miss: reserved within 1.03x of the live
+  /// peak on the recorded training traces, decoding within 1.05x.
+  balanced,
+  /// Two units per miss, and physical chunks of at most 8 MiB (max_chunk, if
+  /// smaller, still applies): small chunks fit more of the gaps that free
+  /// memory leaves. Within 1.02x on every recorded trace, a decoder whose KV
+  /// cache grows each step included, at up to 10x the allocation time where
+  /// steps vary (still within the fast path's budget: hits cost nothing more).
+  thorough,
+};
+
 struct PoolOptions {
   int device = 0;
   /// Largest amount of physical memory the pool may hold; 0 = no limit but the device.
@@ -54,13 +72,15 @@ struct PoolOptions {
   Policy policy = Policy::default_policy;
   /// The policy when `policy` is Policy::custom (required then, ignored
   /// otherwise). Shared: one policy object may serve many pools.
-  std::shared_ptr<const PlacementPolicy> placement;
+  std::shared_ptr<const PlacementPolicy> placement = nullptr;
   /// Physical remapping: before creating physical memory to back a block,
   /// move free physical chunks (whole chunks lying in free memory whose frees
   /// are known complete) under the block's VA. Keeps reserved memory near
   /// live memory when free memory is scattered in pieces; costs about what
   /// creating the chunk would (an unmap, a map and an access call per chunk).
   bool remap = true;
+  /// How much work remapping may spend (RemapEffort); ignored without remap.
+  RemapEffort remap_effort = RemapEffort::balanced;
   /// Check the stream of each allocation and free (docs/design.md, "Stream
   /// checks"): a stream under graph capture is refused with
   /// cudaErrorStreamCaptureUnsupported, and a handle that a new stream reused

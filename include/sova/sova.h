@@ -49,7 +49,13 @@ typedef enum sovaMemPoolFlags {
   /** No physical remapping: back new blocks with new physical memory only,
    * never by moving free physical chunks of the pool under them
    * (sova::PoolOptions::remap). For comparisons; remapping is on by default. */
-  sovaMemPoolNoRemap = 0x2
+  sovaMemPoolNoRemap = 0x2,
+  /** Thorough remapping (sova::RemapEffort::thorough): more chunk moves and
+   * chunks of at most 8 MiB, for reserved memory nearer the live peak where
+   * free memory lies in pieces, at more time per allocation that misses the
+   * stream's cache (docs/policies.md). With sovaMemPoolNoRemap:
+   * cudaErrorInvalidValue. */
+  sovaMemPoolThoroughRemap = 0x4
 } sovaMemPoolFlags;
 
 /** Properties of a pool; zero-initialise, then set what you need. */

@@ -29,8 +29,11 @@ int raw_enum(const Enum& field) noexcept {
 cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
   for (const unsigned char byte : props.reserved)
     if (byte != 0) return cudaErrorInvalidValue;
-  constexpr unsigned kKnownFlags = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap;
+  constexpr unsigned kKnownFlags = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
   if ((props.flags & ~kKnownFlags) != 0) return cudaErrorInvalidValue;
+  // No remapping and thorough remapping contradict each other.
+  constexpr unsigned kRemapFlags = sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
+  if ((props.flags & kRemapFlags) == kRemapFlags) return cudaErrorInvalidValue;
   switch (raw_enum(props.policy)) {
     case sovaPolicyDefault:
     case sovaPolicyBestFit:
@@ -75,6 +78,7 @@ cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props
   }
   options.check_streams = (props->flags & sovaMemPoolNoStreamChecks) == 0;
   options.remap = (props->flags & sovaMemPoolNoRemap) == 0;
+  if ((props->flags & sovaMemPoolThoroughRemap) != 0) options.remap_effort = sova::RemapEffort::thorough;
   PoolEntry* e = nullptr;
   if (const cudaError_t err = create_pool(options, false, &e); err != cudaSuccess) return err;
   // No other thread can know the handle yet, so `e` cannot be destroyed here.

@@ -61,6 +61,13 @@ std::size_t va_bytes_for(const PoolOptions& options, const DeviceInfo& info) {
   return 2 * limit;
 }
 
+/// The largest chunk the arena creates: max_chunk, and at most
+/// kThoroughMaxChunk where remapping is thorough.
+std::size_t chunk_limit(const PoolOptions& options) {
+  if (!options.remap || options.remap_effort != RemapEffort::thorough) return options.max_chunk;
+  return options.max_chunk == 0 ? kThoroughMaxChunk : std::min(options.max_chunk, kThoroughMaxChunk);
+}
+
 Driver& driver_of(const PoolOptions& options) {
   return options.driver != nullptr ? *options.driver : process_driver();
 }
@@ -73,10 +80,12 @@ PoolCore::PoolCore(const PoolOptions& options)
       info_(query_device(driver_, options.device)),
       uid_(g_next_pool_uid.fetch_add(1)),
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
-             options.max_chunk),
+             chunk_limit(options)),
       map_(arena_.size(), info_.granularity),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       remap_(options.remap),
+      remap_credit_per_miss_(options.remap_effort == RemapEffort::thorough ? kRemapCreditPerMissThorough
+                                                                            : kRemapCreditPerMiss),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),

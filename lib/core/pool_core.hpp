@@ -33,6 +33,7 @@
 
 #include <sova/pool.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -81,16 +82,24 @@ inline constexpr std::size_t kRemapMovesExtra = 2;
 
 /// And over time: remapping's driver work (a chunk moved, a stream waited
 /// for, a chunk released for a gap: one unit each, ~25-60 us on the H100) is
-/// paid from a credit that grows by one unit per kMissesPerRemapUnit slow-path
-/// allocations, up to kRemapCreditUnits (the pool starts with it full).
-/// Training steps that vary spend a fraction of it (0.1 unit per miss on the
-/// LSTM trace); allocations of random sizes that are always beyond the budget
-/// would otherwise spend several units on every one. The bank covers a
-/// first pass: growing to the LSTM trace's peak spends ~220 units, and with
-/// 256 banked a pool that was trimmed and grew again (the benchmark between
-/// cases) ran dry in that pass and peaked at 1.08x instead of 1.026x.
-inline constexpr std::uint64_t kMissesPerRemapUnit = 4;
+/// paid from a credit counted in 1/kRemapCreditScale units. Each slow-path
+/// allocation earns kRemapCreditPerMiss (RemapEffort::balanced: a quarter
+/// unit) or kRemapCreditPerMissThorough (two units), up to kRemapCreditUnits
+/// (the pool starts with it full). Training steps that vary spend a fraction
+/// of the balanced credit (0.1 unit per miss on the LSTM trace); allocations
+/// of random sizes that are always beyond the budget would otherwise spend
+/// several units on every one. The bank covers a first pass: growing to the
+/// LSTM trace's peak spends ~220 units, and with 256 banked a pool that was
+/// trimmed and grew again (the benchmark between cases) ran dry in that pass
+/// and peaked at 1.08x instead of 1.026x.
+inline constexpr std::uint64_t kRemapCreditScale = 4;
+inline constexpr std::uint64_t kRemapCreditPerMiss = 1;
+inline constexpr std::uint64_t kRemapCreditPerMissThorough = 8;
 inline constexpr std::uint64_t kRemapCreditUnits = 1024;
+/// RemapEffort::thorough creates chunks of at most this size: a 32 MiB chunk
+/// moves only into a gap of 32 MiB, and the gaps that a decoder's growing
+/// KV cache leaves are 2-12 MiB (docs/notes/2026-11-22-h100-remap-effort.md).
+inline constexpr std::size_t kThoroughMaxChunk = std::size_t{8} << 20;
 
 /// A miss keeps the stream's cached small blocks of recurring sizes while
 /// they hold at most this much (pool_core_slow.cpp says why).
@@ -322,6 +331,8 @@ class PoolCore {
   /// blocks are never merged, so no block, and no chunk, spans both regions.
   const Placement placement_;
   const bool remap_;
+  /// Credit earned per slow-path allocation, in 1/kRemapCreditScale units.
+  const std::uint64_t remap_credit_per_miss_;
 
   std::mutex heap_mutex_;
   BlockPool blocks_;
@@ -352,11 +363,14 @@ class PoolCore {
   std::atomic<std::uint64_t> events_recorded_{0};
   std::uint64_t device_synchronizes_ = 0;
   std::uint64_t remap_waits_ = 0;  ///< wait_for_own_frees calls that synchronized
-  /// Remapping credit in 1/kMissesPerRemapUnit units (kMissesPerRemapUnit says why).
-  std::uint64_t remap_credit_ = kRemapCreditUnits * kMissesPerRemapUnit;
-  std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kMissesPerRemapUnit); }
+  /// Remapping credit in 1/kRemapCreditScale units (kRemapCreditScale says why).
+  std::uint64_t remap_credit_ = kRemapCreditUnits * kRemapCreditScale;
+  std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kRemapCreditScale); }
+  void earn_remap_credit() noexcept {
+    remap_credit_ = std::min(remap_credit_ + remap_credit_per_miss_, kRemapCreditUnits * kRemapCreditScale);
+  }
   void spend_remap_units(std::size_t units) noexcept {
-    const std::uint64_t cost = std::uint64_t{units} * kMissesPerRemapUnit;
+    const std::uint64_t cost = std::uint64_t{units} * kRemapCreditScale;
     remap_credit_ = cost < remap_credit_ ? remap_credit_ - cost : 0;
   }
   std::atomic<std::uint64_t> used_high_sampled_{0};

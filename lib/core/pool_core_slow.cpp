@@ -27,7 +27,7 @@ Block* detach(SizeBins& cache, Predicate complete) {
 cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                                     StreamState* state, cudaStream_t stream) noexcept {
   std::lock_guard<std::mutex> lock(heap_mutex_);
-  if (remap_credit_ < kRemapCreditUnits * kMissesPerRemapUnit) ++remap_credit_;
+  earn_remap_credit();
   for (int attempt = 0; attempt < 2; ++attempt) {
     Block* block = find_without_growth(size, need, state, stream);
     // Internal dependencies come after growth: a wait ties this stream to

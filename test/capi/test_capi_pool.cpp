@@ -23,7 +23,11 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     CHECK(sovaMemPoolCreate(&pool, nullptr) == cudaErrorInvalidValue);
   }
   SECTION("unknown flag bits") {
-    props.flags = 0x4;
+    props.flags = 0x8;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+  }
+  SECTION("no remapping and thorough remapping together") {
+    props.flags = sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
   }
   SECTION("device out of range") {
@@ -354,6 +358,26 @@ TEST_CASE("capi: stream checks catch a destroyed stream; sovaMemPoolNoStreamChec
   driver.stream_synchronize(s);
   driver.destroy_stream(s);
   CHECK(sovaMemPoolDestroy(unchecked) == cudaSuccess);
+}
+
+TEST_CASE("capi: sovaMemPoolThoroughRemap creates chunks of at most 8 MiB", "[capi]") {
+  sim();
+  // A 32 MiB block is one chunk in a default pool (max_chunk 32 MiB), four in
+  // a thorough one (sova::RemapEffort::thorough).
+  for (const auto& [flags, chunks] : {std::pair{0u, 1u}, std::pair{unsigned{sovaMemPoolThoroughRemap}, 4u}}) {
+    INFO("flags " << flags);
+    sovaMemPoolProps props = props_on(0);
+    props.flags = flags;
+    sovaMemPool_t pool = nullptr;
+    REQUIRE(sovaMemPoolCreate(&pool, &props) == cudaSuccess);
+    ScopedStream s;
+    const std::size_t creates_before = sim().counters().physical_creates;
+    void* p = nullptr;
+    REQUIRE(sovaMallocFromPoolAsync(&p, std::size_t{32} << 20, pool, s) == cudaSuccess);
+    CHECK(sim().counters().physical_creates - creates_before == chunks);
+    CHECK(sovaFreeAsync(p, s) == cudaSuccess);
+    CHECK(sovaMemPoolDestroy(pool) == cudaSuccess);
+  }
 }
 
 TEST_CASE("capi: each sovaPolicy places blocks its own way", "[capi]") {

@@ -1,5 +1,5 @@
 // Remapping's driver work is bounded (pool_core.hpp, kRemapMovesPerCreate and
-// kMissesPerRemapUnit): allocations of random sizes, always beyond the growth
+// kRemapCreditPerMiss, at each RemapEffort): allocations of random sizes, always beyond the growth
 // budget, may not turn every miss into many chunk moves.
 #include "core/pool_core.hpp"
 #include "core/sim_pool_fixture.hpp"
@@ -15,6 +15,10 @@ TEST_CASE("remapping under random sizes spends at most its credit", "[core][rema
   SimDriver sim(small_sim(std::size_t{8} << 30));
   PoolOptions options = options_on(sim);
   options.release_threshold = ~std::uint64_t{0};
+  const auto [effort, credit_per_miss] =
+      GENERATE(std::pair{RemapEffort::balanced, detail::kRemapCreditPerMiss},
+               std::pair{RemapEffort::thorough, detail::kRemapCreditPerMissThorough});
+  options.remap_effort = effort;
   Pool pool(options);
   const cudaStream_t s = sim.create_stream();
 
@@ -48,10 +52,10 @@ TEST_CASE("remapping under random sizes spends at most its credit", "[core][rema
   const std::uint64_t misses = stats.allocations - stats.fast_path_hits;
   // Every chunk unmapped here was released for a gap (no trim, no threshold).
   const std::uint64_t work = stats.chunks_remapped + stats.remap_waits + stats.chunks_unmapped;
-  INFO("misses " << misses << ", moved " << stats.chunks_remapped << ", waits " << stats.remap_waits
+  INFO("effort " << static_cast<int>(effort) << ", misses " << misses << ", moved " << stats.chunks_remapped << ", waits " << stats.remap_waits
                  << ", released " << stats.chunks_unmapped << ", peak overhead " << stats.peak_overhead());
   CHECK(stats.chunks_remapped > 0);  // it did remap: the bound is not met by doing nothing
-  CHECK(work <= detail::kRemapCreditUnits + misses / detail::kMissesPerRemapUnit);
+  CHECK(work <= detail::kRemapCreditUnits + misses * credit_per_miss / detail::kRemapCreditScale);
   pool.check_invariants();
   for (const auto& [ptr, bytes] : live) pool.deallocate(ptr, s);
   sim.stream_synchronize(s);
