@@ -20,7 +20,10 @@
 // reserved / peak_req (the same over the trace's own floor, which every
 // allocator shares: the one to compare allocators by, since sova's peak used
 // is only a lower bound when a trace uses several streams, docs/design.md
-// "Statistics").
+// "Statistics"). For sova's pools also, per timed replay: moves (free
+// chunks remapped), creates (chunks created) and waits (the allocating
+// stream synchronized so that its own frees' chunks could move): the driver
+// work that remapping costs once the layout has settled.
 //
 // Refused, as a skipped case with the reason: a trace that does not parse; a
 // trace with frees of pointers it never allocated (unknown_frees, counted and
@@ -141,6 +144,29 @@ void check_replayable(const A& a, const Trace& trace) {
   }
 }
 
+/// Allocators that are a sova::Pool (SovaPool and its variants).
+template <class A>
+inline constexpr bool kHasSovaPool = requires(A& a) {
+  { a.pool->stats() } -> std::same_as<sova::PoolStats>;
+};
+
+/// A sova pool's remapping work counters (zero for other allocators).
+struct RemapWork {
+  std::uint64_t moves = 0;    ///< chunks remapped
+  std::uint64_t creates = 0;  ///< chunks created
+  std::uint64_t waits = 0;    ///< remap_waits
+  RemapWork operator-(const RemapWork& o) const { return {moves - o.moves, creates - o.creates, waits - o.waits}; }
+};
+template <class A>
+RemapWork remap_work_of(A& a) {
+  if constexpr (kHasSovaPool<A>) {
+    const sova::PoolStats st = a.pool->stats();
+    return {st.chunks_remapped, st.chunks_mapped, st.remap_waits};
+  } else {
+    return {};
+  }
+}
+
 template <class A>
 void BM_replay(benchmark::State& state, const TraceFile& file) {
   run_case<A>(state, [&state, &file](A& a) {
@@ -154,7 +180,18 @@ void BM_replay(benchmark::State& state, const TraceFile& file) {
     std::vector<TimelineSample> samples;
     replay_once(a, trace, streams, slots, sample ? &samples : nullptr);  // warm: grows to what the trace needs
     if (sample) timeline_write(file.name, A::kName, a.label, samples);
+    const RemapWork work_before = remap_work_of(a);
     for (auto _ : state) replay_once(a, trace, streams, slots, nullptr);
+    if constexpr (kHasSovaPool<A>) {
+      // What a replay costs sova in driver work, once the layout has settled.
+      const RemapWork work = remap_work_of(a) - work_before;
+      const auto per_replay = [&state](std::uint64_t count) {
+        return benchmark::Counter(static_cast<double>(count) / static_cast<double>(state.iterations()));
+      };
+      state.counters["moves"] = per_replay(work.moves);
+      state.counters["creates"] = per_replay(work.creates);
+      state.counters["waits"] = per_replay(work.waits);
+    }
 
     const auto ops = static_cast<double>(trace.ops.size());
     state.counters["ops"] =
