@@ -170,3 +170,48 @@ TEST_CASE("the allocating stream's own recent frees are waited for, then remappe
     device.synchronize(s);
   }
 }
+
+TEST_CASE("thorough remapping moves 8 MiB pieces of freed blocks into a gap no whole block fits",
+          "[conformance][remap]") {
+  // Two freed 32 MiB blocks, each between live ones, and a 40 MiB request:
+  // neither hole takes it. A thorough pool made each 32 MiB block of four
+  // 8 MiB chunks (RemapEffort::thorough), so five of them move under the
+  // request and nothing is created; a balanced pool made one 32 MiB chunk
+  // each, which cannot fill the 8 MiB left after one moves (it releases the
+  // other and creates 8 MiB: docs/design.md, "Growth").
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  PoolOptions options = remap_options(device, true);
+  options.remap_effort = RemapEffort::thorough;
+  Pool pool(options);
+  ScopedStream s(device);
+  std::array<void*, 4> blocks{};
+  const std::array<std::size_t, 4> sizes{32 * kMiB, 2 * kMiB, 32 * kMiB, 2 * kMiB};
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    blocks[i] = pool.allocate(sizes[i], s);
+    device.fill(blocks[i], sizes[i], 0x7A6E0000u + static_cast<std::uint32_t>(i), s);
+  }
+  CHECK(pool.stats().chunks_mapped == 10);  // 4 + 1 + 4 + 1: at most 8 MiB each
+  pool.deallocate(blocks[0], s);
+  pool.deallocate(blocks[2], s);
+  device.synchronize(s);
+  pool.stream_synchronized(s);
+
+  void* big = pool.allocate(40 * kMiB, s);
+  const PoolStats stats = pool.stats();
+  CHECK(stats.chunks_remapped == 5);
+  CHECK(stats.chunks_mapped == 10);  // nothing created
+  CHECK(stats.reserved_current == 68 * kMiB);
+  device.fill(big, 40 * kMiB, 0xB16B16u, s);
+  device.expect(big, 40 * kMiB, 0xB16B16u, s);
+  for (std::size_t i : {std::size_t{1}, std::size_t{3}}) {
+    device.expect(blocks[i], sizes[i], 0x7A6E0000u + static_cast<std::uint32_t>(i), s);
+  }
+  device.synchronize(s);
+  CHECK(device.mismatches() == 0);
+  pool.check_invariants();
+  pool.deallocate(big, s);
+  pool.deallocate(blocks[1], s);
+  pool.deallocate(blocks[3], s);
+  device.synchronize(s);
+}
