@@ -84,8 +84,10 @@ PoolCore::PoolCore(const PoolOptions& options)
       map_(arena_.size(), info_.granularity),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       remap_(options.remap),
-      remap_credit_per_miss_(options.remap_effort == RemapEffort::thorough ? kRemapCreditPerMissThorough
-                                                                            : kRemapCreditPerMiss),
+      remap_credit_recurring_(options.remap_effort == RemapEffort::thorough ? kRemapCreditPerMissThorough
+                                                                             : kRemapCreditRecurringMiss),
+      remap_credit_new_size_(options.remap_effort == RemapEffort::thorough ? kRemapCreditPerMissThorough
+                                                                            : kRemapCreditNewSizeMiss),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),

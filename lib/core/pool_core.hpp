@@ -82,19 +82,26 @@ inline constexpr std::size_t kRemapMovesExtra = 2;
 
 /// And over time: remapping's driver work (a chunk moved, a stream waited
 /// for, a chunk released for a gap: one unit each, ~25-60 us on the H100) is
-/// paid from a credit counted in 1/kRemapCreditScale units. Each slow-path
-/// allocation earns kRemapCreditPerMiss (RemapEffort::balanced: a quarter
-/// unit) or kRemapCreditPerMissThorough (two units), up to kRemapCreditUnits
-/// (the pool starts with it full). Training steps that vary spend a fraction
-/// of the balanced credit (0.1 unit per miss on the LSTM trace); allocations
-/// of random sizes that are always beyond the budget would otherwise spend
-/// several units on every one. The bank covers a first pass: growing to the
-/// LSTM trace's peak spends ~220 units, and with 256 banked a pool that was
-/// trimmed and grew again (the benchmark between cases) ran dry in that pass
-/// and peaked at 1.08x instead of 1.026x.
-inline constexpr std::uint64_t kRemapCreditScale = 4;
-inline constexpr std::uint64_t kRemapCreditPerMiss = 1;
-inline constexpr std::uint64_t kRemapCreditPerMissThorough = 8;
+/// paid from a credit counted in 1/kRemapCreditScale units, up to
+/// kRemapCreditUnits (the pool starts with it full). Each slow-path
+/// allocation earns, with RemapEffort::balanced, half a unit when the stream
+/// has freed a block of that size before (steps that repeat: where a tight
+/// peak stays tight) and a sixteenth otherwise (sizes never seen again);
+/// with RemapEffort::thorough, two units either way. Training steps that vary
+/// spend a fraction of the balanced credit (0.1-0.3 unit per miss on the LSTM
+/// and U-Net traces); random sizes, always beyond the budget, spent several
+/// units on every miss unbounded, and at a quarter per miss still ran 3-5x
+/// cudaMallocAsync's time for 0.5% less memory (a sixteenth: 38 against
+/// 133 ms a replay, docs/notes/2026-11-22-h100-remap-effort.md; a quarter
+/// per recurring miss starved the LSTM on the GPU, 1.060x, session 4). The
+/// bank covers a first pass: growing to the LSTM trace's peak spends ~220
+/// units, and with 256 banked a pool that was trimmed and grew again (the
+/// benchmark between cases) ran dry in that pass and peaked at 1.08x
+/// instead of 1.026x.
+inline constexpr std::uint64_t kRemapCreditScale = 16;
+inline constexpr std::uint64_t kRemapCreditRecurringMiss = 8;
+inline constexpr std::uint64_t kRemapCreditNewSizeMiss = 1;
+inline constexpr std::uint64_t kRemapCreditPerMissThorough = 32;
 inline constexpr std::uint64_t kRemapCreditUnits = 1024;
 /// RemapEffort::thorough creates chunks of at most this size: a 32 MiB chunk
 /// moves only into a gap of 32 MiB, and the gaps that a decoder's growing
@@ -331,8 +338,10 @@ class PoolCore {
   /// blocks are never merged, so no block, and no chunk, spans both regions.
   const Placement placement_;
   const bool remap_;
-  /// Credit earned per slow-path allocation, in 1/kRemapCreditScale units.
-  const std::uint64_t remap_credit_per_miss_;
+  /// Credit earned per slow-path allocation of a recurring size and of
+  /// another, in 1/kRemapCreditScale units (set by the RemapEffort).
+  const std::uint64_t remap_credit_recurring_;
+  const std::uint64_t remap_credit_new_size_;
 
   std::mutex heap_mutex_;
   BlockPool blocks_;
@@ -366,8 +375,10 @@ class PoolCore {
   /// Remapping credit in 1/kRemapCreditScale units (kRemapCreditScale says why).
   std::uint64_t remap_credit_ = kRemapCreditUnits * kRemapCreditScale;
   std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kRemapCreditScale); }
-  void earn_remap_credit() noexcept {
-    remap_credit_ = std::min(remap_credit_ + remap_credit_per_miss_, kRemapCreditUnits * kRemapCreditScale);
+  /// `recurring_size`: the stream has freed a block of this size before.
+  void earn_remap_credit(bool recurring_size) noexcept {
+    const std::uint64_t earned = recurring_size ? remap_credit_recurring_ : remap_credit_new_size_;
+    remap_credit_ = std::min(remap_credit_ + earned, kRemapCreditUnits * kRemapCreditScale);
   }
   void spend_remap_units(std::size_t units) noexcept {
     const std::uint64_t cost = std::uint64_t{units} * kRemapCreditScale;

@@ -27,7 +27,6 @@ Block* detach(SizeBins& cache, Predicate complete) {
 cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                                     StreamState* state, cudaStream_t stream) noexcept {
   std::lock_guard<std::mutex> lock(heap_mutex_);
-  earn_remap_credit();
   for (int attempt = 0; attempt < 2; ++attempt) {
     Block* block = find_without_growth(size, need, state, stream);
     // Internal dependencies come after growth: a wait ties this stream to
@@ -358,8 +357,9 @@ void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noe
   block->state.store(BlockState::live, std::memory_order_release);
   state->lock.lock();
   state->count_allocation(bytes);
-  state->cache.note_allocation(block->size);
+  const bool recurring = state->cache.note_allocation(block->size);
   state->lock.unlock();
+  earn_remap_credit(recurring);
   sample_used_high();
 }
 

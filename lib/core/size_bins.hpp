@@ -58,8 +58,12 @@ class SizeBins {
   /// Marks `size` as recurring when the stream has freed a block of that size
   /// before (its key is in the table): called when the slow path hands out a
   /// block of `size`. Sweeps may keep recurring sizes' lists (extract_if_not).
-  void note_allocation(std::size_t size) noexcept {
-    if (Slot* slot = find(size)) slot->recurring = true;
+  /// Returns whether it was (the pool's remapping credit depends on it).
+  bool note_allocation(std::size_t size) noexcept {
+    Slot* slot = find(size);
+    if (slot == nullptr) return false;
+    slot->recurring = true;
+    return true;
   }
   /// Unlinks every block for which keep(block, recurring) is false and hands
   /// it to take(block); `recurring` says whether its size is marked recurring

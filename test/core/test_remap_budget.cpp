@@ -1,5 +1,6 @@
 // Remapping's driver work is bounded (pool_core.hpp, kRemapMovesPerCreate and
-// kRemapCreditPerMiss, at each RemapEffort): allocations of random sizes, always beyond the growth
+// kRemapCreditRecurringMiss, at each RemapEffort: the bound below uses the
+// most a miss can earn): allocations of random sizes, always beyond the growth
 // budget, may not turn every miss into many chunk moves.
 #include "core/pool_core.hpp"
 #include "core/sim_pool_fixture.hpp"
@@ -16,7 +17,7 @@ TEST_CASE("remapping under random sizes spends at most its credit", "[core][rema
   PoolOptions options = options_on(sim);
   options.release_threshold = ~std::uint64_t{0};
   const auto [effort, credit_per_miss] =
-      GENERATE(std::pair{RemapEffort::balanced, detail::kRemapCreditPerMiss},
+      GENERATE(std::pair{RemapEffort::balanced, detail::kRemapCreditRecurringMiss},
                std::pair{RemapEffort::thorough, detail::kRemapCreditPerMissThorough});
   options.remap_effort = effort;
   Pool pool(options);
