@@ -42,18 +42,21 @@ enum class Policy {
 /// How much driver work physical remapping (PoolOptions::remap) may spend to
 /// keep reserved memory near live memory. Remapping's work is chunk moves,
 /// waits for the allocating stream and chunks released for a gap, each ~25-60
-/// us on the H100; it is paid from a credit earned per allocation that misses
-/// the stream cache, with a bank of 1024 for a first pass (docs/design.md,
-/// "Growth"; docs/policies.md has both levels measured on seven traces).
+/// us on the H100; it is paid from a credit that allocations missing the
+/// stream cache earn, with a bank of 1024 units for a first pass
+/// (docs/design.md, "Growth"; docs/policies.md has both levels measured).
 enum class RemapEffort {
-  /// A quarter of a unit of work per miss: reserved within 1.03x of the live
-  /// peak on the recorded training traces, decoding within 1.05x.
+  /// Half a unit per miss of a size the stream has freed before (steps that
+  /// repeat), a sixteenth per other: reserved within 1.03x of the live peak
+  /// on the recorded training traces, a decoder within 1.05x, and random
+  /// sizes cost little more time than without remapping.
   balanced,
   /// Two units per miss, and physical chunks of at most 8 MiB (max_chunk, if
   /// smaller, still applies): small chunks fit more of the gaps that free
   /// memory leaves. Within 1.02x on every recorded trace, a decoder whose KV
-  /// cache grows each step included, at up to 10x the allocation time where
-  /// steps vary (still within the fast path's budget: hits cost nothing more).
+  /// cache grows each step included, at 2-6x balanced's time per allocation
+  /// that misses the stream cache where steps vary (the fast path costs the
+  /// same), and ~25x on random sizes (for about half their overhead).
   thorough,
 };
 

@@ -83,20 +83,21 @@ inline constexpr std::size_t kRemapMovesExtra = 2;
 /// And over time: remapping's driver work (a chunk moved, a stream waited
 /// for, a chunk released for a gap: one unit each, ~25-60 us on the H100) is
 /// paid from a credit counted in 1/kRemapCreditScale units, up to
-/// kRemapCreditUnits (the pool starts with it full). Each slow-path
-/// allocation earns, with RemapEffort::balanced, half a unit when the stream
-/// has freed a block of that size before (steps that repeat: where a tight
-/// peak stays tight) and a sixteenth otherwise (sizes never seen again);
-/// with RemapEffort::thorough, two units either way. Training steps that vary
-/// spend a fraction of the balanced credit (0.1-0.3 unit per miss on the LSTM
-/// and U-Net traces); random sizes, always beyond the budget, spent several
-/// units on every miss unbounded, and at a quarter per miss still ran 3-5x
-/// cudaMallocAsync's time for 0.5% less memory (a sixteenth: 38 against
-/// 133 ms a replay, docs/notes/2026-11-22-h100-remap-effort.md; a quarter
-/// per recurring miss starved the LSTM on the GPU, 1.060x, session 4). The
-/// bank covers a first pass: growing to the LSTM trace's peak spends ~220
-/// units, and with 256 banked a pool that was trimmed and grew again (the
-/// benchmark between cases) ran dry in that pass and peaked at 1.08x
+/// kRemapCreditUnits (the pool starts with it full). With
+/// RemapEffort::balanced, a slow-path allocation of a size the stream has
+/// freed before (steps that repeat: where a tight peak stays tight) earns
+/// half a unit, any other (sizes never seen again) a sixteenth; with
+/// RemapEffort::thorough every one earns two (a KV cache grown by a token
+/// per step never repeats a size, and is what thorough is for). Measured on
+/// the H100 (docs/notes/2026-11-22-h100-remap-effort.md): training steps
+/// that vary spend 0.1-0.3 unit per miss (LSTM, U-Net traces); random sizes
+/// up to 64 MiB, always beyond the budget, ran 133 ms a replay at a quarter
+/// unit per miss against 38 ms at a sixteenth (cudaMallocAsync 34-45 ms)
+/// for 1.117x against 1.123x, and 1.3 s at thorough's two (1.060x); a
+/// quarter per recurring miss alone starved the LSTM (1.060x, session 4).
+/// The bank covers a first pass: growing to the LSTM trace's peak spends
+/// ~220 units, and with 256 banked a pool that was trimmed and grew again
+/// (the benchmark between cases) ran dry in that pass and peaked at 1.08x
 /// instead of 1.026x.
 inline constexpr std::uint64_t kRemapCreditScale = 16;
 inline constexpr std::uint64_t kRemapCreditRecurringMiss = 8;
