@@ -51,9 +51,9 @@ enum class RemapEffort {
   /// on the recorded training traces, a decoder within 1.05x, and random
   /// sizes cost little more time than without remapping.
   balanced,
-  /// Two units per miss, and physical chunks of at most 8 MiB (max_chunk, if
-  /// smaller, still applies): small chunks fit more of the gaps that free
-  /// memory leaves. Within 1.02x on every recorded trace, a decoder whose KV
+  /// Two units per miss, and a block's physical chunks a sixteenth of it,
+  /// 8 MiB to 16 MiB (max_chunk, if smaller, still applies): small chunks
+  /// fit more of the gaps that free memory leaves. Within 1.02x on every recorded trace, a decoder whose KV
   /// cache grows each step included, at 2-7x balanced's time per allocation
   /// that misses the stream cache where steps vary (the fast path costs the
   /// same), and ~25x on random sizes (for about half their overhead).

@@ -51,7 +51,7 @@ typedef enum sovaMemPoolFlags {
    * (sova::PoolOptions::remap). For comparisons; remapping is on by default. */
   sovaMemPoolNoRemap = 0x2,
   /** Thorough remapping (sova::RemapEffort::thorough): more chunk moves and
-   * chunks of at most 8 MiB, for reserved memory nearer the live peak where
+   * chunks of 8-16 MiB, for reserved memory nearer the live peak where
    * free memory lies in pieces, at more time per allocation that misses the
    * stream's cache (docs/policies.md). With sovaMemPoolNoRemap:
    * cudaErrorInvalidValue. */

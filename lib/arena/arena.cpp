@@ -147,16 +147,24 @@ std::size_t Arena::release_chunk(std::int32_t slot) noexcept {
   return bytes;
 }
 
-std::size_t Arena::chunks_to_create(std::size_t offset, std::size_t bytes) const {
+std::size_t Arena::chunk_granules(std::size_t chunk_limit) const noexcept {
+  const std::size_t limit = chunk_limit == 0 ? 0 : std::max<std::size_t>(1, chunk_limit / granularity_);
+  if (limit == 0) return max_chunk_granules_;
+  return max_chunk_granules_ == 0 ? limit : std::min(limit, max_chunk_granules_);
+}
+
+std::size_t Arena::chunks_to_create(std::size_t offset, std::size_t bytes, std::size_t chunk_limit) const {
+  const std::size_t max_granules = chunk_granules(chunk_limit);
   std::size_t chunks = 0;
   for (const auto& [granule, count] : unbacked_runs(offset, bytes)) {
-    chunks += max_chunk_granules_ == 0 ? 1 : (count + max_chunk_granules_ - 1) / max_chunk_granules_;
+    chunks += max_granules == 0 ? 1 : (count + max_granules - 1) / max_granules;
   }
   return chunks;
 }
 
-cudaError_t Arena::commit(std::size_t offset, std::size_t bytes) noexcept {
+cudaError_t Arena::commit(std::size_t offset, std::size_t bytes, std::size_t chunk_limit) noexcept {
   if (bytes == 0) return cudaSuccess;
+  const std::size_t max_granules = chunk_granules(chunk_limit);
   if (offset > size_ || bytes > size_ - offset) return cudaErrorInvalidValue;
   const std::size_t first = offset / granularity_;
   const std::size_t last = (offset + bytes - 1) / granularity_;  // inclusive
@@ -191,8 +199,8 @@ cudaError_t Arena::commit(std::size_t offset, std::size_t bytes) noexcept {
     std::size_t run_end = granule;  // inclusive
     while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked) ++run_end;
     while (granule <= run_end) {
-      const std::size_t granules = max_chunk_granules_ == 0 ? run_end - granule + 1
-                                                            : std::min(max_chunk_granules_, run_end - granule + 1);
+      const std::size_t granules =
+          max_granules == 0 ? run_end - granule + 1 : std::min(max_granules, run_end - granule + 1);
       std::int32_t slot = kUnbacked;
       const cudaError_t error = create_chunk(granule, granules, &slot);
       if (error != cudaSuccess) {

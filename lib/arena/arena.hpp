@@ -40,11 +40,13 @@ class Arena {
   }
 
   /// Backs every granule overlapping [offset, offset + bytes): new chunks for
-  /// each run of unbacked granules, at most max_chunk each, mapped and made accessible to the owning device
-  /// and every peer granted by set_access. On failure everything this call
-  /// created is undone and the error returned: cudaErrorMemoryAllocation when
-  /// the device or max_physical has no room, else the driver's error.
-  cudaError_t commit(std::size_t offset, std::size_t bytes) noexcept;
+  /// each run of unbacked granules, at most max_chunk each (and at most
+  /// `chunk_limit`, rounded down to granules, when it is not 0), mapped and
+  /// made accessible to the owning device and every peer granted by
+  /// set_access. On failure everything this call created is undone and the
+  /// error returned: cudaErrorMemoryAllocation when the device or
+  /// max_physical has no room, else the driver's error.
+  cudaError_t commit(std::size_t offset, std::size_t bytes, std::size_t chunk_limit = 0) noexcept;
 
   /// Unmaps and releases the chunks lying wholly inside [offset, offset + bytes)
   /// while backed bytes exceed `keep_at_least`. A chunk whose release would
@@ -79,8 +81,9 @@ class Arena {
   /// Unmaps and releases chunk `slot` (a ChunkRef's). The caller guarantees
   /// no pending work touches it. Returns its bytes.
   std::size_t release_chunk(std::int32_t slot) noexcept;
-  /// How many chunks commit() would create to back [offset, offset + bytes).
-  std::size_t chunks_to_create(std::size_t offset, std::size_t bytes) const;
+  /// How many chunks commit() would create to back [offset, offset + bytes)
+  /// with the same `chunk_limit`.
+  std::size_t chunks_to_create(std::size_t offset, std::size_t bytes, std::size_t chunk_limit = 0) const;
   /// Sets the owner's and the peers' access over granules that are all
   /// mapped (one driver call for any number of chunks).
   cudaError_t grant_access(std::size_t first_granule, std::size_t granules) noexcept;
@@ -124,6 +127,9 @@ class Arena {
   static constexpr std::int32_t kUnbacked = -1;
 
   cudaError_t create_chunk(std::size_t first_granule, std::size_t granules, std::int32_t* slot) noexcept;
+  /// The most granules a new chunk may have under `chunk_limit` (bytes; 0:
+  /// max_chunk alone); 0 = no limit.
+  std::size_t chunk_granules(std::size_t chunk_limit) const noexcept;
   void destroy_chunk(std::int32_t slot) noexcept;
   /// Maps `chunk`'s handle at its first_granule; with `with_access`, sets
   /// access too (undoing the map if that fails).

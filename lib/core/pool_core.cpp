@@ -61,13 +61,6 @@ std::size_t va_bytes_for(const PoolOptions& options, const DeviceInfo& info) {
   return 2 * limit;
 }
 
-/// The largest chunk the arena creates: max_chunk, and at most
-/// kThoroughMaxChunk where remapping is thorough.
-std::size_t chunk_limit(const PoolOptions& options) {
-  if (!options.remap || options.remap_effort != RemapEffort::thorough) return options.max_chunk;
-  return options.max_chunk == 0 ? kThoroughMaxChunk : std::min(options.max_chunk, kThoroughMaxChunk);
-}
-
 Driver& driver_of(const PoolOptions& options) {
   return options.driver != nullptr ? *options.driver : process_driver();
 }
@@ -80,10 +73,11 @@ PoolCore::PoolCore(const PoolOptions& options)
       info_(query_device(driver_, options.device)),
       uid_(g_next_pool_uid.fetch_add(1)),
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
-             chunk_limit(options)),
+             options.max_chunk),
       map_(arena_.size(), info_.granularity),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       remap_(options.remap),
+      thorough_(options.remap && options.remap_effort == RemapEffort::thorough),
       remap_credit_recurring_(options.remap_effort == RemapEffort::thorough ? kRemapCreditPerMissThorough
                                                                              : kRemapCreditRecurringMiss),
       remap_credit_new_size_(options.remap_effort == RemapEffort::thorough ? kRemapCreditPerMissThorough

@@ -252,12 +252,13 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need, StreamState* st
   if (remap_ && !within_growth_budget(block->offset, need)) {
     cover_from_free_memory(block->offset, need, state, stream, moves);
   }
-  cudaError_t error = arena_.commit(block->offset, need);
+  const std::size_t chunk_limit = chunk_limit_for(need);
+  cudaError_t error = arena_.commit(block->offset, need, chunk_limit);
   if (error == cudaErrorMemoryAllocation) {
     // Step 6: make room by releasing free physical memory that is safe
     // (whole chunks: a larger free chunk makes room for a smaller gap).
     if (release_at_least(arena_.unbacked_bytes_in(block->offset, need)) != 0) {
-      error = arena_.commit(block->offset, need);
+      error = arena_.commit(block->offset, need, chunk_limit);
     }
   }
   // Moved chunks go back: left here they could strand physical memory in a
@@ -270,7 +271,7 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
                                       cudaStream_t stream, std::vector<ChunkMove>& moves) noexcept {
   std::size_t max_moves = 0;
   try {
-    max_moves = kRemapMovesPerCreate * arena_.chunks_to_create(offset, need) + kRemapMovesExtra;
+    max_moves = kRemapMovesPerCreate * arena_.chunks_to_create(offset, need, chunk_limit_for(need)) + kRemapMovesExtra;
   } catch (const std::bad_alloc&) {
     return;  // no host memory for the lists either: the block is created
   }

@@ -360,7 +360,7 @@ TEST_CASE("capi: stream checks catch a destroyed stream; sovaMemPoolNoStreamChec
   CHECK(sovaMemPoolDestroy(unchecked) == cudaSuccess);
 }
 
-TEST_CASE("capi: sovaMemPoolThoroughRemap creates chunks of at most 8 MiB", "[capi]") {
+TEST_CASE("capi: sovaMemPoolThoroughRemap backs a 32 MiB block with 8 MiB chunks", "[capi]") {
   sim();
   // A 32 MiB block is one chunk in a default pool (max_chunk 32 MiB), four in
   // a thorough one (sova::RemapEffort::thorough).

@@ -88,3 +88,22 @@ TEST_CASE("arena: one access call per run of new chunks", "[core][arena]") {
   std::memset(bytes, 0x42, 10 * kG);  // every chunk accessible
   CHECK(bytes[10 * kG - 1] == 0x42);
 }
+
+TEST_CASE("arena: a chunk limit per commit, within max_chunk", "[core][arena]") {
+  SimDriver sim(small_sim());
+  Arena arena(sim, 0, kG, 200 * kG, 0, 4 * kG);
+  // 8 granules with a limit of 3 (rounded down to granules: 3.5 -> 3): 3 + 3 + 2.
+  CHECK(arena.chunks_to_create(0, 8 * kG, 3 * kG + kG / 2) == 3);
+  REQUIRE(arena.commit(0, 8 * kG, 3 * kG + kG / 2) == cudaSuccess);
+  std::vector<Arena::ChunkRef> chunks;
+  arena.chunks_within(0, 8 * kG, chunks);
+  REQUIRE(chunks.size() == 3);
+  CHECK(chunks[0].granules == 3);
+  CHECK(chunks[1].granules == 3);
+  CHECK(chunks[2].granules == 2);
+  // A limit above max_chunk (4 granules) does not lift it; 0 means max_chunk.
+  CHECK(arena.chunks_to_create(10 * kG, 8 * kG, 16 * kG) == 2);
+  CHECK(arena.chunks_to_create(10 * kG, 8 * kG) == 2);
+  REQUIRE(arena.commit(10 * kG, 8 * kG, 16 * kG) == cudaSuccess);
+  CHECK(arena.live_chunks() == 5);
+}
