@@ -54,9 +54,10 @@ enum class RemapEffort {
   /// Two units per miss, and a block's physical chunks a sixteenth of it,
   /// 8 MiB to 16 MiB (max_chunk, if smaller, still applies): small chunks
   /// fit more of the gaps that free memory leaves. Within 1.02x on every recorded trace, a decoder whose KV
-  /// cache grows each step included, at 2-7x balanced's time per allocation
-  /// that misses the stream cache where steps vary (the fast path costs the
-  /// same), and ~25x on random sizes (for about half their overhead).
+  /// cache grows each step included, at 1.3-3x balanced's time per
+  /// allocation that misses the stream cache where steps vary and 8x on that
+  /// decoder (the fast path costs the same), ~30x on random sizes (for about
+  /// half their overhead).
   thorough,
 };
 
