@@ -45,11 +45,13 @@ void check_placement(Policy policy, std::uintptr_t address, std::size_t bytes) {
 
 // Returns how many chunks the pool remapped.
 std::uint64_t run_random_walk(std::uint32_t seed, int steps, std::size_t max_size, bool with_trim,
-                              Policy policy = Policy::default_policy, bool remap = true) {
+                              Policy policy = Policy::default_policy, bool remap = true,
+                              RemapEffort effort = RemapEffort::balanced) {
   SimDriver sim(small_sim(std::size_t{512} << 20));
   PoolOptions options = options_on(sim);
   options.policy = policy;
   options.remap = remap;
+  options.remap_effort = effort;
   Pool pool(options);
   std::vector<cudaStream_t> streams = {sim.create_stream(), sim.create_stream(), nullptr /* legacy */};
   std::mt19937 rng(seed);
@@ -152,6 +154,16 @@ TEST_CASE("every policy keeps every invariant and places blocks its way", "[core
       for (const std::uint32_t seed : {22u, 23u}) {
         run_random_walk(seed, 800, std::size_t{24} << 20, true, policy, remap);
       }
+    }
+  }
+}
+
+TEST_CASE("thorough remapping keeps every invariant", "[core][model][remap]") {
+  // RemapEffort::thorough: more moves, chunks sized by block (8-16 MiB).
+  for (const Policy policy : {Policy::default_policy, Policy::size_classes}) {
+    for (const std::uint32_t seed : {31u, 32u, 33u}) {
+      INFO("policy " << static_cast<int>(policy) << ", seed " << seed);
+      run_random_walk(seed, 1500, std::size_t{48} << 20, true, policy, true, RemapEffort::thorough);
     }
   }
 }
