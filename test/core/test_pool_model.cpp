@@ -161,9 +161,9 @@ TEST_CASE("every policy keeps every invariant and places blocks its way", "[core
 TEST_CASE("thorough remapping keeps every invariant", "[core][model][remap]") {
   // RemapEffort::thorough: more moves, chunks sized by block (8-16 MiB).
   for (const Policy policy : {Policy::default_policy, Policy::size_classes}) {
-    for (const std::uint32_t seed : {31u, 32u, 33u}) {
+    for (const std::uint32_t seed : {31u, 32u}) {
       INFO("policy " << static_cast<int>(policy) << ", seed " << seed);
-      run_random_walk(seed, 1500, std::size_t{48} << 20, true, policy, true, RemapEffort::thorough);
+      run_random_walk(seed, 800, std::size_t{48} << 20, true, policy, true, RemapEffort::thorough);
     }
   }
 }
