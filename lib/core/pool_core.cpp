@@ -78,10 +78,6 @@ PoolCore::PoolCore(const PoolOptions& options)
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       remap_(options.remap),
       thorough_(options.remap && options.remap_effort == RemapEffort::thorough),
-      remap_credit_recurring_(options.remap_effort == RemapEffort::thorough ? kRemapCreditPerMissThorough
-                                                                             : kRemapCreditRecurringMiss),
-      remap_credit_new_size_(options.remap_effort == RemapEffort::thorough ? kRemapCreditPerMissThorough
-                                                                            : kRemapCreditNewSizeMiss),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),

@@ -355,10 +355,6 @@ class PoolCore {
     const std::size_t share = std::bit_floor(std::max<std::size_t>(need / kThoroughChunksPerBlock, 1));
     return std::clamp(share, kThoroughMinChunk, kThoroughMaxChunk);
   }
-  /// Credit earned per slow-path allocation of a recurring size and of
-  /// another, in 1/kRemapCreditScale units (set by the RemapEffort).
-  const std::uint64_t remap_credit_recurring_;
-  const std::uint64_t remap_credit_new_size_;
 
   std::mutex heap_mutex_;
   BlockPool blocks_;
@@ -394,7 +390,9 @@ class PoolCore {
   std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kRemapCreditScale); }
   /// `recurring_size`: the stream has freed a block of this size before.
   void earn_remap_credit(bool recurring_size) noexcept {
-    const std::uint64_t earned = recurring_size ? remap_credit_recurring_ : remap_credit_new_size_;
+    const std::uint64_t earned = thorough_        ? kRemapCreditPerMissThorough
+                                 : recurring_size ? kRemapCreditRecurringMiss
+                                                  : kRemapCreditNewSizeMiss;
     remap_credit_ = std::min(remap_credit_ + earned, kRemapCreditUnits * kRemapCreditScale);
   }
   void spend_remap_units(std::size_t units) noexcept {
