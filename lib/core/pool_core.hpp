@@ -28,6 +28,7 @@
 #include "core/block.hpp"
 #include "core/block_map.hpp"
 #include "core/block_pool.hpp"
+#include "core/free_index.hpp"
 #include "core/placement.hpp"
 #include "core/stream_state.hpp"
 
@@ -358,7 +359,7 @@ class PoolCore {
 
   std::mutex heap_mutex_;
   BlockPool blocks_;
-  std::set<Block*, BySizeThenOffset> free_;  ///< every free block of the heap
+  FreeIndex free_;  ///< every free block of the heap
   /// The streams whose `pending` is not empty (what best_fit checks).
   std::vector<StreamState*> pending_streams_;
 

@@ -227,7 +227,7 @@ void PoolCore::check_invariants() {
     if (state == BlockState::cached) ++cached_blocks;
     if (state == BlockState::free) {
       ++free_blocks;
-      if (free_.find(const_cast<Block*>(b)) == free_.end()) fail("free block missing from the heap's set", b);
+      if (!free_.contains(const_cast<Block*>(b))) fail("free block missing from the heap's set", b);
       if (b->stream != nullptr) fail("free block tagged with a stream", b);
       if (merges_with(prev, b)) fail("adjacent free blocks not coalesced", b);
     }
