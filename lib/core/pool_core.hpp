@@ -119,7 +119,8 @@ inline constexpr std::size_t kThoroughMaxChunk = std::size_t{16} << 20;
 inline constexpr std::size_t kThoroughChunksPerBlock = 16;
 
 /// A miss keeps the stream's cached small blocks of recurring sizes while
-/// they hold at most this much (pool_core_slow.cpp says why).
+/// they hold at most this much, or 1/kGrowthSlackDivisor of the live peak
+/// where that is more (pool_core_slow.cpp says why; kept_cache_bound()).
 inline constexpr std::size_t kKeptSmallCacheBytes = std::size_t{4} << 20;
 
 /// Reserved memory may grow with new physical memory up to the live peak plus
@@ -241,7 +242,9 @@ class PoolCore {
   /// Which cached blocks a miss moves into the heap.
   enum class CacheFlush {
     all,
-    all_but_recurring_small,  ///< all but small blocks of recurring sizes (SizeBins::note_allocation)
+    /// all but small blocks of recurring sizes (SizeBins::note_allocation),
+    /// while those hold at most kKeptSmallCacheBytes; else all
+    all_but_recurring_small,
   };
   /// Moves `state`'s cached blocks of class `which` into the heap, recording
   /// a fence on `stream` when one is due (the caller is that stream's own
@@ -315,6 +318,15 @@ class PoolCore {
   /// Whether reserved memory exceeds what is in use by more than what is in
   /// use (and by at least 64 MiB): then the slow path waits before it grows.
   bool holds_too_much_free_memory() noexcept;
+  /// How many bytes of kept blocks (SizeBins::kept_bytes) a stream's miss
+  /// leaves cached: kKeptSmallCacheBytes, or the growth slack over the live
+  /// peak where that is more. A fixed 4 MiB made a GPT's step flush its
+  /// recurring small blocks on most misses (25% of allocations served by the
+  /// fast path against 57%, the same memory; issue 12, docs/notes).
+  std::size_t kept_cache_bound() const noexcept {
+    return std::max<std::size_t>(kKeptSmallCacheBytes,
+                                 used_high_sampled_.load(std::memory_order_relaxed) / kGrowthSlackDivisor);
+  }
   /// Whether any stream caches blocks or has frees pending in the heap. Heap lock held.
   bool frees_held_anywhere() noexcept;
   /// Synchronizes the device; afterwards every free made so far is complete.

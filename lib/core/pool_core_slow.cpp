@@ -76,9 +76,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   //    few small sizes missed on every allocation, each miss flushing the
   //    block the next one wanted. They are flushed too when the fit would grow.
   if (state->cache.blocks() != 0 || !state->pending.empty()) {
-    flush_cache_to_heap(state, stream,
-                        state->cache.small_bytes() <= kKeptSmallCacheBytes ? CacheFlush::all_but_recurring_small
-                                                                           : CacheFlush::all);
+    flush_cache_to_heap(state, stream, CacheFlush::all_but_recurring_small);
   }
   if (Block* block = take_if_backed(best_fit(state, size))) return block;
   if (state->cache.blocks() != 0) {
@@ -110,9 +108,19 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, Cach
   }
   poll_fences_locked(state);
   const std::uint64_t safe_epoch = state->safe_epoch;
-  Block* list = detach(state->cache, [&](Block* b, bool recurring) {
-    return which == CacheFlush::all || b->size > kSmallBlockLimit || !recurring;
-  });
+  // Read under the lock: frees and fast-path hits on this stream from other
+  // threads change it (issue 17, defect 5).
+  if (state->cache.kept_bytes() > kept_cache_bound()) which = CacheFlush::all;
+  Block* list = nullptr;
+  auto take = [&](Block* b) {
+    b->bin_next = list;
+    list = b;
+  };
+  if (which == CacheFlush::all) {
+    state->cache.take_all(take);
+  } else {
+    state->cache.take_loose(take);
+  }
   state->lock.unlock();
   while (list != nullptr) {
     Block* block = list;
