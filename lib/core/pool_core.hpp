@@ -127,6 +127,12 @@ inline constexpr std::size_t kKeptSmallCacheBytes = std::size_t{4} << 20;
 /// 1/64 of it (1.6%) and a granule; beyond, free chunks are remapped first.
 inline constexpr std::uint64_t kGrowthSlackDivisor = 64;
 
+/// The step of the slow path that served an allocation (PoolStats::slow_*).
+enum class SlowStep : std::uint8_t { heap, heap_all, other_streams, wait, grown, after_synchronize, count };
+
+/// One slow-path allocation in kSlowTimingEvery (per thread) is timed.
+inline constexpr std::uint32_t kSlowTimingEvery = 8;
+
 /// A block chosen for a request, and where in it the request is placed.
 struct Fit {
   Block* block = nullptr;
@@ -238,7 +244,9 @@ class PoolCore {
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                             StreamState* state, cudaStream_t stream) noexcept;
-  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
+  /// Steps 1 and 2 of the ladder; `step` says which served the block.
+  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream,
+                             SlowStep* step) noexcept;
   /// Which cached blocks a miss moves into the heap.
   enum class CacheFlush {
     all,
@@ -398,6 +406,10 @@ class PoolCore {
   std::atomic<std::uint64_t> events_recorded_{0};
   std::uint64_t device_synchronizes_ = 0;
   std::uint64_t remap_waits_ = 0;  ///< wait_for_own_frees calls that synchronized
+  /// Slow-path allocations by the step that served them, and the sampled
+  /// host time they took (scaled by kSlowTimingEvery): PoolStats::slow_*.
+  std::uint64_t slow_count_[static_cast<int>(SlowStep::count)] = {};
+  std::uint64_t slow_ns_[static_cast<int>(SlowStep::count)] = {};
   /// Remapping credit in 1/kRemapCreditScale units (kRemapCreditScale says why).
   std::uint64_t remap_credit_ = kRemapCreditUnits * kRemapCreditScale;
   std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kRemapCreditScale); }
