@@ -389,6 +389,15 @@ class PoolCore {
   /// cached and pending blocks, reclaimed through fences and synchronizes.
   std::vector<std::unique_ptr<StreamState>> retired_streams_;
   std::atomic<std::size_t> stream_count_{0};
+  /// Every state ever made, retired ones included, newest first, linked
+  /// through StreamState::older: read without a lock (states live as long as
+  /// the pool), so that used_now() on the slow path takes no mutex.
+  std::atomic<StreamState*> all_states_{nullptr};
+  /// Publishes a state made under streams_mutex_.
+  void publish_state(StreamState* state) noexcept {
+    state->older = all_states_.load(std::memory_order_relaxed);
+    all_states_.store(state, std::memory_order_release);
+  }
 
   std::mutex events_mutex_;
   std::vector<EventHandle> spare_events_;

@@ -9,9 +9,12 @@
 namespace sova::detail {
 
 std::uint64_t PoolCore::used_now() noexcept {
+  // Retired states count too: a block allocated on a destroyed stream and
+  // freed on the new stream with its handle is counted out on the new one.
   std::int64_t used = 0;
-  std::lock_guard<std::mutex> lock(streams_mutex_);
-  for (auto& entry : streams_) used += entry.second->live_bytes.load(std::memory_order_relaxed);
+  for (const StreamState* s = all_states_.load(std::memory_order_acquire); s != nullptr; s = s->older) {
+    used += s->live_bytes.load(std::memory_order_relaxed);
+  }
   return used > 0 ? static_cast<std::uint64_t>(used) : 0;
 }
 
