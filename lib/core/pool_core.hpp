@@ -393,6 +393,11 @@ class PoolCore {
   /// through StreamState::older: read without a lock (states live as long as
   /// the pool), so that used_now() on the slow path takes no mutex.
   std::atomic<StreamState*> all_states_{nullptr};
+  /// Calls visit(state) for every state, newest first; no lock, no allocation.
+  template <class Visit>
+  void for_each_state(Visit visit) const {
+    for (StreamState* s = all_states_.load(std::memory_order_acquire); s != nullptr; s = s->older) visit(s);
+  }
   /// Publishes a state made under streams_mutex_.
   void publish_state(StreamState* state) noexcept {
     state->older = all_states_.load(std::memory_order_relaxed);

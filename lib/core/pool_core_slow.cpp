@@ -169,18 +169,15 @@ void PoolCore::wait_for_own_frees(StreamState* state, cudaStream_t stream) noexc
 }
 
 void PoolCore::harvest_streams(StreamState* except) noexcept {
-  std::vector<StreamState*> streams;
-  try {
-    streams = all_streams();
-  } catch (...) {
-    return;
-  }
-  for (StreamState* other : streams) {
-    if (other == except) continue;
+  // Every state the pool ever made (a lock-free list: a pool whose streams
+  // come and go keeps one retired state per reused handle, and copying them
+  // into a vector on every miss cost microseconds).
+  for_each_state([&](StreamState* other) {
+    if (other == except) return;
     // Nothing cached and nothing pending: nothing to gain (destroyed streams'
     // states stay in the pool; most of them end up like this).
-    if (other->cache.blocks() == 0 && other->pending.empty()) continue;
-    if (other->frozen.load(std::memory_order_relaxed)) continue;
+    if (other->cache.blocks() == 0 && other->pending.empty()) return;
+    if (other->frozen.load(std::memory_order_relaxed)) return;
     other->lock.lock();
     // Frees no fence covers yet. Only the stream's own next call may record
     // one (the handle may be destroyed meanwhile) — except the legacy stream,
@@ -206,19 +203,13 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
       insert_free(block);
     }
     drop_complete_pending(other, safe_epoch);
-  }
+  });
 }
 
 Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState* state,
                                 cudaStream_t stream) noexcept {
-  std::vector<StreamState*> streams;
-  try {
-    streams = all_streams();
-  } catch (...) {
-    return nullptr;
-  }
   const std::size_t granularity = arena_.granularity();
-  for (StreamState* other : streams) {
+  for (StreamState* other = all_states_.load(std::memory_order_acquire); other != nullptr; other = other->older) {
     if (other == state) continue;
     other->lock.lock();
     if (other->fences.empty()) {
@@ -347,15 +338,10 @@ bool PoolCore::holds_too_much_free_memory() noexcept {
 }
 
 bool PoolCore::frees_held_anywhere() noexcept {
-  try {
-    for (StreamState* s : all_streams()) {
-      // cache.blocks() is safe without the stream's lock; pending is the heap's.
-      if (s->cache.blocks() != 0 || !s->pending.empty()) return true;
-    }
-  } catch (...) {
-    return true;  // out of host memory: assume so, a synchronize is harmless
-  }
-  return false;
+  bool held = false;
+  // cache.blocks() is safe without the stream's lock; pending is the heap's.
+  for_each_state([&](StreamState* s) { held = held || s->cache.blocks() != 0 || !s->pending.empty(); });
+  return held;
 }
 
 void PoolCore::synchronize_everything() noexcept {
