@@ -54,10 +54,31 @@ void BM_threads_mixed(benchmark::State& state) {
       live[s.slot] = a.allocate(s.bytes, stream.get());
     };
     for (const Step& s : schedule) step(s);  // warm-up: one pass of the schedule
+    // A sova pool's own account of the timed loop (summed over threads: the
+    // pool is shared): which path served the allocations, and driver work.
+    sova::PoolStats before{};
+    if constexpr (requires { a.pool->stats(); }) before = a.pool->stats();
     std::size_t next = 0;
     for (auto _ : state) {
       step(schedule[next]);
       if (++next == kMixedSchedule) next = 0;
+    }
+    if constexpr (requires { a.pool->stats(); }) {
+      if (state.thread_index() == 0) {
+        const sova::PoolStats after = a.pool->stats();
+        const auto per_pair = [&](std::uint64_t now, std::uint64_t then) {
+          return benchmark::Counter(static_cast<double>(now - then) / static_cast<double>(state.iterations()));
+        };
+        state.counters["slow_per_pair"] = per_pair(after.allocations - after.fast_path_hits,
+                                                   before.allocations - before.fast_path_hits);
+        state.counters["grown_per_pair"] = per_pair(after.slow_grown, before.slow_grown);
+        state.counters["events_per_pair"] = per_pair(after.events_recorded, before.events_recorded);
+        state.counters["driver_work_per_pair"] =
+            per_pair(after.chunks_mapped + after.chunks_remapped + after.chunks_unmapped + after.remap_waits +
+                         after.device_synchronizes + after.cross_stream_waits,
+                     before.chunks_mapped + before.chunks_remapped + before.chunks_unmapped + before.remap_waits +
+                         before.device_synchronizes + before.cross_stream_waits);
+      }
     }
     for (void* p : live) a.deallocate(p, stream.get());
     stream.sync();

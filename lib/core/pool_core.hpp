@@ -130,6 +130,10 @@ inline constexpr std::uint64_t kGrowthSlackDivisor = 64;
 /// The step of the slow path that served an allocation (PoolStats::slow_*).
 enum class SlowStep : std::uint8_t { heap, heap_all, other_streams, wait, grown, after_synchronize, count };
 
+/// The used high-water mark is sampled at one slow-path allocation in
+/// kUsedSampleEvery per thread, and at every growth (hand_out says why).
+inline constexpr std::uint32_t kUsedSampleEvery = 16;
+
 /// One slow-path allocation in kSlowTimingEvery (per thread) is timed.
 inline constexpr std::uint32_t kSlowTimingEvery = 8;
 
@@ -339,7 +343,10 @@ class PoolCore {
   bool frees_held_anywhere() noexcept;
   /// Synchronizes the device; afterwards every free made so far is complete.
   void synchronize_everything() noexcept;
-  void hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept;
+  /// Makes a block taken by the slow path live for `state`; `grown`: the
+  /// allocation created or remapped memory (the used high-water mark is
+  /// sampled then, and one in kUsedSampleEvery otherwise).
+  void hand_out(Block* block, std::size_t bytes, StreamState* state, bool grown) noexcept;
   /// A free range's view for the policy.
   static FreeRange range_of(const Block* block) noexcept { return FreeRange{block->offset, block->size}; }
 

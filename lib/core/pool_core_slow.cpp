@@ -58,7 +58,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
       step = SlowStep::wait;
     }
     if (block != nullptr) {
-      hand_out(block, bytes, state);
+      hand_out(block, bytes, state, step == SlowStep::grown);
       *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
       if (attempt > 0) step = SlowStep::after_synchronize;
       ++slow_count_[static_cast<int>(step)];
@@ -369,7 +369,7 @@ void PoolCore::synchronize_everything() noexcept {
   harvest_streams(nullptr);
 }
 
-void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept {
+void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state, bool grown) noexcept {
   block->requested = bytes;
   block->backed = arena_.backed_prefix(block->offset, block->size);
   block->allocated_on = state;
@@ -381,7 +381,13 @@ void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noe
   const bool recurring = state->cache.note_allocation(block->size);
   state->lock.unlock();
   earn_remap_credit(recurring);
-  sample_used_high();
+  // The used high-water mark: a walk over every stream state, so once in
+  // kUsedSampleEvery slow-path allocations per thread (and at every growth,
+  // where the growth budget reads it). Sampling on every one cost 10 us a
+  // miss on the H100 once a pool had seen a few hundred short-lived streams
+  // (threads_mixed, docs/notes/2026-11-23-real-workload-speed.md).
+  thread_local std::uint32_t t_hand_outs = 0;
+  if (grown || (t_hand_outs++ % kUsedSampleEvery) == 0) sample_used_high();
 }
 
 }  // namespace sova::detail
