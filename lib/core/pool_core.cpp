@@ -119,13 +119,13 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;  // as cudaMallocAsync: success, NULL (measured)
   if (bytes > arena_.size()) {
-    std::lock_guard<std::mutex> lock(heap_mutex_);
+    std::lock_guard<HeapMutex> lock(heap_mutex_);
     ++failed_allocations_;
     return cudaErrorMemoryAllocation;
   }
   const std::size_t size = placement_.block_size(bytes);
   if (size == 0 || size > arena_.size()) {
-    std::lock_guard<std::mutex> lock(heap_mutex_);
+    std::lock_guard<HeapMutex> lock(heap_mutex_);
     ++failed_allocations_;
     return size == 0 ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;  // 0: a user's policy broke its contract
   }

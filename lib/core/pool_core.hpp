@@ -29,6 +29,7 @@
 #include "core/block_map.hpp"
 #include "core/block_pool.hpp"
 #include "core/free_index.hpp"
+#include "core/heap_mutex.hpp"
 #include "core/placement.hpp"
 #include "core/stream_state.hpp"
 
@@ -384,7 +385,7 @@ class PoolCore {
     return std::clamp(share, kThoroughMinChunk, kThoroughMaxChunk);
   }
 
-  std::mutex heap_mutex_;
+  HeapMutex heap_mutex_;
   BlockPool blocks_;
   FreeIndex free_;  ///< every free block of the heap
   /// The streams whose `pending` is not empty (what best_fit checks).

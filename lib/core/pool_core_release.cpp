@@ -20,7 +20,7 @@ std::size_t PoolCore::release_at_least(std::size_t bytes) noexcept {
 }
 
 cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {
-  std::lock_guard<std::mutex> lock(heap_mutex_);
+  std::lock_guard<HeapMutex> lock(heap_mutex_);
   harvest_streams(nullptr);
   release_free_memory(bytes_to_keep);
   if (arena_.backed_bytes() <= bytes_to_keep) return cudaSuccess;
@@ -45,7 +45,7 @@ void PoolCore::release_if_idle() noexcept {
   const bool idle = activity == activity_seen_;
   activity_seen_ = activity;
   if (!idle) return;
-  std::unique_lock<std::mutex> lock(heap_mutex_, std::try_to_lock);
+  std::unique_lock<HeapMutex> lock(heap_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;  // the pool is busy after all
   const std::uint64_t threshold = release_threshold_.load(std::memory_order_relaxed);
   if (arena_.backed_bytes() <= threshold) return;

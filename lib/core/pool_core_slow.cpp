@@ -28,7 +28,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
                                     StreamState* state, cudaStream_t stream) noexcept {
   thread_local std::uint32_t t_slow_calls = 0;
   const std::int64_t start = (t_slow_calls++ % kSlowTimingEvery) == 0 ? now_ns() : 0;
-  std::lock_guard<std::mutex> lock(heap_mutex_);
+  std::lock_guard<HeapMutex> lock(heap_mutex_);
   for (int attempt = 0; attempt < 2; ++attempt) {
     SlowStep step = SlowStep::heap;
     Block* block = find_without_growth(size, need, state, stream, &step);

@@ -27,7 +27,7 @@ void PoolCore::sample_used_high() noexcept {
 
 PoolStats PoolCore::stats() {
   PoolStats s;
-  std::lock_guard<std::mutex> heap(heap_mutex_);
+  std::lock_guard<HeapMutex> heap(heap_mutex_);
   sample_used_high();
   s.reserved_current = arena_.backed_bytes();
   s.reserved_high = arena_.backed_high();
@@ -133,14 +133,14 @@ cudaError_t PoolCore::set_attribute(cudaMemPoolAttr attr, const void* value) noe
     case cudaMemPoolAttrReservedMemHigh:
       if (*static_cast<const std::uint64_t*>(value) != 0) return cudaErrorInvalidValue;
       {
-        std::lock_guard<std::mutex> lock(heap_mutex_);
+        std::lock_guard<HeapMutex> lock(heap_mutex_);
         arena_.reset_backed_high();
       }
       return cudaSuccess;
     case cudaMemPoolAttrUsedMemHigh:
       if (*static_cast<const std::uint64_t*>(value) != 0) return cudaErrorInvalidValue;
       try {
-        std::lock_guard<std::mutex> heap(heap_mutex_);
+        std::lock_guard<HeapMutex> heap(heap_mutex_);
         for (StreamState* st : all_streams()) {
           st->lock.lock();
           st->live_high.store(st->live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -194,7 +194,7 @@ cudaError_t PoolCore::get_attribute(cudaMemPoolAttr attr, void* value) noexcept 
 }
 
 cudaError_t PoolCore::set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept {
-  std::lock_guard<std::mutex> lock(heap_mutex_);
+  std::lock_guard<HeapMutex> lock(heap_mutex_);
   return arena_.set_peer_access(descs, count);
 }
 
@@ -205,13 +205,13 @@ cudaError_t PoolCore::get_access(cudaMemAccessFlags* flags, const cudaMemLocatio
   if (driver_.device_count(&count) != cudaSuccess || location->id < 0 || location->id >= count) {
     return cudaErrorInvalidValue;
   }
-  std::lock_guard<std::mutex> lock(heap_mutex_);
+  std::lock_guard<HeapMutex> lock(heap_mutex_);
   *flags = arena_.access_of(location->id);
   return cudaSuccess;
 }
 
 void PoolCore::check_invariants() {
-  std::lock_guard<std::mutex> heap(heap_mutex_);
+  std::lock_guard<HeapMutex> heap(heap_mutex_);
   std::vector<StreamState*> streams = all_streams();
   for (StreamState* s : streams) s->lock.lock();
   std::string problem;
