@@ -1,0 +1,364 @@
+// The allocation log: per-thread buffers, a flush that merges them in time
+// order, and a background thread that samples reserved memory and flushes
+// (alloc_log.hpp says why rows come out in causal order).
+#include "core/alloc_log.hpp"
+
+#include "core/spin_lock.hpp"
+#include "driver/no_destroy.hpp"
+
+#include <sova/pool.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace sova::detail {
+
+constinit std::atomic<bool> g_log_on{false};
+
+namespace {
+
+constexpr std::size_t kBufferRecords = 4096;  // a thread's buffer: 192 KiB
+constexpr auto kSampleEvery = std::chrono::milliseconds(10);
+constexpr int kFlushEverySamples = 10;  // the background flush: every 100 ms
+
+enum class Action : std::uint8_t { allocate, allocate_failure, free };
+
+struct Record {
+  std::uint64_t ns;  // CLOCK_MONOTONIC
+  std::uint64_t ptr;
+  std::uint64_t size;
+  std::uint64_t stream;
+  std::uint64_t reserved;
+  std::uint32_t tid;
+  Action action;
+};
+
+struct ThreadBuffer {
+  SpinLock lock;
+  std::vector<Record> records;  // under lock; in stamp order
+  std::uint32_t tid = 0;
+  bool orphan = false;          // under State::mutex: its thread has exited
+};
+
+std::uint64_t monotonic_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+std::uint64_t realtime_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000u + static_cast<std::uint64_t>(ts.tv_nsec);
+}
+
+struct State {
+  // Guards the file, the buffer list, start/stop. Flushes hold it while
+  // they write, so writes never interleave.
+  std::mutex mutex;
+  std::FILE* file = nullptr;
+  bool write_error = false;
+  std::int64_t wall_minus_mono = 0;  // realtime - monotonic at start, ns
+  std::vector<ThreadBuffer*> buffers;
+  // Formatting cache: the local time's "HH:MM:SS" of one second.
+  std::int64_t cached_second = -1;
+  char cached_hms[16] = {};
+
+  // The background thread and its stop flag (under mutex).
+  std::thread worker;
+  std::condition_variable wake;
+  bool stop_worker = false;
+
+  // Pools whose reserved memory the worker sums.
+  std::mutex pools_mutex;
+  std::set<const Pool*> pools;
+  std::atomic<std::uint64_t> reserved{0};
+
+  bool atexit_registered = false;  // under mutex
+};
+
+State& state() noexcept {
+  static NoDestroy<State> s;  // outlives pools destroyed at exit
+  return s.get();
+}
+
+/// The calling thread's buffer. Its destructor (at thread exit) hands the
+/// buffer to the next flush, which writes what is left and deletes it.
+struct ThreadSlot {
+  ThreadBuffer* buffer = nullptr;
+  ~ThreadSlot() {
+    if (buffer == nullptr) return;
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    buffer->orphan = true;
+  }
+};
+thread_local ThreadSlot t_slot;
+
+ThreadBuffer* thread_buffer() noexcept {
+  if (t_slot.buffer != nullptr) return t_slot.buffer;
+  try {
+    auto* b = new ThreadBuffer;
+    b->records.reserve(kBufferRecords);
+    b->tid = static_cast<std::uint32_t>(::syscall(SYS_gettid));
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    s.buffers.push_back(b);
+    t_slot.buffer = b;
+    return b;
+  } catch (...) {
+    return nullptr;  // out of host memory: this event goes unlogged
+  }
+}
+
+/// "HH:MM:SS.uuuuuu", local time, as spdlog's %H:%M:%S.%f. State::mutex held.
+void format_time(State& s, std::uint64_t mono_ns, char* out, std::size_t n) {
+  const std::int64_t wall = static_cast<std::int64_t>(mono_ns) + s.wall_minus_mono;
+  const std::int64_t second = wall / 1000000000;
+  if (second != s.cached_second) {
+    const std::time_t t = static_cast<std::time_t>(second);
+    std::tm tm{};
+    localtime_r(&t, &tm);
+    std::strftime(s.cached_hms, sizeof s.cached_hms, "%H:%M:%S", &tm);
+    s.cached_second = second;
+  }
+  std::snprintf(out, n, "%s.%06lld", s.cached_hms, static_cast<long long>((wall % 1000000000) / 1000));
+}
+
+/// Writes the records of every buffer stamped before now (`all`: every
+/// record, for the last flush, when no append can stamp any more). State::mutex held.
+void flush_locked(State& s, bool all = false) {
+  if (s.file == nullptr) return;
+  const std::uint64_t cutoff = all ? UINT64_MAX : monotonic_ns();
+  std::vector<Record> batch;
+  for (auto it = s.buffers.begin(); it != s.buffers.end();) {
+    ThreadBuffer* b = *it;
+    b->lock.lock();
+    const auto end = std::find_if(b->records.begin(), b->records.end(),
+                                  [&](const Record& r) { return r.ns >= cutoff; });
+    batch.insert(batch.end(), b->records.begin(), end);
+    b->records.erase(b->records.begin(), end);
+    const bool drop = b->orphan && b->records.empty();
+    b->lock.unlock();
+    if (drop) {
+      delete b;
+      it = s.buffers.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::stable_sort(batch.begin(), batch.end(), [](const Record& a, const Record& b) { return a.ns < b.ns; });
+  char time[32];
+  for (const Record& r : batch) {
+    format_time(s, r.ns, time, sizeof time);
+    const char* action = r.action == Action::allocate           ? "allocate"
+                         : r.action == Action::allocate_failure ? "allocate failure"
+                                                                : "free";
+    char ptr[24];
+    if (r.ptr == 0) {
+      std::snprintf(ptr, sizeof ptr, "(nil)");  // glibc's %p of NULL, as RMM prints it
+    } else {
+      std::snprintf(ptr, sizeof ptr, "0x%llx", static_cast<unsigned long long>(r.ptr));
+    }
+    char stream[24];
+    if (r.stream == 0) {
+      std::snprintf(stream, sizeof stream, "0");  // RMM: std::hex << cudaStream_t
+    } else {
+      std::snprintf(stream, sizeof stream, "0x%llx", static_cast<unsigned long long>(r.stream));
+    }
+    if (std::fprintf(s.file, "%u,%s,%s,%s,%llu,%s,%llu\n", r.tid, time, action, ptr,
+                     static_cast<unsigned long long>(r.size), stream,
+                     static_cast<unsigned long long>(r.reserved)) < 0) {
+      s.write_error = true;
+    }
+  }
+  if (std::fflush(s.file) != 0) s.write_error = true;
+}
+
+void flush_all() noexcept {
+  State& s = state();
+  try {
+    std::lock_guard lock(s.mutex);
+    flush_locked(s);
+  } catch (...) {
+    // Out of host memory while batching: the records stay buffered.
+  }
+}
+
+/// Sum of every registered pool's reserved memory.
+void sample_reserved(State& s) noexcept {
+  std::uint64_t sum = 0;
+  try {
+    std::lock_guard lock(s.pools_mutex);
+    for (const Pool* pool : s.pools) sum += pool->stats().reserved_current;
+  } catch (...) {
+    return;  // keep the last sample
+  }
+  s.reserved.store(sum, std::memory_order_relaxed);
+}
+
+void worker_loop() {
+  State& s = state();
+  int samples = 0;
+  std::unique_lock lock(s.mutex);
+  while (!s.stop_worker) {
+    s.wake.wait_for(lock, kSampleEvery, [&] { return s.stop_worker; });
+    if (s.stop_worker) break;
+    lock.unlock();
+    sample_reserved(s);
+    lock.lock();
+    if (++samples % kFlushEverySamples == 0) {
+      try {
+        flush_locked(s);
+      } catch (...) {
+      }
+    }
+  }
+}
+
+void append(Action action, std::uint64_t ptr, std::uint64_t size, cudaStream_t stream) noexcept {
+  ThreadBuffer* b = thread_buffer();
+  if (b == nullptr) return;
+  State& s = state();
+  b->lock.lock();
+  if (!g_log_on.load(std::memory_order_relaxed)) {  // stopped since the caller looked
+    b->lock.unlock();
+    return;
+  }
+  bool full = false;
+  try {
+    b->records.push_back(Record{monotonic_ns(), ptr, size, reinterpret_cast<std::uint64_t>(stream),
+                                s.reserved.load(std::memory_order_relaxed), b->tid, action});
+    full = b->records.size() >= kBufferRecords;
+  } catch (...) {
+    // Out of host memory growing a buffer that a flush could not drain.
+  }
+  b->lock.unlock();
+  if (full) flush_all();
+}
+
+void stop_at_exit() { log_stop(); }
+
+}  // namespace
+
+void log_allocate(void* ptr, std::size_t bytes, cudaStream_t stream, cudaError_t result) noexcept {
+  if (result == cudaSuccess) {
+    append(Action::allocate, reinterpret_cast<std::uint64_t>(ptr), bytes, stream);
+  } else {
+    append(Action::allocate_failure, 0, bytes, stream);
+  }
+}
+
+void log_free(void* ptr, std::size_t bytes, cudaStream_t stream) noexcept {
+  append(Action::free, reinterpret_cast<std::uint64_t>(ptr), bytes, stream);
+}
+
+void log_register_pool(const Pool* pool) noexcept {
+  State& s = state();
+  try {
+    std::lock_guard lock(s.pools_mutex);
+    s.pools.insert(pool);
+  } catch (...) {
+    // Not summed into Reserved: the log's figure is then low, nothing else.
+  }
+}
+
+void log_unregister_pool(const Pool* pool) noexcept {
+  State& s = state();
+  std::lock_guard lock(s.pools_mutex);
+  s.pools.erase(pool);
+}
+
+cudaError_t log_start(const char* path) noexcept {
+  if (path == nullptr || *path == '\0') return cudaErrorInvalidValue;
+  State& s = state();
+  try {
+    std::lock_guard lock(s.mutex);
+    if (s.file != nullptr) return cudaErrorInvalidValue;
+    std::FILE* file = std::fopen(path, "w");
+    if (file == nullptr) return cudaErrorInvalidValue;
+    // Large stdio buffer: a batch is written with one or a few write calls.
+    std::setvbuf(file, nullptr, _IOFBF, 1 << 20);
+    std::fputs("Thread,Time,Action,Pointer,Size,Stream,Reserved\n", file);
+    s.file = file;
+    s.write_error = false;
+    s.wall_minus_mono = static_cast<std::int64_t>(realtime_ns()) - static_cast<std::int64_t>(monotonic_ns());
+    s.cached_second = -1;
+    s.stop_worker = false;
+    if (!s.atexit_registered) s.atexit_registered = std::atexit(stop_at_exit) == 0;
+    try {
+      s.worker = std::thread(worker_loop);
+    } catch (...) {
+      std::fclose(file);
+      s.file = nullptr;
+      return cudaErrorMemoryAllocation;
+    }
+  } catch (...) {
+    return cudaErrorMemoryAllocation;
+  }
+  sample_reserved(s);
+  g_log_on.store(true, std::memory_order_release);
+  return cudaSuccess;
+}
+
+cudaError_t log_stop() noexcept {
+  State& s = state();
+  std::thread worker;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.file == nullptr) return cudaSuccess;
+    g_log_on.store(false, std::memory_order_release);
+    s.stop_worker = true;
+    worker = std::move(s.worker);
+  }
+  s.wake.notify_all();
+  if (worker.joinable()) worker.join();
+  std::lock_guard lock(s.mutex);
+  // Every append that saw the log on holds its buffer's lock while it
+  // appends, and flush_locked takes each lock: once the flag is off, what it
+  // finds is everything, so it takes every record.
+  try {
+    flush_locked(s, true);
+  } catch (...) {
+    s.write_error = true;
+  }
+  for (ThreadBuffer* b : s.buffers) {  // anything left (out of memory above)
+    b->lock.lock();
+    b->records.clear();
+    b->lock.unlock();
+  }
+  const bool failed = std::fclose(s.file) != 0 || s.write_error;
+  s.file = nullptr;
+  return failed ? cudaErrorUnknown : cudaSuccess;
+}
+
+void log_start_from_environment() noexcept {
+  static std::once_flag once;
+  try {
+    std::call_once(once, [] {
+      const char* path = std::getenv("SOVA_LOG");
+      if (path == nullptr || *path == '\0') return;
+      const cudaError_t err = log_start(path);
+      if (err != cudaSuccess && err != cudaErrorInvalidValue) return;
+      if (err == cudaErrorInvalidValue && !g_log_on.load()) {
+        std::fprintf(stderr, "sova: SOVA_LOG=%s: cannot open the file for writing; not logging\n", path);
+      }
+    });
+  } catch (...) {
+  }
+}
+
+}  // namespace sova::detail
