@@ -151,9 +151,10 @@ SOVA_API cudaError_t sovaMemPoolStreamSynchronized_ptsz(sovaMemPool_t pool, cuda
  * LD_PRELOAD library), written as RMM's logging_resource_adaptor writes its
  * CSV (Thread,Time,Action,Pointer,Size,Stream) plus a Reserved column: the
  * physical memory sova's pools held, sampled every 10 ms. Records are
- * buffered per thread and written in time order by a background thread (at
- * least every 100 ms), by a thread whose buffer fills, and at sovaLogStop or
- * process exit. SOVA_LOG=<file> in the environment starts it when the C API
+ * buffered per thread and written in time order by a background thread
+ * (when a thread has 4096 buffered, and at least every 100 ms; by the thread
+ * itself when the writer falls far behind), and at sovaLogStop or process
+ * exit. SOVA_LOG=<file> in the environment starts it when the C API
  * creates its first pool (a default pool on first use, or sovaMemPoolCreate). */
 
 /** Starts logging to `path` (created or truncated). NULL or empty path, a log

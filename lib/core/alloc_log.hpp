@@ -19,10 +19,15 @@
 // sorted by time, so the file is in time order.
 //
 // Cost with the log off: one relaxed load of a global flag per Pool call.
-// With it on: the buffer's (uncontended) spin lock, a clock read and a
-// 48-byte store per event, plus block_size() for a free; formatting and
-// writing happen in batches off the hot path but for the call whose buffer
-// fills (every 4096 events of a thread), which writes the batch itself.
+// With it on, per event on the calling thread: the thread's own spin lock
+// (uncontended but for the writer's brief visits), a clock read
+// (CLOCK_MONOTONIC) and a 48-byte append, plus block_size() for a free. A
+// background thread merges the buffers, formats the rows (by hand: printf
+// cost more than the allocation) and writes them: woken when a buffer holds
+// 4096 records, and every 100 ms. A thread writes the batch itself only when
+// the writer has fallen 64K records behind it, which bounds the memory and
+// slows the program to the writer's pace. docs/notes/2026-11-23-packaging.md
+// has the figures.
 #pragma once
 
 #include <cuda_runtime_api.h>
