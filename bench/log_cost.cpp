@@ -3,6 +3,8 @@
 // SovaPool (log off) in the same run:
 //   pair/sova_pool_logged/<bytes>
 //   threads/sova_pool_logged/threads:T
+//   pair/sova_pool_sim_logged/<bytes>   (against pair/sova_pool_sim: on the
+//                                        host simulation, runs without a GPU)
 // The log goes to $SOVA_BENCH_LOG, default /dev/null: every row is still
 // stamped, buffered, sorted, formatted and written (one write per batch), but
 // no disk is timed (a real file grows ~60 bytes a row, 2 rows a pair: tens of
@@ -20,29 +22,30 @@
 namespace sova_bench {
 namespace {
 
-/// SovaPool with the log on for as long as any instance lives (the threads/
-/// loop builds one per thread, all before the timed loop starts and all
+/// The log on for as long as any LogSession lives (the threads/ loop builds
+/// one allocator per thread, all before the timed loop starts and all
 /// destroyed after it ends, so the count covers the whole loop).
-struct SovaPoolLogged : SovaPool {
-  static constexpr const char* kName = "sova_pool_logged";
-  SovaPoolLogged() {
-    if (!why_not.empty()) return;
+class LogSession {
+ public:
+  LogSession() {
     std::lock_guard lock(mutex());
-    if (count()++ == 0) {
+    if (count() == 0) {
       const char* path = std::getenv("SOVA_BENCH_LOG");
       if (sovaLogStart(path != nullptr && *path != '\0' ? path : "/dev/null") != cudaSuccess) {
-        --count();
-        why_not = "sovaLogStart failed (SOVA_BENCH_LOG not writable?)";
+        failed_ = true;
+        return;
       }
     }
+    ++count();
   }
-  ~SovaPoolLogged() {
-    if (!why_not.empty()) return;
+  ~LogSession() {
+    if (failed_) return;
     std::lock_guard lock(mutex());
     if (--count() == 0 && sovaLogStop() != cudaSuccess) std::fputs("sova_bench: sovaLogStop failed\n", stderr);
   }
-  SovaPoolLogged(const SovaPoolLogged&) = delete;
-  SovaPoolLogged& operator=(const SovaPoolLogged&) = delete;
+  LogSession(const LogSession&) = delete;
+  LogSession& operator=(const LogSession&) = delete;
+  bool failed() const { return failed_; }
 
  private:
   static std::mutex& mutex() {
@@ -53,11 +56,31 @@ struct SovaPoolLogged : SovaPool {
     static int n = 0;
     return n;
   }
+  bool failed_ = false;
+};
+
+constexpr const char* kLogFailed = "sovaLogStart failed (SOVA_BENCH_LOG not writable?)";
+
+struct SovaPoolLogged : SovaPool {
+  static constexpr const char* kName = "sova_pool_logged";
+  LogSession log;
+  SovaPoolLogged() {
+    if (why_not.empty() && log.failed()) why_not = kLogFailed;
+  }
+};
+
+struct SovaPoolSimLogged : SovaPoolSim {
+  static constexpr const char* kName = "sova_pool_sim_logged";
+  LogSession log;
+  SovaPoolSimLogged() {
+    if (why_not.empty() && log.failed()) why_not = kLogFailed;
+  }
 };
 
 [[maybe_unused]] const bool registered = [] {
   register_pair<SovaPoolLogged>();
   register_threads<SovaPoolLogged>();
+  register_pair<SovaPoolSimLogged>();
   return true;
 }();
 
