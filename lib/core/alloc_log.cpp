@@ -16,11 +16,13 @@
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <new>
 #include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -350,6 +352,25 @@ void append(Action action, std::uint64_t ptr, std::uint64_t size_bytes, cudaStre
 
 void stop_at_exit() { log_stop(); }
 
+/// In a forked child only the forking thread exists: no writer thread, the
+/// file is the parent's, and any lock another thread held stays held. The
+/// child stops logging (silently; the parent's log goes on) and gets fresh
+/// locks. What the parent's threads had is left alone (leaked), never freed
+/// or written twice.
+void after_fork_in_child() noexcept {
+  g_log_on.store(false, std::memory_order_relaxed);
+  State& s = state();
+  ::new (static_cast<void*>(&s.mutex)) std::mutex();
+  ::new (static_cast<void*>(&s.pools_mutex)) std::mutex();
+  ::new (static_cast<void*>(&s.wake)) std::condition_variable();
+  ::new (static_cast<void*>(&s.worker)) std::thread();
+  ::new (static_cast<void*>(&s.buffers)) std::vector<ThreadBuffer*>();
+  s.file = nullptr;
+  s.stop_worker = false;
+  s.flush_wanted.store(false, std::memory_order_relaxed);
+  t_slot.buffer = nullptr;
+}
+
 }  // namespace
 
 void log_allocate(void* ptr, std::size_t bytes, cudaStream_t stream, cudaError_t result) noexcept {
@@ -396,7 +417,10 @@ cudaError_t log_start(const char* path) noexcept {
     s.wall_minus_mono = static_cast<std::int64_t>(realtime_ns()) - static_cast<std::int64_t>(monotonic_ns());
     s.cached_second = -1;
     s.stop_worker = false;
-    if (!s.atexit_registered) s.atexit_registered = std::atexit(stop_at_exit) == 0;
+    if (!s.atexit_registered) {
+      s.atexit_registered = std::atexit(stop_at_exit) == 0;
+      ::pthread_atfork(nullptr, nullptr, after_fork_in_child);
+    }
     try {
       s.worker = std::thread(worker_loop);
     } catch (...) {

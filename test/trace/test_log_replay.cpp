@@ -11,6 +11,7 @@
 #include <sova/sim.hpp>
 #include <sova/sova.h>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -208,4 +209,34 @@ TEST_CASE("log: bad input is refused and changes nothing", "[log]") {
   CHECK(sovaLogStop() == cudaSuccess);
   CHECK(read_lines(first).size() == 3);  // the first log kept going
   std::remove(first.c_str());
+}
+
+TEST_CASE("log: a forked child stops logging and can start its own; the parent's log goes on", "[log]") {
+  LogGuard guard;
+  sova::SimDriver sim;
+  sova::PoolOptions options;
+  options.driver = &sim;
+  sova::Pool pool(options);
+  const std::string parent = temp_path("parent"), child = temp_path("child");
+  REQUIRE(sovaLogStart(parent.c_str()) == cudaSuccess);
+  pool.deallocate(pool.allocate(512, nullptr), nullptr);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    // The child: no Catch2 here. Its log is off (stop: nothing to do), and a
+    // log of its own starts and stops with a writer thread of its own.
+    const bool ok = sovaLogStop() == cudaSuccess && sovaLogStart(child.c_str()) == cudaSuccess &&
+                    sovaLogStop() == cudaSuccess;
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = -1;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  pool.deallocate(pool.allocate(1024, nullptr), nullptr);
+  REQUIRE(sovaLogStop() == cudaSuccess);
+  CHECK(read_lines(parent).size() == 5);  // header and two pairs
+  CHECK(read_lines(child).size() == 1);   // header only
+  std::remove(parent.c_str());
+  std::remove(child.c_str());
 }
