@@ -28,6 +28,18 @@
 
 namespace {
 
+#if defined(__SANITIZE_THREAD__)
+constexpr bool kThreadSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool kThreadSanitizer = true;
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+#else
+constexpr bool kThreadSanitizer = false;
+#endif
+
 std::string temp_path(const char* name) {
   return (std::filesystem::temp_directory_path() /
           ("sova_log_test_" + std::to_string(::getpid()) + "_" + name + ".csv"))
@@ -224,9 +236,11 @@ TEST_CASE("log: a forked child stops logging and can start its own; the parent's
   REQUIRE(pid >= 0);
   if (pid == 0) {
     // The child: no Catch2 here. Its log is off (stop: nothing to do), and a
-    // log of its own starts and stops with a writer thread of its own.
-    const bool ok = sovaLogStop() == cudaSuccess && sovaLogStart(child.c_str()) == cudaSuccess &&
-                    sovaLogStop() == cudaSuccess;
+    // log of its own starts and stops with a writer thread of its own
+    // (ThreadSanitizer refuses new threads after a multi-threaded fork: there
+    // the child only stops).
+    bool ok = sovaLogStop() == cudaSuccess;
+    if (!kThreadSanitizer) ok = ok && sovaLogStart(child.c_str()) == cudaSuccess && sovaLogStop() == cudaSuccess;
     ::_exit(ok ? 0 : 1);
   }
   int status = -1;
@@ -236,7 +250,7 @@ TEST_CASE("log: a forked child stops logging and can start its own; the parent's
   pool.deallocate(pool.allocate(1024, nullptr), nullptr);
   REQUIRE(sovaLogStop() == cudaSuccess);
   CHECK(read_lines(parent).size() == 5);  // header and two pairs
-  CHECK(read_lines(child).size() == 1);   // header only
+  if (!kThreadSanitizer) CHECK(read_lines(child).size() == 1);  // header only
   std::remove(parent.c_str());
   std::remove(child.c_str());
 }
