@@ -3,7 +3,9 @@
 // which cannot be routed and is run to see the preload say so). A program
 // that knows nothing of sova: blocks from cudaMallocAsync and from a
 // cudaMemPoolCreate pool on two streams, a kernel writing each, the host
-// checking every byte, then frees.
+// checking every byte, then frees; then memory that is not sova's (cudaMalloc,
+// an exportable pool, which the preload leaves to the runtime) through the
+// same calls.
 //   preload_gpu expect-sova     asserts the pools are sova's (tagged handles)
 //   preload_gpu expect-runtime  asserts they are the runtime's
 // Exit status 0 only if the data and the expectation hold.
@@ -83,6 +85,50 @@ int main(int argc, char** argv) {
       CHECK_CUDA(cudaFreeAsync(blocks[i], s[(streams[i] + round) % 2]));  // some frees on the other stream
     }
   }
+  // Memory that is not sova's stays freeable where the runtime allows it:
+  // cudaMalloc memory through cudaFreeAsync, and a pool sova does not serve
+  // (exportable as a POSIX file descriptor) with every call, made current too.
+  void* m = nullptr;
+  CHECK_CUDA(cudaMalloc(&m, 1 << 20));
+  CHECK_CUDA(cudaFreeAsync(m, s[0]));
+  cudaMemPoolProps ipc_props = props;
+  ipc_props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+  cudaMemPool_t ipc = nullptr;
+  const cudaError_t ipc_err = cudaMemPoolCreate(&ipc, &ipc_props);
+  if (ipc_err == cudaErrorNotSupported) {
+    std::printf("exportable pools not supported here: that part not checked\n");
+  } else {
+    CHECK_CUDA(ipc_err);
+    if (tagged(ipc)) {
+      std::printf("FAILED: an exportable pool must stay the runtime's\n");
+      return 1;
+    }
+    auto ipc_used = [&]() {
+      std::uint64_t v = ~0ull;
+      return cudaMemPoolGetAttribute(ipc, cudaMemPoolAttrUsedMemCurrent, &v) == cudaSuccess ? v : ~0ull;
+    };
+    void* r1 = nullptr;
+    void* r2 = nullptr;
+    CHECK_CUDA(cudaMallocFromPoolAsync(&r1, 1 << 20, ipc, s[0]));
+    CHECK_CUDA(cudaDeviceSetMemPool(0, ipc));
+    cudaMemPool_t current = nullptr;
+    CHECK_CUDA(cudaDeviceGetMemPool(&current, 0));
+    CHECK_CUDA(cudaMallocAsync(&r2, 4096, s[0]));  // from the current pool: the runtime's
+    const std::uint64_t in_ipc = ipc_used();
+    CHECK_CUDA(cudaDeviceSetMemPool(0, def));
+    CHECK_CUDA(cudaFreeAsync(r1, s[0]));
+    CHECK_CUDA(cudaFreeAsync(r2, s[0]));
+    CHECK_CUDA(cudaStreamSynchronize(s[0]));
+    if (current != ipc || in_ipc != (1u << 20) + 4096 || ipc_used() != 0) {
+      std::printf("FAILED: the runtime's pool as current: current %p (want %p), used %llu (want %llu), after frees %llu\n",
+                  static_cast<void*>(current), static_cast<void*>(ipc), static_cast<unsigned long long>(in_ipc),
+                  static_cast<unsigned long long>((1u << 20) + 4096), static_cast<unsigned long long>(ipc_used()));
+      return 1;
+    }
+    CHECK_CUDA(cudaMemPoolDestroy(ipc));
+    std::printf("cudaMalloc memory and the runtime's exportable pool: ok\n");
+  }
+
   std::uint64_t used = 1;
   CHECK_CUDA(cudaDeviceSynchronize());
   CHECK_CUDA(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used));
