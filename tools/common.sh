@@ -17,7 +17,9 @@ sova_ensure_deps() {
 sova_configure() {
   local dir=$1; shift
   if [ -f "$dir/meson-private/coredata.dat" ]; then
-    meson setup --reconfigure "$dir" "$@"
+    # A build dir whose options changed type (tests/benchmarks became
+    # auto/true/false) cannot be reconfigured: start it again, same options.
+    meson setup --reconfigure "$dir" "$@" || meson setup --wipe "$dir" "$@"
   else
     meson setup "$dir" "$@"
   fi

@@ -146,15 +146,78 @@ SOVA_API cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, so
                                                   cudaStream_t stream);
 SOVA_API cudaError_t sovaMemPoolStreamSynchronized_ptsz(sovaMemPool_t pool, cudaStream_t stream);
 
+/* The allocation log (docs/c-api.md, "The allocation log"): every allocation
+ * and free of every sova pool in the process (C API, sova::Pool, the
+ * LD_PRELOAD library), written as RMM's logging_resource_adaptor writes its
+ * CSV (Thread,Time,Action,Pointer,Size,Stream) plus a Reserved column: the
+ * physical memory sova's pools held, sampled every 10 ms. Records are
+ * buffered per thread and written in time order by a background thread
+ * (when a thread has 4096 buffered, and at least every 100 ms; by the thread
+ * itself when the writer falls far behind), and at sovaLogStop or process
+ * exit. SOVA_LOG=<file> in the environment starts it when the C API
+ * creates its first pool (a default pool on first use, or sovaMemPoolCreate). */
+
+/** Starts logging to `path` (created or truncated). NULL or empty path, a log
+ * already running, or a file that cannot be opened for writing:
+ * cudaErrorInvalidValue, and nothing changes. */
+SOVA_API cudaError_t sovaLogStart(const char* path);
+/** Writes what is buffered, closes the file and stops logging; later calls
+ * log nothing. No log running: cudaSuccess, nothing done. A write error seen
+ * while logging (disk full): cudaErrorUnknown, after closing. */
+SOVA_API cudaError_t sovaLogStop(void);
+
+#ifdef __cplusplus
+}  /* extern "C" */
+
+/* C++: typed-pointer overloads, as cuda_runtime.h has for the runtime's
+ * calls, so that `float* f; sovaMallocAsync(&f, bytes, stream);` compiles
+ * where `cudaMallocAsync(&f, ...)` does. Each forwards to the C function of
+ * the same name (void** arguments still pick the C function: a template never
+ * beats an exact non-template match; a literal NULL/nullptr does too, and
+ * gets cudaErrorInvalidValue). Defined before the per-thread macros below,
+ * so that under CUDA_API_PER_THREAD_DEFAULT_STREAM a call spelled
+ * sovaMallocAsync reaches the _ptsz overloads and the plain ones keep calling
+ * the plain C functions. Inline and header-only: nothing is exported. */
+template <class T>
+inline cudaError_t sovaMallocAsync(T** devPtr, size_t size, cudaStream_t stream) {
+  return ::sovaMallocAsync(static_cast<void**>(static_cast<void*>(devPtr)), size, stream);
+}
+template <class T>
+inline cudaError_t sovaMallocAsync_ptsz(T** devPtr, size_t size, cudaStream_t stream) {
+  return ::sovaMallocAsync_ptsz(static_cast<void**>(static_cast<void*>(devPtr)), size, stream);
+}
+template <class T>
+inline cudaError_t sovaMallocFromPoolAsync(T** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream) {
+  return ::sovaMallocFromPoolAsync(static_cast<void**>(static_cast<void*>(devPtr)), size, pool, stream);
+}
+template <class T>
+inline cudaError_t sovaMallocFromPoolAsync_ptsz(T** devPtr, size_t size, sovaMemPool_t pool,
+                                                cudaStream_t stream) {
+  return ::sovaMallocFromPoolAsync_ptsz(static_cast<void**>(static_cast<void*>(devPtr)), size, pool, stream);
+}
+/* The runtime's four-argument cudaMallocAsync(ptr, size, pool, stream):
+ * sovaMallocFromPoolAsync under the same name. */
+inline cudaError_t sovaMallocAsync(void** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream) {
+  return ::sovaMallocFromPoolAsync(devPtr, size, pool, stream);
+}
+template <class T>
+inline cudaError_t sovaMallocAsync(T** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream) {
+  return ::sovaMallocFromPoolAsync(static_cast<void**>(static_cast<void*>(devPtr)), size, pool, stream);
+}
+inline cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream) {
+  return ::sovaMallocFromPoolAsync_ptsz(devPtr, size, pool, stream);
+}
+template <class T>
+inline cudaError_t sovaMallocAsync_ptsz(T** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream) {
+  return ::sovaMallocFromPoolAsync_ptsz(static_cast<void**>(static_cast<void*>(devPtr)), size, pool, stream);
+}
+#endif /* __cplusplus */
+
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM) && !defined(SOVA_BUILDING_LIBRARY)
 #define sovaMallocAsync sovaMallocAsync_ptsz
 #define sovaFreeAsync sovaFreeAsync_ptsz
 #define sovaMallocFromPoolAsync sovaMallocFromPoolAsync_ptsz
 #define sovaMemPoolStreamSynchronized sovaMemPoolStreamSynchronized_ptsz
-#endif
-
-#ifdef __cplusplus
-}
 #endif
 
 #endif /* SOVA_SOVA_H */

@@ -7,6 +7,7 @@
 
 #include "capi/capi_errors.hpp"
 #include "capi/read_section.hpp"
+#include "core/alloc_log.hpp"
 #include "driver/process_driver.hpp"
 
 #include <cstdlib>
@@ -30,6 +31,8 @@ Driver* pools_driver() noexcept {
     enable_asymmetric_fence();  // before any pool makes a read section matter
     d = &sova::detail::lock_process_driver();
     g_state.driver.store(d, std::memory_order_release);
+    // The C API's first pool: SOVA_LOG, if set, starts the allocation log.
+    sova::detail::log_start_from_environment();
   }
   return d;
 }

@@ -1,5 +1,8 @@
 // sova::Pool: the public C++ face of PoolCore. Exceptions are made here, from
-// the cudaError_t the core returns.
+// the cudaError_t the core returns. The allocation log (core/alloc_log.hpp)
+// hooks in here: every allocation and free of every pool, C API included,
+// passes through one of the four calls below.
+#include "core/alloc_log.hpp"
 #include "core/pool_core.hpp"
 
 #include <sova/pool.hpp>
@@ -9,12 +12,46 @@
 
 namespace sova {
 
-Pool::Pool(const PoolOptions& options) : core_(std::make_unique<detail::PoolCore>(options)) {}
-Pool::~Pool() = default;
+namespace {
+
+/// core.allocate, logged. Out of line: the log-off path stays one load and a branch.
+[[gnu::noinline]] cudaError_t logged_allocate(detail::PoolCore& core, void** ptr, std::size_t bytes,
+                                              cudaStream_t stream) noexcept {
+  const cudaError_t error = core.allocate(ptr, bytes, stream);
+  detail::log_allocate(error == cudaSuccess ? *ptr : nullptr, bytes, stream, error);
+  return error;
+}
+
+/// core.deallocate, logged before the block goes back (the log's order,
+/// alloc_log.hpp). A free the pool will refuse (not a live block) is not
+/// logged; a double free racing with the first may be.
+[[gnu::noinline]] cudaError_t logged_deallocate(detail::PoolCore& core, void* ptr,
+                                                cudaStream_t stream) noexcept {
+  if (const std::size_t bytes = core.block_size(ptr); bytes != 0) detail::log_free(ptr, bytes, stream);
+  return core.deallocate(ptr, stream);
+}
+
+inline cudaError_t allocate_impl(detail::PoolCore& core, void** ptr, std::size_t bytes,
+                                 cudaStream_t stream) noexcept {
+  if (detail::log_on()) [[unlikely]] return logged_allocate(core, ptr, bytes, stream);
+  return core.allocate(ptr, bytes, stream);
+}
+
+inline cudaError_t deallocate_impl(detail::PoolCore& core, void* ptr, cudaStream_t stream) noexcept {
+  if (detail::log_on() && ptr != nullptr) [[unlikely]] return logged_deallocate(core, ptr, stream);
+  return core.deallocate(ptr, stream);
+}
+
+}  // namespace
+
+Pool::Pool(const PoolOptions& options) : core_(std::make_unique<detail::PoolCore>(options)) {
+  detail::log_register_pool(this);
+}
+Pool::~Pool() { detail::log_unregister_pool(this); }
 
 void* Pool::allocate(std::size_t bytes, cudaStream_t stream) {
   void* ptr = nullptr;
-  const cudaError_t error = core_->allocate(&ptr, bytes, stream);
+  const cudaError_t error = allocate_impl(*core_, &ptr, bytes, stream);
   if (error == cudaSuccess) return ptr;
   char head[160];
   std::snprintf(head, sizeof head, "sova: allocating %zu bytes on stream %p failed (%s): ", bytes,
@@ -25,7 +62,7 @@ void* Pool::allocate(std::size_t bytes, cudaStream_t stream) {
 }
 
 void Pool::deallocate(void* ptr, cudaStream_t stream) {
-  const cudaError_t error = core_->deallocate(ptr, stream);
+  const cudaError_t error = deallocate_impl(*core_, ptr, stream);
   if (error == cudaSuccess) return;
   char message[200];
   std::snprintf(message, sizeof message,
@@ -36,10 +73,10 @@ void Pool::deallocate(void* ptr, cudaStream_t stream) {
 }
 
 cudaError_t Pool::try_allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept {
-  return core_->allocate(ptr, bytes, stream);
+  return allocate_impl(*core_, ptr, bytes, stream);
 }
 cudaError_t Pool::try_deallocate(void* ptr, cudaStream_t stream) noexcept {
-  return core_->deallocate(ptr, stream);
+  return deallocate_impl(*core_, ptr, stream);
 }
 
 void Pool::stream_synchronized(cudaStream_t stream) {
