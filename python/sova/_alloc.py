@@ -10,7 +10,11 @@ The library: ``$SOVA_LIBRARY`` when set (a path to libsova.so), else
 ``libsova.so`` beside this package (an installed wheel), else whatever the
 dynamic loader finds as ``libsova.so`` (``ctypes.util.find_library``). It is
 loaded once, on first use; a missing library raises OSError saying where it
-looked.
+looked. Today's libsova.so cannot be loaded after start-up (ctypes, dlopen):
+its initial-exec thread-locals need static TLS that glibc only sets aside at
+start-up ("cannot allocate memory in static TLS block"); preload it
+(LD_PRELOAD=.../libsova.so) until the library drops them
+(docs/adapters.md).
 """
 
 import ctypes
@@ -69,7 +73,13 @@ def library():
                 except OSError as error:
                     tried.append(f"{path}: {error}")
             else:
-                raise OSError("sova: libsova.so not found; set SOVA_LIBRARY to its path (tried "
+                hint = "set SOVA_LIBRARY to its path"
+                if any("static TLS" in t for t in tried):
+                    # libsova.so's thread-locals are initial-exec, and its
+                    # static CUDA runtime's TLS is page-aligned: together more
+                    # than glibc keeps for libraries loaded after start-up.
+                    hint = "load it at start-up: LD_PRELOAD=/path/to/libsova.so"
+                raise OSError("sova: cannot load libsova.so; " + hint + " (tried "
                               + "; ".join(tried or ["nothing"]) + ")")
             lib.sovaMallocAsync.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_void_p]
             lib.sovaMallocAsync.restype = ctypes.c_int
