@@ -7,6 +7,7 @@ import pytest
 import cupy
 import rmm
 import rmm.mr
+from rmm.pylibrmm.stream import Stream
 
 import sova.rmm
 from sova import _alloc
@@ -42,7 +43,8 @@ def test_device_buffers_come_from_sova_and_go_back():
 
 def test_device_buffers_on_several_streams():
     before = used()
-    streams = [rmm.pylibrmm.stream.Stream(cupy.cuda.Stream(non_blocking=True)) for _ in range(4)]
+    cupy_streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(4)]  # kept alive here
+    streams = [Stream(s) for s in cupy_streams]
     buffers = []
     for round_ in range(50):
         for k, stream in enumerate(streams):
