@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from conftest import run_py
+from sim_helpers import run_py
 
 
 def test_import_needs_neither_gpu_nor_torch():

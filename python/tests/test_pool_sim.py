@@ -1,5 +1,5 @@
 """sova.Pool and sovaMemPoolGetStats on the host simulation."""
-from conftest import run_py
+from sim_helpers import run_py
 
 
 def test_statistics_follow_allocations():

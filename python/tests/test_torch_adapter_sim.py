@@ -3,7 +3,7 @@ PyTorch calls it (alloc(size, device, stream) / free(ptr, size, device,
 stream)) but through ctypes: statistics in PyTorch's key names, the snapshot
 format, record_stream's waits, out-of-memory messages, configure-once.
 PyTorch itself is not needed (python/tests_gpu runs the same through PyTorch)."""
-from conftest import run_py
+from sim_helpers import run_py
 
 PRELUDE = """
     import ctypes, sova, sova.torch as st, sova._capi as c

@@ -5,14 +5,9 @@ Not part of the default test run (CI runs python/tests only). Run them with
 on a machine with a GPU and the package installed (pip install .). Without a
 GPU they FAIL (never skip): a run that proves nothing must not look green.
 
-Each test runs its scenario in a fresh Python process (run_script): PyTorch's
+Each test runs its scenario in a fresh Python process (gpu_helpers.run_script): PyTorch's
 allocator can be replaced only before CUDA is initialized, once per process.
 """
-import os
-import subprocess
-import sys
-import textwrap
-
 import pytest
 
 
@@ -24,15 +19,3 @@ def need_gpu():
         pytest.fail("python/tests_gpu needs PyTorch (these tests never skip)")
     if not torch.cuda.is_available():
         pytest.fail("python/tests_gpu needs a CUDA GPU (these tests never skip)")
-
-
-def run_script(body: str, env: dict | None = None, timeout: int = 240) -> str:
-    """Runs ``body`` in a new interpreter; fails the test with its output unless it exits 0."""
-    code = textwrap.dedent(body)
-    e = dict(os.environ)
-    e.update(env or {})
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e,
-                       timeout=timeout)
-    out = p.stdout + p.stderr
-    assert p.returncode == 0, f"exit {p.returncode}\n{out}"
-    return out

@@ -1,5 +1,5 @@
 """sova.torch on a real GPU: each test one fresh process (conftest.run_script)."""
-from conftest import run_script
+from gpu_helpers import run_script
 
 PRELUDE = """
     import torch, sova, sova.torch

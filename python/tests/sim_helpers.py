@@ -1,4 +1,4 @@
-"""Tests of the sova package that need no GPU (CI runs them: .ci/run).
+"""Helpers of the tests that need no GPU (CI runs them: .ci/run).
 
 Every scenario that creates pools runs in a fresh interpreter on sova's host
 simulation (SOVA_DRIVER=sim, include/sova/sim.hpp: a 1 GiB device whose memory
