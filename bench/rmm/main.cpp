@@ -3,7 +3,8 @@
 // multistream/ (multistream.hpp), random/ (random_allocs.hpp) and replay/
 // (replay/replay.hpp; not for rmm_arena, which reports no peaks). Case names
 // are those of sova_bench with allocators rmm_pool, rmm_binning,
-// rmm_cuda_async and rmm_arena (rmm_allocators.hpp says what each is), so that
+// rmm_cuda_async, rmm_arena and sova_rmm (sova through its RMM adapter;
+// rmm_allocators.hpp says what each is), so that
 // tools/plot_bench.py puts the programs' JSON side by side. Built only where
 // meson was given RMM (-Drmm_root, bench/rmm/meson.build); every case needs a
 // GPU and skips with "no GPU" without one.
@@ -49,9 +50,11 @@ int main(int argc, char** argv) {
   register_cases<sova_bench::RmmPool>();
   register_cases<sova_bench::RmmBinning>();
   register_cases<sova_bench::RmmCudaAsync>();
+  register_cases<sova_bench::SovaRmm>();
   sova_bench::register_replay<sova_bench::RmmPool>(traces);
   sova_bench::register_replay<sova_bench::RmmBinning>(traces);
   sova_bench::register_replay<sova_bench::RmmCudaAsync>(traces);
+  sova_bench::register_replay<sova_bench::SovaRmm>(traces);
   register_cases<sova_bench::RmmArena>();
 
   benchmark::AddCustomContext("gpu", sova_bench::device_name());

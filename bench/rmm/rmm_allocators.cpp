@@ -11,6 +11,8 @@
 #include <rmm/mr/pool_memory_resource.hpp>
 #include <rmm/version_config.hpp>
 
+#include <sova/rmm.hpp>
+
 #include <cuda/stream_ref>
 
 #include <cstdint>
@@ -91,6 +93,12 @@ struct Shared {
   }
 };
 
+auto make_sova_resource() {
+  sova::PoolOptions options;
+  options.driver = &sova::cuda_driver();
+  options.release_threshold = kKeepAll;
+  return std::make_unique<sova::RmmResource>(options);
+}
 auto make_pool_resource() { return std::make_unique<rmm::mr::pool_memory_resource>(make_pool()); }
 auto make_arena_resource() { return std::make_unique<rmm::mr::arena_memory_resource>(rmm::mr::cuda_memory_resource{}); }
 auto make_binning_resource() { return std::make_unique<BinningStack>(); }
@@ -111,6 +119,10 @@ Shared<BinningStack>& binning_shared() {
   static auto* const s = new Shared<BinningStack>(make_binning_resource);
   return *s;
 }
+Shared<sova::RmmResource>& sova_shared() {
+  static auto* const s = new Shared<sova::RmmResource>(make_sova_resource);
+  return *s;
+}
 Shared<rmm::mr::cuda_async_memory_resource>& async_shared() {
   static auto* const s = new Shared<rmm::mr::cuda_async_memory_resource>(make_async_resource);
   return *s;
@@ -125,7 +137,8 @@ std::string rmm_resources() {
          "rmm_arena: arena_memory_resource(cuda_memory_resource, arena size RMM's default: half the free memory "
          "when made); "
          "rmm_binning: binning_memory_resource(pool as rmm_pool's, bins 2^18..2^22 bytes); "
-         "rmm_cuda_async: cuda_async_memory_resource(no initial size, release threshold UINT64_MAX)";
+         "rmm_cuda_async: cuda_async_memory_resource(no initial size, release threshold UINT64_MAX); "
+         "sova_rmm: sova::RmmResource(PoolOptions: release threshold UINT64_MAX, otherwise defaults)";
 }
 
 RmmPool::RmmPool() { why_not = pool_shared().error; }
@@ -161,5 +174,22 @@ void RmmCudaAsync::deallocate(void* ptr, cudaStream_t stream) {
 }
 void RmmCudaAsync::reset_peaks() { reset_driver_pool_peaks(async_shared().resource->pool_handle()); }
 PeakFigures RmmCudaAsync::read_peaks() { return read_driver_pool_peaks(async_shared().resource->pool_handle()); }
+
+SovaRmm::SovaRmm() { why_not = sova_shared().error; }
+void* SovaRmm::allocate(std::size_t bytes, cudaStream_t stream) {
+  return allocate_from(*sova_shared().resource, bytes, stream);
+}
+void SovaRmm::deallocate(void* ptr, cudaStream_t stream) { deallocate_to(*sova_shared().resource, ptr, stream); }
+void SovaRmm::reset_peaks() {
+  sova::Pool& pool = sova_shared().resource->pool();
+  pool.trim_to(0);
+  const std::uint64_t zero = 0;
+  check_cuda(pool.set_attribute(cudaMemPoolAttrReservedMemHigh, &zero), "Pool::set_attribute(ReservedMemHigh)");
+  check_cuda(pool.set_attribute(cudaMemPoolAttrUsedMemHigh, &zero), "Pool::set_attribute(UsedMemHigh)");
+}
+PeakFigures SovaRmm::read_peaks() {
+  const sova::PoolStats stats = sova_shared().resource->pool().stats();
+  return {stats.reserved_high, stats.used_high};
+}
 
 }  // namespace sova_bench

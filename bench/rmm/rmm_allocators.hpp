@@ -32,9 +32,17 @@
 //                   pool of its own (cudaMemPoolCreate), release threshold
 //                   UINT64_MAX; RMM's wrapper around what cudaMallocAsync_pool
 //                   calls directly in sova_bench.
+//   sova_rmm        sova::RmmResource (include/sova/rmm.hpp), sova's RMM
+//                   adapter, over a pool of its own with sova_bench's
+//                   sova_pool settings (release threshold UINT64_MAX,
+//                   stream checks on): sova as an RMM user meets it, paying
+//                   the same size table as the RMM peers (its deallocate does
+//                   not need the size, but a caller passes one).
 //
 // Peaks (random/ and replay/ read them; reset_peaks/read_peaks as in
 // ../allocators.hpp):
+//   sova_rmm: its pool's ReservedMemHigh / UsedMemHigh, reset as sova_pool's
+//     (trim_to(0), highs set to 0).
 //   rmm_pool, rmm_binning: reserved = the pool's pool_size(), all it took from
 //     cudaMalloc (bins included); with no maximum the pool never shrinks, so
 //     its size is its high-water mark. reset_peaks() synchronizes the device
@@ -108,6 +116,18 @@ struct RmmCudaAsync {
   const char* label = "cuda";
   sova::SimDriver* sim = nullptr;
   RmmCudaAsync();
+  void* allocate(std::size_t bytes, cudaStream_t stream);
+  void deallocate(void* ptr, cudaStream_t stream);
+  void reset_peaks();
+  PeakFigures read_peaks();
+};
+
+struct SovaRmm {
+  static constexpr const char* kName = "sova_rmm";
+  std::string why_not;
+  const char* label = "cuda";
+  sova::SimDriver* sim = nullptr;
+  SovaRmm();
   void* allocate(std::size_t bytes, cudaStream_t stream);
   void deallocate(void* ptr, cudaStream_t stream);
   void reset_peaks();

@@ -20,6 +20,7 @@
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -138,6 +139,47 @@ SOVA_API cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const struct cudaM
                                           size_t count);
 SOVA_API cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
                                           struct cudaMemLocation* location);
+
+/** A pool's statistics (sovaMemPoolGetStats): the four cudaMemPoolAttr
+ * figures with the driver's meanings, then sova's own counters, each as
+ * described at sova::PoolStats in include/sova/pool.hpp.
+ * Extensible: zero-initialise, set structSize = sizeof(sovaMemPoolStats),
+ * then call. The library writes only the fields that lie wholly inside
+ * structSize and that it knows; a caller built against an older header (a
+ * smaller struct) gets the fields it knows, one built against a newer header
+ * keeps its zeros in fields this library lacks. New fields are only ever
+ * appended. */
+typedef struct sovaMemPoolStats {
+  size_t structSize;            /**< set by the caller: sizeof(sovaMemPoolStats) */
+  uint64_t reservedCurrent;     /**< cudaMemPoolAttrReservedMemCurrent */
+  uint64_t reservedHigh;        /**< cudaMemPoolAttrReservedMemHigh */
+  uint64_t usedCurrent;         /**< cudaMemPoolAttrUsedMemCurrent */
+  uint64_t usedHigh;            /**< cudaMemPoolAttrUsedMemHigh */
+  uint64_t liveBlocks;          /**< blocks handed out and not freed */
+  uint64_t allocations;         /**< successful allocations, ever */
+  uint64_t deallocations;       /**< successful frees, ever */
+  uint64_t fastPathHits;        /**< allocations served from the stream's own cache */
+  uint64_t failedAllocations;   /**< allocations refused (out of memory), ever */
+  uint64_t cachedBytes;         /**< bytes in per-stream caches and the free heap, backed or not */
+  uint64_t cachedSmallBytes;    /**< part of cachedBytes in small blocks */
+  uint64_t freeBackedBytes;     /**< physical memory under free blocks: reserved - in use */
+  uint64_t largestFreeBlock;    /**< largest free block wholly backed */
+  uint64_t chunksMapped;        /**< physical chunks created and mapped, ever */
+  uint64_t chunksUnmapped;      /**< physical chunks unmapped and released, ever */
+  uint64_t chunksRemapped;      /**< free physical chunks moved under new VA, ever */
+  uint64_t bytesRemapped;       /**< their bytes */
+  uint64_t crossStreamReuses;   /**< blocks taken from another stream's frees */
+  uint64_t crossStreamWaits;    /**< stream waits inserted (internal dependencies) */
+  uint64_t eventsRecorded;      /**< events recorded to close stream epochs */
+  uint64_t deviceSynchronizes;  /**< last-resort device syncs before reporting out of memory */
+  uint64_t remapWaits;          /**< host waits on a stream so its frees could be remapped */
+} sovaMemPoolStats;
+
+/** Fills *stats with `pool`'s statistics (see sovaMemPoolStats for the size
+ * rule). NULL or invalid pool, NULL stats, or a structSize too small to hold
+ * reservedCurrent: cudaErrorInvalidValue, and *stats is left unchanged. Takes
+ * the pool's locks briefly; safe while other threads use the pool. */
+SOVA_API cudaError_t sovaMemPoolGetStats(sovaMemPool_t pool, sovaMemPoolStats* stats);
 
 /* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
 SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);

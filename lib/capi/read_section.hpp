@@ -21,6 +21,8 @@
 // refuses membarrier, readers fall back to a seq_cst fence (~10 ns).
 #pragma once
 
+#include "driver/tls_model.hpp"
+
 #include <atomic>
 #include <cstdint>
 
@@ -38,7 +40,7 @@ struct alignas(64) ReaderRecord {
 
 namespace detail {
 /// The calling thread's record; nullptr until its first section.
-[[gnu::tls_model("initial-exec")]] extern constinit thread_local ReaderRecord* t_record;
+SOVA_TLS_INITIAL_EXEC extern constinit thread_local ReaderRecord* t_record;
 /// True once membarrier is registered: readers then need only a compiler barrier.
 extern std::atomic<bool> g_asymmetric;
 /// Slow path: finds or makes the calling thread's record.

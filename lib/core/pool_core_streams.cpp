@@ -2,6 +2,7 @@
 #include "core/pool_core.hpp"
 
 #include "core/clock.hpp"
+#include "driver/tls_model.hpp"
 
 
 namespace sova::detail {
@@ -17,8 +18,8 @@ struct RecentStream {
   StreamState* state = nullptr;
 };
 constexpr int kRecent = 4;
-__attribute__((tls_model("initial-exec"))) thread_local RecentStream t_recent[kRecent];
-__attribute__((tls_model("initial-exec"))) thread_local std::uintptr_t t_per_thread_key = 0;
+SOVA_TLS_INITIAL_EXEC thread_local RecentStream t_recent[kRecent];
+SOVA_TLS_INITIAL_EXEC thread_local std::uintptr_t t_per_thread_key = 0;
 std::atomic<std::uintptr_t> g_next_thread_number{1};
 
 // Keys for cudaStreamPerThread: ...10 in binary, never a real handle (those

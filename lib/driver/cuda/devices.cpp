@@ -10,6 +10,7 @@
 #include "driver/cuda/entry_points.hpp"
 #include "driver/cuda/error_map.hpp"
 #include "driver/cuda/runtime_call.hpp"
+#include "driver/tls_model.hpp"
 
 namespace sova::cuda_detail {
 
@@ -60,7 +61,7 @@ cudaError_t CudaDriver::current_device(int* device) noexcept {
     CUcontext context = nullptr;
     int device = 0;
   };
-  [[gnu::tls_model("initial-exec")]] static thread_local LastContext last;
+  SOVA_TLS_INITIAL_EXEC static thread_local LastContext last;
   CUcontext& last_context = last.context;
   int& last_device = last.device;
   const EntryPoints& cu = entry_points();

@@ -1,0 +1,235 @@
+#!/usr/bin/env python3
+"""Trains the same models under PyTorch's native allocator, native with
+expandable segments, and sova (sova.torch.enable), same seeds, deterministic
+algorithms, one process per (model, allocator); prints a table of loss
+agreement, peak reserved memory and time per step, each as a ratio to native
+in the same run, and plots reserved memory over steps (PNG).
+
+    python3 bench/torch/train_compare.py --out DIR [--scale 1.0] [--models gpt,resnet,gpt_amp]
+
+Models (docs/notes/2026-11-23-torch.md records a run):
+  gpt      GPT-style decoder (6 layers, d 512, 8 heads, vocab 8192), batch 16,
+           sequence length drawn per step from 128..1024 (multiples of 64)
+  resnet   torchvision ResNet-18, 100 classes, 64x64 images, batch drawn per
+           step from 32..256
+  gpt_amp  the GPT under torch.autocast(bfloat16)
+Time per step: wall time of the steps after the first 10 (warm-up), with the
+device synchronized at both ends; losses are read only at the end, so the
+host runs ahead as in real training.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+ALLOCATORS = ("native", "expandable", "sova")
+STEPS = {"gpt": 300, "resnet": 200, "gpt_amp": 300}
+WARMUP = 10
+
+
+# ---- worker: one model under one allocator ---------------------------------
+def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+
+    if allocator == "sova":
+        import sova.torch
+        sova.torch.enable()
+        reserved = sova.torch.memory_reserved
+        peak_reserved = sova.torch.max_memory_reserved
+        peak_allocated = sova.torch.max_memory_allocated
+    else:
+        reserved = torch.cuda.memory_reserved
+        peak_reserved = torch.cuda.max_memory_reserved
+        peak_allocated = torch.cuda.max_memory_allocated
+
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dev = torch.device("cuda", 0)
+
+    def one_hot_ce(logits, target, classes):
+        # Cross-entropy without nll_loss's scatter: deterministic by construction.
+        return -(F.log_softmax(logits.float(), dim=-1) * F.one_hot(target, classes).float()).sum(-1).mean()
+
+    if model_name in ("gpt", "gpt_amp"):
+        V, D, L, H, T = 8192, 512, 6, 8, 1024
+
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
+                self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+                self.mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))
+
+            def forward(self, x):
+                B, S, _ = x.shape
+                q, k, v = self.qkv(self.ln1(x)).view(B, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
+                att = (q @ k.transpose(-1, -2)) * (D // H) ** -0.5
+                mask = torch.ones(S, S, device=x.device, dtype=torch.bool).triu(1)
+                att = att.masked_fill(mask, float("-inf")).softmax(-1)
+                y = (att @ v).transpose(1, 2).reshape(B, S, D)
+                x = x + self.proj(y)
+                return x + self.mlp(self.ln2(x))
+
+        class GPT(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.tok, self.pos = nn.Embedding(V, D), nn.Embedding(T, D)
+                self.blocks = nn.ModuleList(Block() for _ in range(L))
+                self.ln, self.head = nn.LayerNorm(D), nn.Linear(D, V, bias=False)
+
+            def forward(self, idx):
+                x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
+                for b in self.blocks:
+                    x = b(x)
+                return self.head(self.ln(x))
+
+        model = GPT().to(dev)
+        gen = torch.Generator().manual_seed(1)
+
+        def batch(step):
+            S = 64 * int(torch.randint(2, 17, (1,), generator=gen))
+            data = torch.randint(0, V, (16, S + 1), generator=gen)
+            return data[:, :-1].to(dev, non_blocking=True), data[:, 1:].to(dev, non_blocking=True)
+
+        def loss_of(x, y):
+            return one_hot_ce(model(x).reshape(-1, V), y.reshape(-1), V)
+    else:
+        import torchvision
+
+        class MeanPool(nn.Module):  # AdaptiveAvgPool2d's backward is not deterministic
+            def forward(self, x):
+                return x.mean(dim=(2, 3), keepdim=True)
+
+        model = torchvision.models.resnet18(num_classes=100)
+        model.avgpool = MeanPool()
+        model = model.to(dev)
+        gen = torch.Generator().manual_seed(1)
+
+        def batch(step):
+            B = 32 * int(torch.randint(1, 9, (1,), generator=gen))
+            x = torch.randn(B, 3, 64, 64, generator=gen)
+            y = torch.randint(0, 100, (B,), generator=gen)
+            return x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
+
+        def loss_of(x, y):
+            return one_hot_ce(model(x), y, 100)
+
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    amp = model_name == "gpt_amp"
+    losses, reserved_trace = [], []
+    t0 = None
+    for step in range(steps):
+        if step == WARMUP:
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+        x, y = batch(step)
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=amp):
+            loss = loss_of(x, y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach())
+        reserved_trace.append(reserved())
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    result = {
+        "model": model_name, "allocator": allocator, "steps": steps,
+        "ms_per_step": 1000.0 * elapsed / (steps - WARMUP),
+        "losses": [float(v) for v in torch.stack(losses).cpu()],
+        "loss_hex": [float(v).hex() for v in torch.stack(losses).cpu()],
+        "reserved": reserved_trace,
+        "peak_reserved": peak_reserved(), "peak_allocated": peak_allocated(),
+    }
+    with open(out_json, "w") as f:
+        json.dump(result, f)
+
+
+# ---- driver ----------------------------------------------------------------
+def run_one(model: str, allocator: str, steps: int, out: str) -> dict:
+    path = os.path.join(out, f"{model}-{allocator}.json")
+    env = dict(os.environ)
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if allocator == "expandable":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    cmd = [sys.executable, os.path.abspath(__file__), "--worker", model, allocator, str(steps), path]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        print(p.stdout + p.stderr, file=sys.stderr)
+        raise SystemExit(f"{model} under {allocator} failed (exit {p.returncode})")
+    with open(path) as f:
+        return json.load(f)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=".", help="directory for the JSON results and the PNG")
+    ap.add_argument("--scale", type=float, default=1.0, help="multiply the step counts")
+    ap.add_argument("--models", default="gpt,resnet,gpt_amp")
+    ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        m, a, s, o = args.worker
+        worker(m, a, int(s), o)
+        return
+    os.makedirs(args.out, exist_ok=True)
+    models = [m for m in args.models.split(",") if m]
+    for m in models:
+        if m not in STEPS:
+            raise SystemExit(f"unknown model {m!r}; choose from {sorted(STEPS)}")
+    results = {}
+    for m in models:
+        steps = max(WARMUP + 10, int(STEPS[m] * args.scale))
+        for a in ALLOCATORS:
+            results[(m, a)] = run_one(m, a, steps, args.out)
+            r = results[(m, a)]
+            print(f"# {m:8s} {a:10s} {r['ms_per_step']:.2f} ms/step, peak reserved "
+                  f"{r['peak_reserved'] / 2**30:.3f} GiB", flush=True)
+    gib = 2 ** 30
+    print()
+    print("| model | allocator | steps | losses == native (bitwise) | ms/step | vs native | "
+          "peak reserved GiB | vs native | vs expandable | peak allocated GiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for m in models:
+        nat, exp = results[(m, "native")], results[(m, "expandable")]
+        for a in ALLOCATORS:
+            r = results[(m, a)]
+            same = r["loss_hex"] == nat["loss_hex"]
+            diff = max(abs(x - y) for x, y in zip(r["losses"], nat["losses"]))
+            print(f"| {m} | {a} | {r['steps']} | {'yes' if same else f'NO (max diff {diff:.3g})'} | "
+                  f"{r['ms_per_step']:.2f} | {r['ms_per_step'] / nat['ms_per_step']:.3f} | "
+                  f"{r['peak_reserved'] / gib:.3f} | {r['peak_reserved'] / nat['peak_reserved']:.3f} | "
+                  f"{r['peak_reserved'] / exp['peak_reserved']:.3f} | {r['peak_allocated'] / gib:.3f} |")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib missing: no plot")
+        return
+    fig, axes = plt.subplots(len(models), 1, figsize=(9, 3.2 * len(models)), squeeze=False)
+    for ax, m in zip(axes[:, 0], models):
+        for a in ALLOCATORS:
+            ax.plot([v / gib for v in results[(m, a)]["reserved"]], label=a, linewidth=1.2)
+        ax.set_title(f"{m}: reserved memory per step")
+        ax.set_xlabel("step")
+        ax.set_ylabel("GiB")
+        ax.legend()
+    fig.tight_layout()
+    png = os.path.join(args.out, "train_compare_reserved.png")
+    fig.savefig(png, dpi=110)
+    print(f"plot: {png}")
+
+
+if __name__ == "__main__":
+    main()

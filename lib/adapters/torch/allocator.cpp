@@ -1,0 +1,325 @@
+// sova_torch — per-device pools and the CUDAPluggableAllocator entry points
+// (sova_torch.h).
+#include "history.hpp"
+#include "record_streams.hpp"
+#include "sova_torch.h"
+#include "state.hpp"
+#include "torch_errors.hpp"
+
+#include <sova/driver.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <vector>
+
+namespace sova::torch_adapter {
+
+State& state() noexcept {
+  static State s;
+  return s;
+}
+
+namespace {
+
+thread_local std::string t_last_error;
+
+/// Frees refused because their stream was under graph capture, retried at
+/// every later allocation and free until their stream is no longer captured.
+std::mutex g_deferred_mutex;
+std::vector<std::pair<void*, cudaStream_t>> g_deferred;  // under g_deferred_mutex
+std::atomic<bool> g_any_deferred{false};
+
+[[gnu::noinline]] void flush_deferred() noexcept {
+  std::lock_guard lock(g_deferred_mutex);
+  std::vector<std::pair<void*, cudaStream_t>> still;
+  for (const auto& [ptr, stream] : g_deferred)
+    if (sovaFreeAsync(ptr, stream) == cudaErrorStreamCaptureUnsupported) still.emplace_back(ptr, stream);
+  g_deferred.swap(still);
+  g_any_deferred.store(!g_deferred.empty(), std::memory_order_relaxed);
+}
+
+inline void maybe_flush_deferred() noexcept {
+  if (g_any_deferred.load(std::memory_order_relaxed)) flush_deferred();
+}
+
+std::string error_text(cudaError_t err) {
+  return std::to_string(static_cast<int>(err));
+}
+
+/// The device's pool, created on first use. Sets the message and returns
+/// the error on failure.
+[[gnu::noinline]] cudaError_t create_pool(int device, sovaMemPool_t* out) noexcept {
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  DeviceState& d = s.devices[device];
+  if (sovaMemPool_t p = d.pool.load(std::memory_order_acquire)) {
+    *out = p;
+    return cudaSuccess;
+  }
+  sovaMemPoolProps props;
+  std::memset(&props, 0, sizeof props);
+  props.device = device;
+  props.policy = static_cast<sovaPolicy>(s.options.policy);
+  props.maxSize = s.options.maxSize;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.flags = s.options.flags;
+  sovaMemPool_t pool = nullptr;
+  cudaError_t err = sovaMemPoolCreate(&pool, &props);
+  if (err != cudaSuccess) {
+    set_last_error("sova: cannot create the pool of device " + std::to_string(device) +
+                   " (sovaMemPoolCreate: cudaError " + error_text(err) +
+                   (err == cudaErrorInvalidValue ? ", no such device" : "") + ")");
+    return err;
+  }
+  std::uint64_t threshold = s.options.releaseThreshold;
+  err = sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  if (err == cudaSuccess) err = sovaDeviceSetMemPool(device, pool);
+  if (err != cudaSuccess) {
+    (void)sovaMemPoolDestroy(pool);
+    set_last_error("sova: cannot set up the pool of device " + std::to_string(device) +
+                   " (cudaError " + error_text(err) + ")");
+    return err;
+  }
+  s.any_pool = true;
+  d.pool.store(pool, std::memory_order_release);
+  *out = pool;
+  return cudaSuccess;
+}
+
+inline cudaError_t pool_for(int device, sovaMemPool_t* out) noexcept {
+  if (device < 0 || device >= kMaxDevices) {
+    set_last_error("sova: device " + std::to_string(device) + " out of range");
+    return cudaErrorInvalidDevice;
+  }
+  if (sovaMemPool_t p = state().devices[device].pool.load(std::memory_order_acquire)) {
+    *out = p;
+    return cudaSuccess;
+  }
+  return create_pool(device, out);
+}
+
+std::string oom_message(std::size_t size, int device, sovaMemPool_t pool) {
+  sovaMemPoolStats st;
+  std::memset(&st, 0, sizeof st);
+  st.structSize = sizeof st;
+  (void)sovaMemPoolGetStats(pool, &st);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  const bool have_info = process_driver().memory_info(device, &free_bytes, &total_bytes) == cudaSuccess;
+  std::string m = "CUDA out of memory (sova). Tried to allocate " + format_bytes(size) +
+                  " on device " + std::to_string(device) + ". The sova pool holds " +
+                  format_bytes(st.reservedCurrent) + " reserved, " + format_bytes(st.usedCurrent) +
+                  " live in " + std::to_string(st.liveBlocks) + " blocks; its largest free block is " +
+                  format_bytes(st.largestFreeBlock) + ".";
+  if (have_info)
+    m += " The device has " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) + ".";
+  return m;
+}
+
+/// The allocation proper; on failure sets the message and returns the error.
+inline cudaError_t do_malloc(void** ptr, std::size_t size, int device, cudaStream_t stream) noexcept {
+  *ptr = nullptr;
+  maybe_flush_deferred();
+  sovaMemPool_t pool = nullptr;
+  if (const cudaError_t err = pool_for(device, &pool); err != cudaSuccess) return err;
+  const cudaError_t err = sovaMallocFromPoolAsync(ptr, size, pool, stream);
+  DeviceState& d = state().devices[device];
+  if (err == cudaSuccess) {
+    if (*ptr == nullptr) return cudaSuccess;  // size 0
+    d.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
+    const std::uint64_t live = d.live_blocks.fetch_add(1, std::memory_order_relaxed) + 1;
+    std::uint64_t peak = d.live_blocks_peak.load(std::memory_order_relaxed);
+    while (live > peak && !d.live_blocks_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+    }
+    maybe_history(0, device, *ptr, size, stream);
+    return cudaSuccess;
+  }
+  if (err == cudaErrorMemoryAllocation) {
+    d.num_ooms.fetch_add(1, std::memory_order_relaxed);
+    maybe_history(3, device, nullptr, size, stream);
+    try {
+      set_last_error(oom_message(size, device, pool));
+    } catch (...) {
+      set_last_error("CUDA out of memory (sova)");
+    }
+  } else if (err == cudaErrorStreamCaptureUnsupported) {
+    set_last_error("sova cannot allocate on a stream under CUDA graph capture "
+                   "(torch.cuda.graph / make_graphed_callables): sova's pools do not hand out "
+                   "memory to graphs. Capture with PyTorch's own allocator instead "
+                   "(docs/python.md, \"Graph capture\").");
+  } else {
+    set_last_error("sova: allocation of " + std::to_string(size) + " bytes on device " +
+                   std::to_string(device) + " failed (cudaError " + error_text(err) + ")");
+  }
+  return err;
+}
+
+}  // namespace
+
+void set_last_error(std::string message) noexcept {
+  try {
+    t_last_error = std::move(message);
+  } catch (...) {
+  }
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  char buf[64];
+  const double gib = static_cast<double>(bytes) / double(1u << 30);
+  if (bytes >= (std::uint64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.2f GiB", gib);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / double(1u << 20));
+  return buf;
+}
+
+}  // namespace sova::torch_adapter
+
+using namespace sova::torch_adapter;
+
+int sova_torch_configure(const sovaTorchOptions* options) {
+  if (options == nullptr) {
+    set_last_error("sova_torch_configure: options is NULL");
+    return cudaErrorInvalidValue;
+  }
+  constexpr unsigned kKnown = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
+  constexpr unsigned kRemap = sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
+  if (options->policy < sovaPolicyDefault || options->policy > sovaPolicyBestFit ||
+      (options->flags & ~kKnown) != 0 || (options->flags & kRemap) == kRemap) {
+    set_last_error("sova_torch_configure: unknown policy or flags, or remapping both off and thorough");
+    return cudaErrorInvalidValue;
+  }
+  State& s = state();
+  std::lock_guard lock(s.mutex);
+  if (s.any_pool) {
+    set_last_error("sova_torch_configure: pools already exist; options apply only before the "
+                   "first allocation");
+    return cudaErrorInvalidValue;
+  }
+  s.options = *options;
+  return cudaSuccess;
+}
+
+void* sova_torch_malloc(size_t size, int device, cudaStream_t stream) {
+  void* ptr = nullptr;
+  const cudaError_t err = do_malloc(&ptr, size, device, stream);
+  if (err == cudaSuccess) return ptr;
+  if (err == cudaErrorMemoryAllocation) throw_out_of_memory(t_last_error);
+  throw std::runtime_error(t_last_error);
+}
+
+void* sova_torch_malloc_nothrow(size_t size, int device, cudaStream_t stream) {
+  void* ptr = nullptr;
+  (void)do_malloc(&ptr, size, device, stream);
+  return ptr;
+}
+
+void sova_torch_free(void* ptr, size_t size, int device, cudaStream_t stream) {
+  if (ptr == nullptr) return;
+  maybe_flush_deferred();
+  DeviceState* d = (device >= 0 && device < kMaxDevices) ? &state().devices[device] : nullptr;
+  const std::uint64_t waits = order_recorded_streams(ptr, stream);
+  maybe_history(1, device, ptr, size, stream);
+  const cudaError_t err = sovaFreeAsync(ptr, stream);
+  if (err == cudaSuccess) {
+    if (d != nullptr) {
+      d->record_stream_waits.fetch_add(waits, std::memory_order_relaxed);
+      d->bytes_freed.fetch_add(size, std::memory_order_relaxed);
+      d->live_blocks.fetch_sub(1, std::memory_order_relaxed);
+    }
+    maybe_history(2, device, ptr, size, stream);
+    return;
+  }
+  if (err == cudaErrorStreamCaptureUnsupported) {
+    try {
+      std::lock_guard lock(g_deferred_mutex);
+      g_deferred.emplace_back(ptr, stream);
+      g_any_deferred.store(true, std::memory_order_relaxed);
+      if (d != nullptr) {
+        d->deferred_frees.fetch_add(1, std::memory_order_relaxed);
+        d->bytes_freed.fetch_add(size, std::memory_order_relaxed);
+        d->live_blocks.fetch_sub(1, std::memory_order_relaxed);
+      }
+      return;
+    } catch (...) {
+    }
+  }
+  if (d != nullptr) d->free_errors.fetch_add(1, std::memory_order_relaxed);
+  static std::atomic<bool> said{false};
+  if (!said.exchange(true))
+    std::fprintf(stderr, "sova.torch: a free of %p on device %d was refused (cudaError %d); "
+                 "further refusals are only counted (freeErrors)\n", ptr, device, static_cast<int>(err));
+}
+
+int sova_torch_record_stream(void* ptr, cudaStream_t stream) {
+  if (ptr == nullptr) {
+    set_last_error("sova_torch_record_stream: NULL pointer");
+    return cudaErrorInvalidValue;
+  }
+  try {
+    record_stream(ptr, stream);
+  } catch (...) {
+    set_last_error("sova_torch_record_stream: out of host memory");
+    return cudaErrorMemoryAllocation;
+  }
+  return cudaSuccess;
+}
+
+int sova_torch_get_stats(int device, sovaTorchStats* stats) {
+  if (stats == nullptr || device < 0 || device >= kMaxDevices) {
+    set_last_error("sova_torch_get_stats: NULL stats or device out of range");
+    return cudaErrorInvalidValue;
+  }
+  const std::size_t pool_size = stats->pool.structSize;
+  std::memset(stats, 0, sizeof *stats);
+  stats->pool.structSize = pool_size;
+  DeviceState& d = state().devices[device];
+  if (sovaMemPool_t pool = d.pool.load(std::memory_order_acquire)) {
+    if (const cudaError_t err = sovaMemPoolGetStats(pool, &stats->pool); err != cudaSuccess) {
+      set_last_error("sova_torch_get_stats: sovaMemPoolGetStats failed (structSize?)");
+      return err;
+    }
+  }
+  stats->numOoms = d.num_ooms.load(std::memory_order_relaxed);
+  stats->bytesAllocated = d.bytes_allocated.load(std::memory_order_relaxed);
+  stats->bytesFreed = d.bytes_freed.load(std::memory_order_relaxed);
+  stats->liveBlocksPeak = d.live_blocks_peak.load(std::memory_order_relaxed);
+  stats->recordStreamWaits = d.record_stream_waits.load(std::memory_order_relaxed);
+  stats->deferredFrees = d.deferred_frees.load(std::memory_order_relaxed);
+  stats->freeErrors = d.free_errors.load(std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
+int sova_torch_reset_peak_stats(int device) {
+  if (device < 0 || device >= kMaxDevices) {
+    set_last_error("sova_torch_reset_peak_stats: device out of range");
+    return cudaErrorInvalidValue;
+  }
+  DeviceState& d = state().devices[device];
+  d.live_blocks_peak.store(d.live_blocks.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  if (sovaMemPool_t pool = d.pool.load(std::memory_order_acquire)) {
+    std::uint64_t zero = 0;
+    cudaError_t err = sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &zero);
+    if (err == cudaSuccess) err = sovaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &zero);
+    return err;
+  }
+  return cudaSuccess;
+}
+
+int sova_torch_empty_cache(int device) {
+  if (device < 0 || device >= kMaxDevices) {
+    set_last_error("sova_torch_empty_cache: device out of range");
+    return cudaErrorInvalidValue;
+  }
+  maybe_flush_deferred();
+  if (sovaMemPool_t pool = state().devices[device].pool.load(std::memory_order_acquire))
+    return sovaMemPoolTrimTo(pool, 0);
+  return cudaSuccess;
+}
+
+sovaMemPool_t sova_torch_pool(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return state().devices[device].pool.load(std::memory_order_acquire);
+}
+
+const char* sova_torch_last_error(void) { return t_last_error.c_str(); }

@@ -1,0 +1,126 @@
+/* sova — the PyTorch adapter's C interface (libsova_torch.so, installed in the
+ * Python package beside libsova.so; python/sova/torch.py drives it).
+ *
+ * sova_torch_malloc / sova_torch_free have the signatures that
+ * torch.cuda.memory.CUDAPluggableAllocator calls: PyTorch passes their
+ * addresses to torch._C._cuda_customAllocator. They serve each device from
+ * its own sova pool, created on first use with the options of
+ * sova_torch_configure, and made that device's current C API pool
+ * (sovaDeviceSetMemPool), so other libraries on sova's C API share it.
+ *
+ * Why a separate library rather than more of libsova: PyTorch-specific
+ * behaviour (throwing through PyTorch's C++ frames, its record_stream rule,
+ * its memory-snapshot history) stays out of the allocator, which other
+ * adapters use as it is. It links libsova and uses only its public API.
+ *
+ * Errors: functions returning int return a cudaError_t value (0 = success),
+ * and set a message for sova_torch_last_error() on failure; nothing changes
+ * on failure. sova_torch_malloc throws (a C++ exception, which PyTorch turns
+ * into a Python exception): PyTorch's pluggable allocator does not check for
+ * NULL. */
+#ifndef SOVA_TORCH_H
+#define SOVA_TORCH_H
+
+#include <sova/sova.h>
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Options of the pools sova_torch creates (one per device). */
+typedef struct sovaTorchOptions {
+  uint64_t releaseThreshold; /**< cudaMemPoolAttrReleaseThreshold; UINT64_MAX keeps all */
+  int policy;                /**< sovaPolicy */
+  unsigned int flags;        /**< sovaMemPoolFlags (stream checks, remapping) */
+  size_t maxSize;            /**< sovaMemPoolProps::maxSize; 0 = the device's memory */
+} sovaTorchOptions;
+
+/** Sets the options of pools not yet created. Unknown policy or flag bits, or
+ * contradictory remap flags: cudaErrorInvalidValue. Once any pool exists:
+ * cudaErrorInvalidValue (the pools already made keep their options). */
+SOVA_API int sova_torch_configure(const sovaTorchOptions* options);
+
+/** CUDAPluggableAllocator's alloc: `size` bytes for work on `stream` of
+ * `device`. size 0 gives NULL. Throws on failure: on running out of memory
+ * the exception is PyTorch's c10::OutOfMemoryError when sova_torch_bind_torch
+ * succeeded (torch.OutOfMemoryError in Python), else a std::bad_alloc; its
+ * message names the request, the pool's reserved and live bytes and largest
+ * free block. A stream under graph capture, or a bad device: std::runtime_error. */
+SOVA_API void* sova_torch_malloc(size_t size, int device, cudaStream_t stream);
+/** As sova_torch_malloc, returning NULL on failure instead of throwing (for
+ * torch.cuda.MemPool, whose caching allocator treats NULL as out of memory
+ * and raises its own error); the reason is left for sova_torch_last_error(). */
+SOVA_API void* sova_torch_malloc_nothrow(size_t size, int device, cudaStream_t stream);
+/** CUDAPluggableAllocator's free. PyTorch passes the allocation's own stream.
+ * Streams recorded for `ptr` (sova_torch_record_stream) are made to finish
+ * their work first: the free's stream waits for an event recorded on each.
+ * Never throws: a free refused because its stream is under graph capture is
+ * deferred until it is not; any other refusal is counted (freeErrors) and
+ * reported once on stderr. */
+SOVA_API void sova_torch_free(void* ptr, size_t size, int device, cudaStream_t stream);
+
+/** Tensor.record_stream: `stream` uses the live block at `ptr` (its start;
+ * PyTorch passes the storage's base pointer). Not a live sova_torch block:
+ * cudaErrorInvalidValue. Recording the allocation's own stream is harmless. */
+SOVA_API int sova_torch_record_stream(void* ptr, cudaStream_t stream);
+
+/** Statistics of the device's pool, plus the adapter's own counters. */
+typedef struct sovaTorchStats {
+  sovaMemPoolStats pool;      /**< set pool.structSize before the call */
+  uint64_t numOoms;           /**< allocations that raised out of memory */
+  uint64_t bytesAllocated;    /**< requested bytes allocated, ever */
+  uint64_t bytesFreed;        /**< requested bytes freed, ever */
+  uint64_t liveBlocksPeak;    /**< most blocks live at once since the last reset */
+  uint64_t recordStreamWaits; /**< stream waits inserted at frees for recorded streams */
+  uint64_t deferredFrees;     /**< frees deferred because their stream was being captured */
+  uint64_t freeErrors;        /**< frees refused for another reason */
+} sovaTorchStats;
+/** Device without a pool yet: cudaSuccess and zeros (pool.structSize kept).
+ * Device out of range, NULL stats: cudaErrorInvalidValue. */
+SOVA_API int sova_torch_get_stats(int device, sovaTorchStats* stats);
+/** Resets the peaks (reserved, used, live blocks) to their current values. */
+SOVA_API int sova_torch_reset_peak_stats(int device);
+/** Releases the device pool's free physical memory (sovaMemPoolTrimTo 0). */
+SOVA_API int sova_torch_empty_cache(int device);
+/** The device's pool handle, or NULL when none was created yet. */
+SOVA_API sovaMemPool_t sova_torch_pool(int device);
+
+/** One allocator event, for PyTorch's memory snapshot format. */
+typedef struct sovaTorchEvent {
+  int action;       /**< 0 alloc, 1 free_requested, 2 free_completed, 3 oom */
+  int device;
+  uint64_t addr;
+  uint64_t size;    /**< requested bytes (for oom: the request) */
+  uint64_t stream;
+  uint64_t timeUs;  /**< microseconds since the epoch */
+} sovaTorchEvent;
+/** Starts (enabled != 0) or stops recording events, keeping at most
+ * maxEntries (the oldest are dropped). Starting clears what was recorded.
+ * While recording, live blocks are tracked for sova_torch_live_blocks. */
+SOVA_API int sova_torch_record_history(int enabled, size_t maxEntries);
+/** Copies up to `capacity` recorded events, oldest first; returns how many
+ * are recorded (call with capacity 0 to size the buffer). */
+SOVA_API size_t sova_torch_history(sovaTorchEvent* out, size_t capacity);
+/** Live blocks allocated while recording (action 0 events): as with
+ * sova_torch_history, copies up to `capacity`, returns how many there are. */
+SOVA_API size_t sova_torch_live_blocks(sovaTorchEvent* out, size_t capacity);
+
+/** Makes out-of-memory failures throw PyTorch's own c10::OutOfMemoryError,
+ * resolved at run time from `library` (a path of an already loaded libc10.so;
+ * sova is not built against PyTorch). The binding is checked by throwing and
+ * catching one such exception at once. Returns 0, or cudaErrorNotSupported
+ * when the symbols are missing or the check fails (then std::bad_alloc is
+ * thrown, which PyTorch reports as RuntimeError: pytorch#133280). */
+SOVA_API int sova_torch_bind_torch(const char* library);
+
+/** The calling thread's last error message ("" if none). */
+SOVA_API const char* sova_torch_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SOVA_TORCH_H */

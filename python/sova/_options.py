@@ -1,0 +1,72 @@
+"""Pool options as Python users give them, checked before anything changes.
+
+``PoolOptions`` is shared by sova.pool.Pool and sova.torch: the same names,
+the same checks, the same errors (ValueError / TypeError naming the option).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+# sovaPolicy and sovaMemPoolFlags (include/sova/sova.h).
+POLICIES = {"default": 0, "size_classes": 1, "buddy": 2, "best_fit": 3}
+REMAP_EFFORTS = ("off", "balanced", "thorough")
+FLAG_NO_STREAM_CHECKS = 0x1
+FLAG_NO_REMAP = 0x2
+FLAG_THOROUGH_REMAP = 0x4
+UINT64_MAX = (1 << 64) - 1
+
+
+@dataclass(frozen=True)
+class PoolOptions:
+    """Options of a sova pool (docs/python.md describes each).
+
+    release_threshold: bytes of free memory the pool keeps when idle (int >= 0,
+        or None for all of it, as cudaMemPoolAttrReleaseThreshold = UINT64_MAX).
+    policy: "default", "size_classes", "buddy" or "best_fit".
+    remap: "balanced", "thorough" or "off" (physical remapping effort).
+    stream_checks: False skips the per-call stream checks (no graph capture
+        refusal; only where no stream is captured or destroyed while its frees
+        are pending).
+    max_size: most physical memory the pool holds, bytes; 0 = the device's.
+    """
+    release_threshold: int | None = None
+    policy: str = "default"
+    remap: str = "balanced"
+    stream_checks: bool = True
+    max_size: int = 0
+
+    def __post_init__(self):
+        rt = self.release_threshold
+        if rt is not None:
+            if isinstance(rt, bool) or not isinstance(rt, int):
+                raise TypeError(f"sova: release_threshold must be an int or None, not {type(rt).__name__}")
+            if rt < 0 or rt > UINT64_MAX:
+                raise ValueError(f"sova: release_threshold must be between 0 and 2**64-1, not {rt}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"sova: policy must be one of {sorted(POLICIES)}, not {self.policy!r}")
+        if self.remap not in REMAP_EFFORTS:
+            raise ValueError(f"sova: remap must be one of {list(REMAP_EFFORTS)}, not {self.remap!r}")
+        if not isinstance(self.stream_checks, bool):
+            raise TypeError(f"sova: stream_checks must be a bool, not {type(self.stream_checks).__name__}")
+        ms = self.max_size
+        if isinstance(ms, bool) or not isinstance(ms, int):
+            raise TypeError(f"sova: max_size must be an int, not {type(ms).__name__}")
+        if ms < 0:
+            raise ValueError(f"sova: max_size must be >= 0, not {ms}")
+
+    @property
+    def threshold_value(self) -> int:
+        return UINT64_MAX if self.release_threshold is None else self.release_threshold
+
+    @property
+    def flags(self) -> int:
+        flags = 0 if self.stream_checks else FLAG_NO_STREAM_CHECKS
+        if self.remap == "off":
+            flags |= FLAG_NO_REMAP
+        elif self.remap == "thorough":
+            flags |= FLAG_THOROUGH_REMAP
+        return flags
+
+    @property
+    def policy_value(self) -> int:
+        return POLICIES[self.policy]

@@ -1,0 +1,110 @@
+"""sova.pool.Pool: one sova pool from Python, on the C API (sovaMemPool_t).
+
+Addresses and streams are ints (a cudaStream_t's value; 0 is the legacy
+stream). For libraries that hand sova's memory to their own objects (the
+PyTorch adapter uses its own per-device pools: sova.torch).
+"""
+from __future__ import annotations
+
+import ctypes
+
+from . import _capi
+from ._options import PoolOptions
+
+# cudaMemPoolAttr values (driver_types.h).
+_ATTR_RELEASE_THRESHOLD = 4
+_ATTR_RESERVED_HIGH = 6
+_ATTR_USED_HIGH = 8
+
+
+class Pool:
+    """A sova pool on ``device``; options as sova.PoolOptions' fields.
+
+    Raises SovaError when the pool cannot be made (no GPU or driver: the
+    error says so), ValueError/TypeError for bad options (nothing is made).
+    """
+
+    def __init__(self, device: int = 0, options: PoolOptions | None = None, **kwargs):
+        if options is not None and kwargs:
+            raise TypeError("sova.Pool: give options or keyword options, not both")
+        opts = options if options is not None else PoolOptions(**kwargs)
+        if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+            raise ValueError(f"sova.Pool: device must be an int >= 0, not {device!r}")
+        self.options = opts
+        self.device = device
+        lib = _capi.lib()
+        props = _capi.PoolProps()
+        props.device = device
+        props.policy = opts.policy_value
+        props.maxSize = opts.max_size
+        props.flags = opts.flags
+        handle = ctypes.c_void_p()
+        _capi.check(lib.sovaMemPoolCreate(ctypes.byref(handle), ctypes.byref(props)),
+                    f"creating a pool on device {device}")
+        self._handle = handle
+        threshold = ctypes.c_uint64(opts.threshold_value)
+        err = lib.sovaMemPoolSetAttribute(handle, _ATTR_RELEASE_THRESHOLD, ctypes.byref(threshold))
+        if err:
+            lib.sovaMemPoolDestroy(handle)
+            self._handle = None
+            _capi.check(err, "setting the release threshold")
+
+    @property
+    def handle(self) -> int:
+        """The sovaMemPool_t, as an int (for other C API users)."""
+        self._check_open()
+        return self._handle.value
+
+    def _check_open(self):
+        if self._handle is None:
+            raise ValueError("sova.Pool: the pool is closed")
+
+    def allocate(self, size: int, stream: int = 0) -> int:
+        """A block of ``size`` bytes for work on ``stream``; its address (0 for size 0).
+        Out of memory: SovaError with code 2 (cudaErrorMemoryAllocation), the pool unchanged."""
+        self._check_open()
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise ValueError(f"sova.Pool.allocate: size must be an int >= 0, not {size!r}")
+        ptr = ctypes.c_void_p()
+        _capi.check(_capi.lib().sovaMallocFromPoolAsync(ctypes.byref(ptr), size, self._handle,
+                                                        ctypes.c_void_p(stream)),
+                    f"allocating {size} bytes")
+        return ptr.value or 0
+
+    def free(self, ptr: int, stream: int = 0) -> None:
+        """Frees a block in stream order. Foreign or double-freed: SovaError, nothing changes."""
+        self._check_open()
+        _capi.check(_capi.lib().sovaFreeAsync(ctypes.c_void_p(ptr), ctypes.c_void_p(stream)),
+                    f"freeing {ptr:#x}")
+
+    def stats(self) -> dict:
+        """sovaMemPoolGetStats as a dict (the field names of sovaMemPoolStats)."""
+        self._check_open()
+        s = _capi.PoolStats.new()
+        _capi.check(_capi.lib().sovaMemPoolGetStats(self._handle, ctypes.byref(s)), "reading statistics")
+        return s.as_dict()
+
+    def trim(self, keep: int = 0) -> None:
+        """Releases free physical memory beyond ``keep`` bytes (may synchronize the device)."""
+        self._check_open()
+        _capi.check(_capi.lib().sovaMemPoolTrimTo(self._handle, keep), "trimming")
+
+    def reset_peaks(self) -> None:
+        """Resets the reserved and used high-water marks to the current values."""
+        self._check_open()
+        zero = ctypes.c_uint64(0)
+        for attr in (_ATTR_RESERVED_HIGH, _ATTR_USED_HIGH):
+            _capi.check(_capi.lib().sovaMemPoolSetAttribute(self._handle, attr, ctypes.byref(zero)),
+                        "resetting peaks")
+
+    def close(self) -> None:
+        """Destroys the pool (its memory goes when its last live block is freed)."""
+        if self._handle is not None:
+            handle, self._handle = self._handle, None
+            _capi.check(_capi.lib().sovaMemPoolDestroy(handle), "destroying the pool")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

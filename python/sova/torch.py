@@ -1,0 +1,279 @@
+"""sova as PyTorch's CUDA allocator.
+
+    import sova.torch
+    sova.torch.enable()          # before the first CUDA tensor
+    ...                          # train as usual
+
+``enable`` installs sova through torch.cuda.memory.CUDAPluggableAllocator
+(every CUDA tensor of the process then comes from sova: one pool per device);
+``mem_pool`` gives a torch.cuda.MemPool on sova for scoped use
+(torch.cuda.use_mem_pool) without replacing PyTorch's allocator.
+PyTorch's own memory_stats() and snapshot raise under a pluggable allocator
+(pytorch#133281): this module gives memory_stats(), max_memory_reserved(),
+reset_peak_memory_stats(), empty_cache(), record_memory_history() and
+snapshot()/dump_snapshot() in PyTorch's key names and format.
+docs/python.md has the details and the limitations.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import pickle
+import threading
+
+from . import _capi, _snapshot
+from ._capi import SovaError
+from ._options import PoolOptions
+
+__all__ = ["enable", "is_enabled", "configure", "mem_pool", "memory_stats", "memory_allocated",
+           "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+           "reset_peak_memory_stats", "empty_cache", "record_memory_history", "snapshot",
+           "dump_snapshot", "last_error", "SovaError"]
+
+_lock = threading.Lock()
+_options: PoolOptions | None = None   # set by the first configure()/enable()
+_enabled = False
+_allocator = None                     # the CUDAPluggableAllocator installed by enable()
+_pool_allocator = None                # the one behind mem_pool()
+_orig_record_stream = None
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:
+        raise ImportError("sova.torch needs PyTorch (import torch failed)") from e
+    return torch
+
+
+def last_error() -> str:
+    """The adapter's last error message on this thread (e.g. sova's out-of-memory
+    message after a torch.cuda.MemPool allocation failed)."""
+    return _capi.torch_last_error()
+
+
+def configure(options: PoolOptions | None = None, **kwargs) -> PoolOptions:
+    """Fixes the options of sova.torch's pools (release_threshold, policy, remap,
+    stream_checks, max_size: see sova.PoolOptions). Allowed until the first
+    allocation; calling again with the same options is a no-op, with others
+    after pools exist raises SovaError. Returns the options in force."""
+    global _options
+    if options is not None and kwargs:
+        raise TypeError("sova.torch.configure: give options or keyword options, not both")
+    opts = options if options is not None else PoolOptions(**kwargs)
+    with _lock:
+        if _options == opts:
+            return opts
+        t = _capi.TorchOptions(opts.threshold_value, opts.policy_value, opts.flags, opts.max_size)
+        err = _capi.torch_lib().sova_torch_configure(ctypes.byref(t))
+        if err:
+            raise SovaError(f"sova.torch.configure: {last_error()} (options in force: {_options})", err)
+        _options = opts
+        return opts
+
+
+def _library() -> str:
+    return _capi.library_path("libsova_torch.so")
+
+
+def _bind_torch_errors(torch) -> bool:
+    """Makes sova's out-of-memory raise torch.OutOfMemoryError (torch_errors.hpp)."""
+    libc10 = os.path.join(os.path.dirname(torch.__file__), "lib", "libc10.so")
+    return _capi.torch_lib().sova_torch_bind_torch(libc10.encode()) == 0
+
+
+def enable(options: PoolOptions | None = None, **kwargs) -> None:
+    """Makes sova PyTorch's CUDA allocator for the whole process.
+
+    Must run before PyTorch initializes CUDA (before the first CUDA tensor);
+    afterwards it raises SovaError and changes nothing. Options as configure().
+    Calling it again with the same options does nothing.
+    Also routes Tensor.record_stream to sova (the pluggable allocator ignores it).
+    """
+    global _enabled, _allocator, _orig_record_stream
+    opts = options if options is not None else PoolOptions(**kwargs)  # checked before anything
+    torch = _torch()
+    with _lock:
+        enabled = _enabled
+    if enabled:
+        if _options != opts:
+            raise SovaError(f"sova.torch.enable: already enabled with {_options}; "
+                            f"the allocator cannot be changed to {opts}")
+        return
+    if torch.cuda.is_initialized():
+        raise SovaError("sova.torch.enable() must be called before PyTorch initializes CUDA "
+                        "(before the first CUDA tensor or torch.cuda call that allocates); "
+                        "PyTorch's allocator is already in use in this process and cannot be "
+                        "swapped. Call it at the start of the program.")
+    configure(opts)
+    _bind_torch_errors(torch)
+    allocator = torch.cuda.memory.CUDAPluggableAllocator(_library(), "sova_torch_malloc",
+                                                          "sova_torch_free")
+    try:
+        torch.cuda.memory.change_current_allocator(allocator)
+    except RuntimeError as e:
+        raise SovaError(f"sova.torch.enable: PyTorch refused the allocator: {e}") from e
+    with _lock:
+        _allocator = allocator
+        _enabled = True
+        if _orig_record_stream is None:
+            _orig_record_stream = torch.Tensor.record_stream
+            torch.Tensor.record_stream = _record_stream
+
+
+def is_enabled() -> bool:
+    return _enabled
+
+
+def _record_stream(self, stream):
+    """Tensor.record_stream under sova: PyTorch's checks, then sova's record."""
+    _orig_record_stream(self, stream)
+    if self.is_cuda:
+        ptr = self.untyped_storage().data_ptr()
+        if ptr:
+            _capi.check(_capi.torch_lib().sova_torch_record_stream(ctypes.c_void_p(ptr),
+                                                                   ctypes.c_void_p(stream.cuda_stream)),
+                        "record_stream", last_error())
+
+
+def mem_pool():
+    """A torch.cuda.MemPool whose memory comes from sova (use with
+    torch.cuda.use_mem_pool). Works with or without enable(); PyTorch's caching
+    allocator manages blocks inside it, so torch.cuda.memory_stats() counts it
+    and a failed sova allocation becomes PyTorch's own out-of-memory error
+    (sova's message: sova.torch.last_error())."""
+    global _pool_allocator
+    torch = _torch()
+    if not hasattr(torch.cuda, "MemPool"):
+        raise SovaError("sova.torch.mem_pool: this PyTorch has no torch.cuda.MemPool")
+    if _options is None:
+        configure()
+    with _lock:
+        if _pool_allocator is None:
+            _pool_allocator = torch.cuda.memory.CUDAPluggableAllocator(
+                _library(), "sova_torch_malloc_nothrow", "sova_torch_free")
+    return torch.cuda.MemPool(_pool_allocator.allocator())
+
+
+def _device_index(device) -> int:
+    if device is None:
+        torch = _torch()
+        return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
+    if isinstance(device, int) and not isinstance(device, bool):
+        if device < 0:
+            raise ValueError(f"sova.torch: device must be >= 0, not {device}")
+        return device
+    torch = _torch()
+    d = torch.device(device)
+    if d.type != "cuda":
+        raise ValueError(f"sova.torch: not a CUDA device: {device!r}")
+    return d.index if d.index is not None else torch.cuda.current_device()
+
+
+def raw_stats(device=None) -> dict:
+    """The adapter's statistics of ``device`` (sovaTorchStats' field names)."""
+    s = _capi.TorchStats.new()
+    _capi.check(_capi.torch_lib().sova_torch_get_stats(_device_index(device), ctypes.byref(s)),
+                "reading statistics", last_error())
+    return s.as_dict()
+
+
+def memory_stats(device=None) -> dict:
+    """torch.cuda.memory_stats()'s keys where sova has the figure, plus "sova.*".
+
+    allocated/active bytes are the requested sizes (PyTorch counts its rounded
+    block sizes); reserved bytes are sova's mapped physical memory; segments
+    are sova's physical chunks. Keys without a sova counterpart are absent."""
+    r = raw_stats(device)
+    stats = {
+        "allocated_bytes.all.current": r["usedCurrent"],
+        "allocated_bytes.all.peak": r["usedHigh"],
+        "allocated_bytes.all.allocated": r["bytesAllocated"],
+        "allocated_bytes.all.freed": r["bytesFreed"],
+        "active_bytes.all.current": r["usedCurrent"],
+        "active_bytes.all.peak": r["usedHigh"],
+        "requested_bytes.all.current": r["usedCurrent"],
+        "requested_bytes.all.peak": r["usedHigh"],
+        "reserved_bytes.all.current": r["reservedCurrent"],
+        "reserved_bytes.all.peak": r["reservedHigh"],
+        "allocation.all.current": r["liveBlocks"],
+        "allocation.all.peak": r["liveBlocksPeak"],
+        "allocation.all.allocated": r["allocations"],
+        "allocation.all.freed": r["deallocations"],
+        "active.all.current": r["liveBlocks"],
+        "active.all.peak": r["liveBlocksPeak"],
+        "segment.all.current": r["chunksMapped"] - r["chunksUnmapped"],
+        "num_device_alloc": r["chunksMapped"],
+        "num_device_free": r["chunksUnmapped"],
+        "inactive_split_bytes.all.current": r["freeBackedBytes"],
+        "num_alloc_retries": r["deviceSynchronizes"],
+        "num_sync_all_streams": r["deviceSynchronizes"],
+        "num_ooms": r["numOoms"],
+    }
+    free_backed = r["freeBackedBytes"]
+    stats["sova.fragmentation"] = (1.0 - r["largestFreeBlock"] / free_backed) if free_backed else 0.0
+    stats["sova.peak_overhead"] = (r["reservedHigh"] / r["usedHigh"]) if r["usedHigh"] else 0.0
+    for key, value in r.items():
+        stats["sova." + key] = value
+    return dict(sorted(stats.items()))
+
+
+def memory_allocated(device=None) -> int:
+    return raw_stats(device)["usedCurrent"]
+
+
+def max_memory_allocated(device=None) -> int:
+    return raw_stats(device)["usedHigh"]
+
+
+def memory_reserved(device=None) -> int:
+    return raw_stats(device)["reservedCurrent"]
+
+
+def max_memory_reserved(device=None) -> int:
+    return raw_stats(device)["reservedHigh"]
+
+
+def reset_peak_memory_stats(device=None) -> None:
+    """Peaks (reserved, allocated, live blocks) start again from the current values."""
+    _capi.check(_capi.torch_lib().sova_torch_reset_peak_stats(_device_index(device)),
+                "resetting peaks", last_error())
+
+
+def empty_cache(device=None) -> None:
+    """Releases the pool's free physical memory (may synchronize the device). Also
+    what torch.cuda.empty_cache() leaves untouched under a pluggable allocator."""
+    _capi.check(_capi.torch_lib().sova_torch_empty_cache(_device_index(device)),
+                "empty_cache", last_error())
+
+
+def record_memory_history(enabled: bool | None = True, max_entries: int = 100_000) -> None:
+    """Like torch.cuda.memory._record_memory_history: start (clearing what was
+    recorded) or stop (enabled None/False) recording allocations and frees."""
+    if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
+        raise ValueError(f"sova.torch.record_memory_history: max_entries must be an int >= 0, "
+                         f"not {max_entries!r}")
+    on = enabled not in (None, False)
+    _capi.check(_capi.torch_lib().sova_torch_record_history(int(on), max_entries), "record_memory_history")
+
+
+def _read(fn):
+    n = fn(None, 0)
+    buf = (_capi.TorchEvent * max(n, 1))()
+    got = min(fn(buf, n), n)
+    return list(buf[:got])
+
+
+def snapshot() -> dict:
+    """torch.cuda.memory._snapshot()'s dict, from what was recorded (_snapshot.py)."""
+    tl = _capi.torch_lib()
+    events = _read(tl.sova_torch_history)
+    live = _read(tl.sova_torch_live_blocks)
+    devices = 1 + max([e.device for e in events + live], default=0)
+    return _snapshot.build(events, live, devices)
+
+
+def dump_snapshot(filename: str = "dump_snapshot.pickle") -> None:
+    """Like torch.cuda.memory._dump_snapshot: pickles snapshot() to ``filename``."""
+    with open(filename, "wb") as f:
+        pickle.dump(snapshot(), f)

@@ -1,0 +1,35 @@
+"""sova.PoolOptions: bad values are refused before anything is made."""
+import pytest
+
+from sova import PoolOptions
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"release_threshold": -1}, ValueError, "release_threshold"),
+    ({"release_threshold": 1 << 64}, ValueError, "release_threshold"),
+    ({"release_threshold": 1.5}, TypeError, "release_threshold"),
+    ({"release_threshold": True}, TypeError, "release_threshold"),
+    ({"policy": "first_fit"}, ValueError, "policy"),
+    ({"remap": "always"}, ValueError, "remap"),
+    ({"stream_checks": 0}, TypeError, "stream_checks"),
+    ({"max_size": -5}, ValueError, "max_size"),
+    ({"max_size": "1G"}, TypeError, "max_size"),
+])
+def test_bad_options_name_the_option(kwargs, error, words):
+    with pytest.raises(error, match=words):
+        PoolOptions(**kwargs)
+
+
+def test_unknown_option_is_a_type_error():
+    with pytest.raises(TypeError):
+        PoolOptions(release_treshold=0)
+
+
+def test_options_become_the_c_flags():
+    assert PoolOptions().flags == 0
+    assert PoolOptions(stream_checks=False).flags == 0x1
+    assert PoolOptions(remap="off").flags == 0x2
+    assert PoolOptions(remap="thorough", stream_checks=False).flags == 0x5
+    assert PoolOptions().threshold_value == (1 << 64) - 1   # None: keep all, as PyTorch does
+    assert PoolOptions(release_threshold=0).threshold_value == 0
+    assert PoolOptions(policy="buddy").policy_value == 2

@@ -1,0 +1,71 @@
+"""sova.Pool and sovaMemPoolGetStats on the host simulation."""
+from sim_helpers import run_py
+
+
+def test_statistics_follow_allocations():
+    run_py("""
+    import sova
+    MiB = 1 << 20
+    with sova.Pool(release_threshold=None) as p:
+        s0 = p.stats()
+        assert s0["usedCurrent"] == 0 and s0["liveBlocks"] == 0
+        a = p.allocate(3 * MiB)
+        b = p.allocate(1000)
+        assert a and b and a != b
+        s = p.stats()
+        assert s["usedCurrent"] == 3 * MiB + 1000, s
+        assert s["liveBlocks"] == 2 and s["allocations"] == 2, s
+        assert s["reservedCurrent"] >= 4 * MiB, s
+        p.free(a)
+        s = p.stats()
+        assert s["usedCurrent"] == 1000 and s["usedHigh"] == 3 * MiB + 1000, s
+        p.reset_peaks()
+        assert p.stats()["usedHigh"] == 1000
+        p.free(b)
+        p.trim(0)
+        assert p.stats()["reservedCurrent"] == 0, p.stats()
+    print("ok")
+    """)
+
+
+def test_out_of_memory_and_bad_frees_change_nothing():
+    out = run_py("""
+    import sova
+    p = sova.Pool(max_size=8 << 20)
+    a = p.allocate(4 << 20)
+    before = p.stats()
+    try:
+        p.allocate(64 << 20)
+    except sova.SovaError as e:
+        assert e.code == 2, e          # cudaErrorMemoryAllocation
+        print("oom:", e)
+    after = p.stats()
+    assert after["usedCurrent"] == before["usedCurrent"]
+    assert after["failedAllocations"] == before["failedAllocations"] + 1
+    for bad in (a + 512, 0xdead000):
+        try:
+            p.free(bad)
+        except sova.SovaError as e:
+            assert e.code == 1, e      # cudaErrorInvalidValue
+        else:
+            raise SystemExit("a foreign pointer was freed")
+    assert p.stats()["liveBlocks"] == 1
+    p.free(a)
+    try:
+        p.free(a)
+    except sova.SovaError:
+        print("double free refused")
+    for bad in (-1, 1.5, True):
+        try:
+            p.allocate(bad)
+        except ValueError:
+            pass
+        else:
+            raise SystemExit(f"allocate({bad!r}) accepted")
+    p.close()
+    try:
+        p.allocate(1)
+    except ValueError as e:
+        print("closed:", e)
+    """)
+    assert "double free refused" in out and "closed" in out
