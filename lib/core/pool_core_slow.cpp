@@ -136,7 +136,7 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, Cach
   const std::uint64_t safe_epoch = state->safe_epoch;
   // Read under the lock: frees and fast-path hits on this stream from other
   // threads change it (issue 17, defect 5).
-  if (state->cache.kept_bytes() > kept_cache_bound()) which = CacheFlush::all;
+  if (state->cache.kept_bytes() > kept_cache_bound(state)) which = CacheFlush::all;
   Block* list = nullptr;
   auto take = [&](Block* b) {
     b->bin_next = list;
