@@ -55,7 +55,15 @@ typedef enum sovaMemPoolFlags {
    * free memory lies in pieces, at more time per allocation that misses the
    * stream's cache (docs/policies.md). With sovaMemPoolNoRemap:
    * cudaErrorInvalidValue. */
-  sovaMemPoolThoroughRemap = 0x4
+  sovaMemPoolThoroughRemap = 0x4,
+  /** Request generic compression for the pool's memory (docs/vmm.md). A
+   * device without it: cudaErrorNotSupported. sovaMemGetAllocationProperties
+   * says whether a block got it. */
+  sovaMemPoolCompressible = 0x8,
+  /** A host memory pool: pinned host memory on NUMA node hostNumaNode,
+   * readable and writable by the device and the host (docs/vmm.md). A
+   * device without host-NUMA VMM: cudaErrorNotSupported. */
+  sovaMemPoolHostMemory = 0x10
 } sovaMemPoolFlags;
 
 /** Properties of a pool; zero-initialise, then set what you need. */
@@ -63,9 +71,10 @@ typedef struct sovaMemPoolProps {
   int device;                                   /**< device ordinal */
   sovaPolicy policy;
   size_t maxSize;                               /**< most physical memory held; 0 = device's */
-  enum cudaMemAllocationHandleType handleTypes; /**< IPC: only cudaMemHandleTypeNone for now */
+  enum cudaMemAllocationHandleType handleTypes; /**< IPC: cudaMemHandleTypeNone or cudaMemHandleTypePosixFileDescriptor (docs/ipc.md) */
   unsigned int flags;                           /**< sovaMemPoolFlags; unknown bits: cudaErrorInvalidValue */
-  unsigned char reserved[60];                   /**< must be zero */
+  int hostNumaNode;                             /**< with sovaMemPoolHostMemory: the host NUMA node; else must be 0 */
+  unsigned char reserved[56];                   /**< must be zero */
 } sovaMemPoolProps;
 
 /** cudaMallocAsync from the device's current pool (sovaDeviceGetMemPool of the
@@ -86,8 +95,10 @@ SOVA_API cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream);
 SOVA_API cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool,
                                              cudaStream_t stream);
 /** Creates a pool. NULL or invalid props (bad device, non-zero reserved bytes,
- * unknown policy): cudaErrorInvalidValue; a policy or handle type not yet
- * available: cudaErrorNotSupported; a device without VMM: cudaErrorNotSupported.
+ * unknown policy, unknown handle type bits, a negative hostNumaNode, or one
+ * without sovaMemPoolHostMemory): cudaErrorInvalidValue; a handle type,
+ * compression or host memory the device lacks, fabric handles (not built),
+ * or a device without VMM: cudaErrorNotSupported.
  * Zeroed props are valid: device 0, default policy, no size limit. The first
  * pool created fixes the process driver (sova::set_process_driver). */
 SOVA_API cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props);
@@ -138,6 +149,53 @@ SOVA_API cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const struct cudaM
                                           size_t count);
 SOVA_API cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
                                           struct cudaMemLocation* location);
+
+/* ---- What a device supports of the VMM API, and what sova uses (docs/vmm.md) ---- */
+
+/** sovaDeviceGetVmmSupport's answer. Device fields are the driver's
+ * attributes (cuDeviceGetAttribute, cuMemGetAllocationGranularity); sova*
+ * fields say what sova pools on the device will do. Booleans are 0 or 1. */
+typedef struct sovaVmmSupport {
+  char name[256];                /**< the device's name */
+  size_t totalMemory;            /**< bytes of device memory */
+  int vmm;                       /**< VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+  int posixFd;                   /**< HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
+  int fabric;                    /**< HANDLE_TYPE_FABRIC_SUPPORTED */
+  int compression;               /**< GENERIC_COMPRESSION_SUPPORTED */
+  int multicast;                 /**< MULTICAST_SUPPORTED (NVLink SHARP) */
+  int rdmaWithVmm;               /**< GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
+  int hostNumaVmm;               /**< HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+  int hostNumaId;                /**< HOST_NUMA_ID: nearest host node, -1 none */
+  size_t granularityMinimum;     /**< CU_MEM_ALLOC_GRANULARITY_MINIMUM */
+  size_t granularityRecommended; /**< CU_MEM_ALLOC_GRANULARITY_RECOMMENDED */
+  int sovaPools;                 /**< sova can make pools here (needs vmm) */
+  unsigned int sovaHandleTypes;  /**< handleTypes sovaMemPoolCreate accepts (bits of cudaMemAllocationHandleType) */
+  int sovaCompression;           /**< sovaMemPoolCompressible is accepted */
+  int sovaHostPools;             /**< host memory pools (sovaMemPoolProps::hostNumaNode) are accepted */
+  int sovaMulticast;             /**< always 0: multicast is designed, not built (docs/vmm.md) */
+  int sovaRdma;                  /**< chunks are created GPUDirect-RDMA capable */
+  size_t sovaChunkBytes;         /**< largest physical chunk a default pool creates */
+  unsigned char reserved[64];
+} sovaVmmSupport;
+
+/** Fills *support for `device` without creating a context or a pool.
+ * support NULL: cudaErrorInvalidValue; device out of range:
+ * cudaErrorInvalidDevice; no driver or GPU: the runtime's error
+ * (cudaErrorNoDevice, cudaErrorInsufficientDriver). */
+SOVA_API cudaError_t sovaDeviceGetVmmSupport(sovaVmmSupport* support, int device);
+
+/** What the driver reports for the physical memory under a live block of a
+ * sova pool (cuMemGetAllocationPropertiesFromHandle): where it lives, which
+ * handle types it can be exported as, whether it is compressed. */
+typedef struct sovaAllocationProperties {
+  struct cudaMemLocation location; /**< cudaMemLocationTypeDevice or ...HostNuma, and its id */
+  unsigned int handleTypes;        /**< bits of cudaMemAllocationHandleType */
+  int compressed;                  /**< 1: generic compression granted */
+  unsigned char reserved[32];
+} sovaAllocationProperties;
+/** props or ptr NULL, or ptr not the start of a live block of a sova pool:
+ * cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemGetAllocationProperties(sovaAllocationProperties* props, const void* ptr);
 
 /* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
 SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);
