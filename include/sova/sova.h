@@ -197,6 +197,27 @@ typedef struct sovaAllocationProperties {
  * cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaMemGetAllocationProperties(sovaAllocationProperties* props, const void* ptr);
 
+/* ---- Growable allocations: realloc without a copy (sova/growable.hpp, docs/vmm.md) ---- */
+
+typedef struct sovaGrowable_st* sovaGrowable_t;
+/** Reserves maxSize bytes of VA on `device` and returns its address in
+ * *devPtr, which never changes; no physical memory until the first resize.
+ * NULL arguments or maxSize 0: cudaErrorInvalidValue; a bad device:
+ * cudaErrorInvalidDevice; no VMM: cudaErrorNotSupported. */
+SOVA_API cudaError_t sovaGrowableCreate(sovaGrowable_t* buffer, void** devPtr, size_t maxSize, int device);
+/** Makes the first `size` bytes usable: growing maps physical memory after
+ * what is mapped, without a copy; shrinking synchronizes `stream` and
+ * releases the physical memory wholly beyond `size`. size > maxSize, NULL or
+ * invalid buffer: cudaErrorInvalidValue; out of memory:
+ * cudaErrorMemoryAllocation. Any failure changes nothing. */
+SOVA_API cudaError_t sovaGrowableResize(sovaGrowable_t buffer, size_t size, cudaStream_t stream);
+/** The size of the last resize and the physical memory mapped now (either
+ * pointer may be NULL). Invalid buffer: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, size_t* physicalBytes);
+/** Synchronizes the device and releases everything. Invalid buffer:
+ * cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer);
+
 /* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
 SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);
 SOVA_API cudaError_t sovaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);
