@@ -218,6 +218,38 @@ SOVA_API cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, si
  * cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer);
 
+/* ---- IPC: sharing a pool with other processes (docs/ipc.md) ---- */
+
+/** cudaMemPoolExportToShareableHandle: writes a new POSIX file descriptor
+ * (an int) to *shareableHandle for one importing process; send it over a
+ * Unix socket (SCM_RIGHTS) and close it. The pool must have been created
+ * with handleTypes cudaMemHandleTypePosixFileDescriptor. NULL arguments,
+ * flags != 0, a pool without that handle type, another handle type:
+ * cudaErrorInvalidValue; cudaMemHandleTypeFabric: cudaErrorNotSupported. */
+SOVA_API cudaError_t sovaMemPoolExportToShareableHandle(void* shareableHandle, sovaMemPool_t pool,
+                                                        enum cudaMemAllocationHandleType handleType,
+                                                        unsigned int flags);
+/** cudaMemPoolImportFromShareableHandle: shareableHandle is the descriptor
+ * cast to a pointer, as with the runtime; it stays the caller's. The pool
+ * returned serves sovaMemPoolImportPointer, sovaFreeAsync of the pointers
+ * imported, sovaMemPoolSetAccess/GetAccess (read-only or read-write for its
+ * device) and sovaMemPoolDestroy; it cannot allocate. A closed descriptor,
+ * one that is not a sova pool handle, an exporter gone, or the exporting
+ * process itself: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemPoolImportFromShareableHandle(sovaMemPool_t* pool, void* shareableHandle,
+                                                          enum cudaMemAllocationHandleType handleType,
+                                                          unsigned int flags);
+/** cudaMemPoolExportPointer: export data for the live block starting at
+ * ptr, of a pool created with a shareable handle type. Anything else:
+ * cudaErrorInvalidValue. Freeing the block makes the data stale. */
+SOVA_API cudaError_t sovaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void* ptr);
+/** cudaMemPoolImportPointer: maps the exported block here. Free it with
+ * sovaFreeAsync (which synchronizes the stream given) before the exporter
+ * frees it. Malformed, stale or another pool's data, an exporter gone:
+ * cudaErrorInvalidValue, nothing changed. */
+SOVA_API cudaError_t sovaMemPoolImportPointer(void** ptr, sovaMemPool_t pool,
+                                              cudaMemPoolPtrExportData* exportData);
+
 /* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
 SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);
 SOVA_API cudaError_t sovaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);

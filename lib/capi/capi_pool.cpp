@@ -2,6 +2,7 @@
 // Error codes follow docs/notes/runtime-errors.md; Pool returns the runtime's
 // codes for everything it validates itself (attributes, access descriptors).
 #include "capi/capi_errors.hpp"
+#include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -97,7 +98,10 @@ cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props
   return cudaSuccess;
 }
 
-cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) { return destroy_pool(pool); }
+cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) {
+  if (is_imported_handle(pool)) return destroy_imported(pool);
+  return destroy_pool(pool);
+}
 
 cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
   ReadSection section;
@@ -126,6 +130,7 @@ cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep) {
 }
 
 cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count) {
+  if (is_imported_handle(pool)) return set_imported_access(pool, descs, count);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || (descs == nullptr && count != 0)) return cudaErrorInvalidValue;
@@ -134,6 +139,7 @@ cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* de
 
 cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
                                  cudaMemLocation* location) {
+  if (is_imported_handle(pool)) return get_imported_access(flags, pool, location);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || flags == nullptr || location == nullptr) return cudaErrorInvalidValue;

@@ -61,6 +61,14 @@ class ImporterImpl {
     if (d.pool_token != info_.pool_token) return cudaErrorInvalidValue;  // another pool's
     if (d.size == 0 || d.offset >= info_.va_size || d.size > info_.va_size - d.offset) return cudaErrorInvalidValue;
     std::lock_guard lock(mutex_);
+    if (auto it = imports_.find(d.offset); it != imports_.end()) {
+      // Imported already and not freed: the same block gives the same address
+      // (one free_pointer frees it); another block there means the exporter
+      // freed it before this process did, which the ordering rules forbid.
+      if (it->second.block_token != d.block_token) return cudaErrorInvalidValue;
+      *ptr = reinterpret_cast<void*>(base_ + d.offset);
+      return cudaSuccess;
+    }
     std::vector<ChunkEntry> chunks;
     std::vector<int> fds;
     const cudaError_t asked = ask(d, &chunks, &fds);
@@ -78,7 +86,7 @@ class ImporterImpl {
     for (int fd : fds) ::close(fd);
     if (status == cudaSuccess) {
       try {
-        imports_[d.offset] = taken;
+        imports_[d.offset] = Import{d.block_token, taken};
       } catch (...) {
         status = cudaErrorMemoryAllocation;
       }
@@ -99,7 +107,7 @@ class ImporterImpl {
     if (it == imports_.end()) return cudaErrorInvalidValue;
     // Work on `stream` may still read the block: unmapping under it would fault.
     if (const cudaError_t err = driver_.stream_synchronize(stream); err != cudaSuccess) return err;
-    for (std::uint64_t offset : it->second) drop(offset);
+    for (std::uint64_t offset : it->second.chunks) drop(offset);
     imports_.erase(it);
     return cudaSuccess;
   }
@@ -133,6 +141,10 @@ class ImporterImpl {
   }
 
  private:
+  struct Import {
+    std::uint64_t block_token = 0;
+    std::vector<std::uint64_t> chunks;  ///< offsets of the chunks it raised the refs of
+  };
   struct Mapping {
     std::uint64_t bytes = 0;
     std::uint64_t serial = 0;
@@ -265,7 +277,7 @@ class ImporterImpl {
   std::mutex mutex_;  // one import or free at a time: the socket carries one exchange
   cudaMemAccessFlags access_;
   std::map<std::uint64_t, Mapping> mapped_;                     ///< by chunk offset
-  std::map<std::uint64_t, std::vector<std::uint64_t>> imports_;  ///< block offset -> its chunks' offsets
+  std::map<std::uint64_t, Import> imports_;  ///< by block offset
 };
 
 }  // namespace sova::ipc_detail
