@@ -218,6 +218,21 @@ SOVA_API cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, si
  * cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer);
 
+/* ---- Aliases: a second address for a block (sova/alias.hpp, docs/vmm.md) ---- */
+
+/** Maps the physical memory of the live block starting at ptr (of a sova
+ * pool) again, at a new address returned in *alias, with `flags`
+ * (cudaMemAccessFlagsProtRead or ...ProtReadWrite) for the pool's device.
+ * Coherence: work ordered after other work sees its writes through either
+ * address; within one kernel, a write through one address and a read through
+ * the other need fence.proxy.alias. Destroy the alias before freeing the
+ * block. Anything but a live block's start, or other flags:
+ * cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemAliasCreate(void** alias, void* ptr, enum cudaMemAccessFlags flags);
+/** Synchronizes the block's device and unmaps the alias. An address that is
+ * no live alias: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemAliasDestroy(void* alias);
+
 /* ---- IPC: sharing a pool with other processes (docs/ipc.md) ---- */
 
 /** cudaMemPoolExportToShareableHandle: writes a new POSIX file descriptor

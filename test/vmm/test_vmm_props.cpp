@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <string>
 #include <cstring>
 
 using namespace sova;
@@ -284,4 +285,32 @@ TEST_CASE("vmm: host-NUMA access is refused over device memory, granted over hos
   REQUIRE(sim.address_free(va, 2 * kG) == cudaSuccess);
   REQUIRE(sim.physical_release(dev) == cudaSuccess);
   REQUIRE(sim.physical_release(host) == cudaSuccess);
+}
+
+TEST_CASE("vmm: the C API's aliases map a block again; bad input is refused", "[vmm][capi][alias]") {
+  capi_test::sim();
+  capi_test::ScopedPool pool(0);
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 3 * kMiB, pool.get(), nullptr) == cudaSuccess);
+  void* alias = nullptr;
+  REQUIRE(sovaMemAliasCreate(&alias, p, cudaMemAccessFlagsProtReadWrite) == cudaSuccess);
+  REQUIRE(alias != p);
+  static_cast<char*>(alias)[3 * kMiB - 1] = 'z';
+  CHECK(static_cast<char*>(p)[3 * kMiB - 1] == 'z');
+  void* ro = nullptr;
+  REQUIRE(sovaMemAliasCreate(&ro, p, cudaMemAccessFlagsProtRead) == cudaSuccess);
+  CHECK(static_cast<char*>(ro)[3 * kMiB - 1] == 'z');
+  CHECK(simtest::touch_faults(static_cast<volatile char*>(ro), true));  // read-only view
+  void* none = nullptr;
+  CHECK(sovaMemAliasCreate(&none, static_cast<char*>(p) + 512, cudaMemAccessFlagsProtReadWrite) ==
+        cudaErrorInvalidValue);
+  CHECK(sovaMemAliasCreate(&none, p, cudaMemAccessFlagsProtNone) == cudaErrorInvalidValue);
+  int local = 0;
+  CHECK(sovaMemAliasCreate(&none, &local, cudaMemAccessFlagsProtReadWrite) == cudaErrorInvalidValue);
+  CHECK(none == nullptr);
+  REQUIRE(sovaMemAliasDestroy(ro) == cudaSuccess);
+  REQUIRE(sovaMemAliasDestroy(alias) == cudaSuccess);
+  CHECK(sovaMemAliasDestroy(alias) == cudaErrorInvalidValue);
+  CHECK(simtest::touch_faults(static_cast<volatile char*>(alias), false));  // unmapped
+  REQUIRE(sovaFreeAsync(p, nullptr) == cudaSuccess);
 }
