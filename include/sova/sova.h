@@ -257,13 +257,13 @@ SOVA_API cudaError_t sovaMemPoolImportFromShareableHandle(sovaMemPool_t* pool, v
 /** cudaMemPoolExportPointer: export data for the live block starting at
  * ptr, of a pool created with a shareable handle type. Anything else:
  * cudaErrorInvalidValue. Freeing the block makes the data stale. */
-SOVA_API cudaError_t sovaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void* ptr);
+SOVA_API cudaError_t sovaMemPoolExportPointer(struct cudaMemPoolPtrExportData* exportData, void* ptr);
 /** cudaMemPoolImportPointer: maps the exported block here. Free it with
  * sovaFreeAsync (which synchronizes the stream given) before the exporter
  * frees it. Malformed, stale or another pool's data, an exporter gone:
  * cudaErrorInvalidValue, nothing changed. */
 SOVA_API cudaError_t sovaMemPoolImportPointer(void** ptr, sovaMemPool_t pool,
-                                              cudaMemPoolPtrExportData* exportData);
+                                              struct cudaMemPoolPtrExportData* exportData);
 
 /* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
 SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);

@@ -8,6 +8,7 @@
 #include "conformance/peer_process.hpp"
 #include "conformance/pool_fixture.hpp"
 #include "ipc/protocol.hpp"
+#include "sim_driver/sim_test_util.hpp"
 
 #include <sova/ipc.hpp>
 
@@ -151,19 +152,8 @@ TEST_CASE("ipc peer: importer", "[.peer]") {
   device.expect(a, kBytesA, kTagA, s);
   CHECK(mismatches_after(device, s) == 0);
   if (std::string(device.name()) == "sim") {
-    std::fflush(nullptr);
-    const pid_t child = ::fork();
-    if (child == 0) {
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
-      ::sigaction(SIGSEGV, &dfl, nullptr);  // not Catch2's fatal-signal reporter
-      ::sigaction(SIGBUS, &dfl, nullptr);
-      static_cast<volatile char*>(a)[0] = 1;
-      ::_exit(0);
-    }
-    int status = 0;
-    ::waitpid(child, &status, 0);
-    CHECK(WIFSIGNALED(status));
+    CHECK(simtest::touch_faults(static_cast<volatile char*>(a), /*write=*/true));
+    CHECK_FALSE(simtest::touch_faults(static_cast<volatile char*>(a), /*write=*/false));
   }
   CHECK(imported.set_access(cudaMemAccessFlagsProtNone) == cudaErrorInvalidValue);
   REQUIRE(imported.set_access(cudaMemAccessFlagsProtReadWrite) == cudaSuccess);
