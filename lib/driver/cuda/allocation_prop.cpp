@@ -46,6 +46,9 @@ cudaError_t allocation_prop(const PhysicalProps& props, CUmemAllocationProp* out
   if (props.handle_types & cudaMemHandleTypeFabric) handles |= CU_MEM_HANDLE_TYPE_FABRIC;
   prop.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(handles);
   prop.allocFlags.compressionType = props.compressible ? CU_MEM_ALLOCATION_COMP_GENERIC : CU_MEM_ALLOCATION_COMP_NONE;
+  // Compressible memory is not requested RDMA-capable: a NIC reads memory
+  // uncompressed, and the request for both may leave compression off.
+  if (props.compressible) prop.allocFlags.gpuDirectRDMACapable = 0;
   *out = prop;
   return cudaSuccess;
 }
