@@ -42,7 +42,7 @@ TEST_CASE("growable: grows in place, keeps its contents, and holds only what its
   while (size < std::size_t{250} << 20) {
     const std::size_t next = size + size / 2 + 3;  // not granule multiples
     REQUIRE(buf.resize(next, s) == cudaSuccess);
-    CHECK(buf.data() == p);
+    CHECK(buf.data() == static_cast<void*>(p));
     CHECK(buf.physical_bytes() == (next + 2 * kMiB - 1) / (2 * kMiB) * (2 * kMiB));
     CHECK(sim.counters().physical_bytes == buf.physical_bytes());
     // Old bytes kept, new bytes usable (device work, in stream order).
