@@ -90,12 +90,15 @@ class ExporterImpl {
       d.pool_token = token_;
       d.offset = reinterpret_cast<std::uintptr_t>(ptr) - pool_.va_base();
       d.size = size;
-      d.block_token = random_token();
-      d.check = checksum(d);
       {
+        // Exporting a live block again gives the same data (every importer's
+        // copy stays valid); forget() on its free drops it.
         std::lock_guard lock(mutex_);
-        exported_[d.offset] = Exported{d.size, d.block_token};
+        auto [it, fresh] = exported_.try_emplace(d.offset, Exported{d.size, 0});
+        if (fresh || it->second.size != d.size) it->second = Exported{d.size, random_token()};
+        d.block_token = it->second.token;
       }
+      d.check = checksum(d);
       std::memcpy(out, &d, sizeof d);
     } catch (const std::bad_alloc&) {
       return cudaErrorMemoryAllocation;
