@@ -11,7 +11,8 @@
 # build-bench) is configured and built as bench/run_h100.sh does (release,
 # -Dgpu=enabled, no tests; $TORCH_VENV's python first on PATH, so that
 # sova_bench_torch is built). 3 repetitions, aggregates only, 0.2 s minimum
-# time, as run_h100.sh; the *_sim cases are left out.
+# time, as run_h100.sh; the *_sim cases are left out. $SOVA_REPLAY_FILTER, when
+# set, replaces sova_bench's filter (which of sova's and CUDA's allocators).
 #
 # With $OUT set, at most 11 files land there: replay.txt (console output),
 # replay.json, replay_torch.json, replay_torch_expandable.json (Google
@@ -51,7 +52,7 @@ if [ -n "${OUT:-}" ]; then
 fi
 
 set_common_args "$build/bench/sova_bench"
-sova_filter='^replay/[^/]+/(sova_pool|sova_pool_unchecked|sova_pool_noremap|sova_thorough|sova_size_classes|sova_buddy|sova_best_fit|sova_capi|sova_capi_from_pool|sova_capi_unchecked|cudaMallocAsync_default)/'
+sova_filter=${SOVA_REPLAY_FILTER:-'^replay/[^/]+/(sova_pool|sova_pool_unchecked|sova_pool_noremap|sova_thorough|sova_size_classes|sova_buddy|sova_best_fit|sova_capi|sova_capi_from_pool|sova_capi_unchecked|cudaMallocAsync_default)/'}
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 status=0

@@ -23,7 +23,15 @@
 // "Statistics"). For sova's pools also, per timed replay: moves (free
 // chunks remapped), creates (chunks created) and waits (the allocating
 // stream synchronized so that its own frees' chunks could move): the driver
-// work that remapping costs once the layout has settled.
+// work that remapping costs once the layout has settled; and which path
+// served the timed replays' allocations (PoolStats' slow-path counters):
+// fast_share (the stream's cache), heap_share (best fit in free memory),
+// other_share (other streams' frees, waited for or not), grown_share
+// (memory created or remapped, or after a synchronize).
+// For every allocator: cold_ms, the first (untimed) replay's wall time, in
+// which the allocator grows to what the trace needs; alloc_p50_ns /
+// alloc_p99_ns / alloc_max_ns, single allocate calls timed one by one over one
+// more steady replay after the timed ones (each figure includes a clock read).
 //
 // Refused, as a skipped case with the reason: a trace that does not parse; a
 // trace with frees of pointers it never allocated (unknown_frees, counted and
@@ -44,6 +52,8 @@
 #include "timeline.hpp"
 #include "trace.hpp"
 
+#include <algorithm>
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -150,6 +160,53 @@ inline constexpr bool kHasSovaPool = requires(A& a) {
   { a.pool->stats() } -> std::same_as<sova::PoolStats>;
 };
 
+/// Allocation latency over one replay: allocate calls timed one by one with
+/// the steady clock (its read, ~36-50 ns on the H100's host, is inside every
+/// figure). Percentiles in ns.
+struct LatencyFigures {
+  double p50 = 0, p99 = 0, max = 0;
+};
+template <class A>
+LatencyFigures replay_latencies(A& a, const Trace& trace, const ReplayStreams& streams, std::vector<void*>& slots) {
+  std::vector<std::int64_t> ns;
+  ns.reserve(trace.allocations);
+  for (const TraceOp& op : trace.ops) {
+    if (op.bytes != 0) {
+      const auto start = std::chrono::steady_clock::now();
+      slots[op.slot] = a.allocate(op.bytes, streams[op.stream]);
+      ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      a.deallocate(slots[op.slot], streams[op.stream]);
+      slots[op.slot] = nullptr;
+    }
+  }
+  streams.sync();
+  std::sort(ns.begin(), ns.end());
+  if (ns.empty()) return {};
+  auto at = [&](double q) { return static_cast<double>(ns[static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1))]); };
+  return {at(0.50), at(0.99), static_cast<double>(ns.back())};
+}
+
+/// Which path served a sova pool's allocations (PoolStats): the fast path
+/// and each step of the slow path, as shares of the allocations.
+struct PathCounts {
+  std::uint64_t allocations = 0, fast = 0, heap = 0, heap_all = 0, other_streams = 0, wait = 0, grown = 0, sync = 0;
+  PathCounts operator-(const PathCounts& o) const {
+    return {allocations - o.allocations, fast - o.fast, heap - o.heap, heap_all - o.heap_all,
+            other_streams - o.other_streams, wait - o.wait, grown - o.grown, sync - o.sync};
+  }
+};
+template <class A>
+PathCounts path_counts_of(A& a) {
+  if constexpr (kHasSovaPool<A>) {
+    const sova::PoolStats st = a.pool->stats();
+    return {st.allocations, st.fast_path_hits, st.slow_from_heap, st.slow_from_heap_all, st.slow_from_other_streams,
+            st.slow_with_wait, st.slow_grown, st.slow_after_synchronize};
+  } else {
+    return {};
+  }
+}
+
 /// A sova pool's remapping work counters (zero for other allocators).
 struct RemapWork {
   std::uint64_t moves = 0;    ///< chunks remapped
@@ -178,10 +235,33 @@ void BM_replay(benchmark::State& state, const TraceFile& file) {
     a.reset_peaks();
     const bool sample = kHasMemoryNow<A> && timeline_wanted(file.name, A::kName);
     std::vector<TimelineSample> samples;
+    const auto cold_start = std::chrono::steady_clock::now();
     replay_once(a, trace, streams, slots, sample ? &samples : nullptr);  // warm: grows to what the trace needs
+    const double cold_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - cold_start).count();
     if (sample) timeline_write(file.name, A::kName, a.label, samples);
     const RemapWork work_before = remap_work_of(a);
+    const PathCounts paths_before = path_counts_of(a);
     for (auto _ : state) replay_once(a, trace, streams, slots, nullptr);
+    const PathCounts paths = path_counts_of(a) - paths_before;
+    // The first replay apart (it creates what the trace needs), and the
+    // latency of single allocations over one more, steady replay.
+    state.counters["cold_ms"] = benchmark::Counter(cold_ms);
+    const LatencyFigures latency = replay_latencies(a, trace, streams, slots);
+    state.counters["alloc_p50_ns"] = benchmark::Counter(latency.p50);
+    state.counters["alloc_p99_ns"] = benchmark::Counter(latency.p99);
+    state.counters["alloc_max_ns"] = benchmark::Counter(latency.max);
+    if constexpr (kHasSovaPool<A>) {
+      // Which path served the timed replays' allocations.
+      const auto share = [&paths](std::uint64_t count) {
+        return benchmark::Counter(paths.allocations == 0 ? 0.0
+                                                         : static_cast<double>(count) / static_cast<double>(paths.allocations));
+      };
+      state.counters["fast_share"] = share(paths.fast);
+      state.counters["heap_share"] = share(paths.heap + paths.heap_all);
+      state.counters["other_share"] = share(paths.other_streams + paths.wait);
+      state.counters["grown_share"] = share(paths.grown + paths.sync);
+    }
     if constexpr (kHasSovaPool<A>) {
       // What a replay costs sova in driver work, once the layout has settled.
       const RemapWork work = remap_work_of(a) - work_before;

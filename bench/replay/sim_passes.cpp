@@ -8,6 +8,14 @@
 //   sova_sim_passes TRACE [--policy=default|size_classes|buddy|best_fit]
 //                         [--no-remap] [--thorough] [--max-chunk=MiB]
 //                         [--passes=N] [--idle] [--device-gib=N]
+//                         [--placements=FILE] [--timed-passes=N]
+//
+// --placements=FILE writes, for every allocation of every pass, the offset
+// of the pointer from the first pointer the pool handed out (one per line):
+// two builds place identically when their files are identical (--idle makes
+// the placements deterministic). --timed-passes=N replays N more passes after
+// the reported ones and prints the host time per event (allocations and
+// frees) over them: the steady state, on the host and the simulation's driver.
 //
 // --thorough: RemapEffort::thorough (include/sova/pool.hpp).
 //
@@ -23,6 +31,8 @@
 #include <sova/pool.hpp>
 #include <sova/sim.hpp>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +51,8 @@ struct Options {
   int passes = 3;
   bool idle = false;
   std::size_t device_bytes = std::size_t{80} << 30;
+  std::string placements;
+  int timed_passes = 0;
 };
 
 bool starts_with(const char* arg, const char* prefix) { return std::strncmp(arg, prefix, std::strlen(prefix)) == 0; }
@@ -67,6 +79,10 @@ bool parse(int argc, char** argv, Options& o) {
       o.idle = true;
     } else if (starts_with(a, "--device-gib=")) {
       o.device_bytes = std::size_t(std::strtoull(a + 13, nullptr, 10)) << 30;
+    } else if (starts_with(a, "--placements=")) {
+      o.placements = a + 13;
+    } else if (starts_with(a, "--timed-passes=")) {
+      o.timed_passes = std::atoi(a + 15);
     } else if (a[0] != '-' && o.trace.empty()) {
       o.trace = a;
     } else {
@@ -83,7 +99,8 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
                  "usage: %s TRACE [--policy=default|size_classes|buddy|best_fit] [--no-remap] "
-                 "[--thorough] [--max-chunk=MiB] [--passes=N] [--idle] [--device-gib=N]\n",
+                 "[--thorough] [--max-chunk=MiB] [--passes=N] [--idle] [--device-gib=N] "
+                 "[--placements=FILE] [--timed-passes=N]\n",
                  argv[0]);
     return 2;
   }
@@ -108,31 +125,62 @@ int main(int argc, char** argv) {
     std::vector<cudaStream_t> streams;
     for (const std::uint64_t id : trace.streams) streams.push_back(id == 0 ? nullptr : sim.create_stream());
     std::vector<void*> slots(trace.slots, nullptr);
-    sova::PoolStats before = pool.stats();  // counters at the start of the pass
-    for (int pass = 0; pass < o.passes; ++pass) {
+    std::FILE* placements = nullptr;
+    if (!o.placements.empty() && (placements = std::fopen(o.placements.c_str(), "w")) == nullptr) {
+      std::fprintf(stderr, "%s: cannot write\n", o.placements.c_str());
+      return 1;
+    }
+    std::uintptr_t origin = 0;
+    auto replay = [&](std::FILE* log) {
       for (const sova_bench::TraceOp& op : trace.ops) {
         cudaStream_t stream = streams[op.stream];
         if (op.bytes != 0) {
           slots[op.slot] = pool.allocate(op.bytes, stream);
+          if (log != nullptr) {
+            const auto at = reinterpret_cast<std::uintptr_t>(slots[op.slot]);
+            if (origin == 0) origin = at;
+            std::fprintf(log, "%lld\n", static_cast<long long>(at - origin));
+          }
         } else {
           pool.deallocate(slots[op.slot], stream);
           slots[op.slot] = nullptr;
         }
         if (o.idle) pool.stream_synchronized(stream);
       }
+    };
+    sova::PoolStats before = pool.stats();  // counters at the start of the pass
+    for (int pass = 0; pass < o.passes; ++pass) {
+      replay(placements);
       for (cudaStream_t s : streams) sim.stream_synchronize(s);
       const sova::PoolStats st = pool.stats();
       auto in_pass = [](std::uint64_t now, std::uint64_t then) {
         return static_cast<unsigned long long>(now - then);
       };
       std::printf("pass %d: peak reserved %.0f MiB / trace peak %.0f MiB = %.3f; chunks created %llu, remapped %llu; "
-                  "fast-path hits %llu of %llu allocations; released %llu, waits %llu\n",
+                  "fast-path hits %llu of %llu allocations; released %llu, waits %llu; slow path: heap %llu, "
+                  "grown %llu, other %llu\n",
                   pass, st.reserved_high / 1048576.0, trace.peak_requested / 1048576.0,
                   static_cast<double>(st.reserved_high) / static_cast<double>(trace.peak_requested),
                   in_pass(st.chunks_mapped, before.chunks_mapped), in_pass(st.chunks_remapped, before.chunks_remapped),
                   in_pass(st.fast_path_hits, before.fast_path_hits), in_pass(st.allocations, before.allocations),
-                  in_pass(st.chunks_unmapped, before.chunks_unmapped), in_pass(st.remap_waits, before.remap_waits));
+                  in_pass(st.chunks_unmapped, before.chunks_unmapped), in_pass(st.remap_waits, before.remap_waits),
+                  in_pass(st.slow_from_heap + st.slow_from_heap_all, before.slow_from_heap + before.slow_from_heap_all),
+                  in_pass(st.slow_grown + st.slow_after_synchronize, before.slow_grown + before.slow_after_synchronize),
+                  in_pass(st.slow_from_other_streams + st.slow_with_wait,
+                          before.slow_from_other_streams + before.slow_with_wait));
       before = st;
+    }
+    if (placements != nullptr) std::fclose(placements);
+    if (o.timed_passes > 0) {
+      const auto start = std::chrono::steady_clock::now();
+      for (int pass = 0; pass < o.timed_passes; ++pass) replay(nullptr);
+      const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+      const sova::PoolStats st = pool.stats();
+      std::printf("timed: %d passes, %.0f ns per event (host, simulation driver); fast-path hits %llu of %llu "
+                  "allocations\n",
+                  o.timed_passes, ns / (static_cast<double>(o.timed_passes) * static_cast<double>(trace.ops.size())),
+                  static_cast<unsigned long long>(st.fast_path_hits - before.fast_path_hits),
+                  static_cast<unsigned long long>(st.allocations - before.allocations));
     }
     for (cudaStream_t s : streams) {
       if (s != nullptr) sim.destroy_stream(s);

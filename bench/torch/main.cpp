@@ -19,6 +19,7 @@
 #include "../pair.hpp"
 #include "../random_allocs.hpp"
 #include "../replay/replay.hpp"
+#include "../threads_mixed.hpp"
 #include "torch_allocator.hpp"
 
 #include <benchmark/benchmark.h>
@@ -47,6 +48,7 @@ void register_cases(const std::vector<sova_bench::TraceFile>& traces) {
   sova_bench::register_multistream<A>();
   sova_bench::register_random<A>(10000);
   sova_bench::register_replay<A>(traces);
+  sova_bench::register_threads_mixed<A>();
 }
 
 bool asks_for_expandable(const char* name) {

@@ -43,7 +43,12 @@ struct Block {
   std::size_t backed = 0;
   Block* prev = nullptr;      ///< address-order neighbours
   Block* next = nullptr;
-  Block* bin_next = nullptr;  ///< next in a stream cache bin
+  Block* bin_next = nullptr;  ///< next in a stream cache bin (and in other single lists of the slow path)
+  /// Cached blocks (SizeBins): previous in the size's bin, and the loose or
+  /// kept list (size_bins.hpp).
+  Block* bin_prev = nullptr;
+  Block* list_prev = nullptr;
+  Block* list_next = nullptr;
   /// cached: the stream whose cache holds it. free: nullptr (what is pending
   /// is in the freeing stream's PendingRanges, not on the block).
   StreamState* stream = nullptr;
@@ -54,6 +59,7 @@ struct Block {
   /// stream's safe epoch reaches this number.
   std::uint64_t epoch = 0;
   std::atomic<BlockState> state{BlockState::free};
+  bool overflowed = false;  ///< cached in SizeBins' overflow list (host memory ran out)
 };
 
 /// Orders free blocks by size, then address: the heap's best-fit sets.

@@ -23,17 +23,22 @@ void PendingRanges::add(std::size_t offset, std::size_t bytes, std::uint64_t epo
   node.mapped() = Range{end, epoch};
   ranges_.insert(std::move(node));
   bytes_ += end - start;
+  oldest_epoch_ = std::min(oldest_epoch_, epoch);
 }
 
 void PendingRanges::drop_complete(std::uint64_t safe_epoch) noexcept {
+  if (safe_epoch < oldest_epoch_) return;
+  std::uint64_t oldest = ~std::uint64_t{0};
   for (auto it = ranges_.begin(); it != ranges_.end();) {
     if (it->second.epoch <= safe_epoch) {
       bytes_ -= it->second.end - it->first;
       it = ranges_.erase(it);
     } else {
+      oldest = std::min(oldest, it->second.epoch);
       ++it;
     }
   }
+  oldest_epoch_ = oldest;
 }
 
 PendingRanges::Map::iterator PendingRanges::first_overlapping(std::size_t offset) noexcept {

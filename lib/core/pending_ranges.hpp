@@ -14,6 +14,8 @@
 // Guarded by the pool's heap lock.
 #pragma once
 
+#include "core/node_cache.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -22,11 +24,17 @@ namespace sova::detail {
 
 class PendingRanges {
  public:
+  PendingRanges() : ranges_(std::less<>{}, RecyclingAllocator<std::pair<const std::size_t, Range>>(&nodes_)) {}
+  PendingRanges(const PendingRanges&) = delete;
+  PendingRanges& operator=(const PendingRanges&) = delete;
+
   /// Records [offset, offset + bytes) as freed in `epoch`. Ranges it overlaps
   /// become one, with the latest epoch (a conservative union: a range is
   /// reused only once all its frees are complete). Throws std::bad_alloc.
   void add(std::size_t offset, std::size_t bytes, std::uint64_t epoch);
-  /// Drops the ranges whose epoch is <= safe_epoch.
+  /// Drops the ranges whose epoch is <= safe_epoch. O(1) when none is (the
+  /// slow path calls it on every miss, and the safe epoch moves at most once
+  /// per fence interval); a walk over every range otherwise.
   void drop_complete(std::uint64_t safe_epoch) noexcept;
   /// The latest epoch of the ranges overlapping [offset, offset + bytes);
   /// 0 when none does.
@@ -43,15 +51,19 @@ class PendingRanges {
     std::size_t end = 0;
     std::uint64_t epoch = 0;
   };
-  using Map = std::map<std::size_t, Range>;
+  using Map = std::map<std::size_t, Range, std::less<>, RecyclingAllocator<std::pair<const std::size_t, Range>>>;
   /// The first range that may overlap [offset, ...): the one starting before
   /// `offset` if it reaches past it, else the first starting at or after it.
   Map::iterator first_overlapping(std::size_t offset) noexcept;
   Map::const_iterator first_overlapping(std::size_t offset) const noexcept {
     return const_cast<PendingRanges*>(this)->first_overlapping(offset);
   }
+  NodeCache nodes_;  ///< before ranges_: outlives it
   Map ranges_;  ///< by start; never overlapping
   std::size_t bytes_ = 0;
+  /// No range has an epoch below this (a lower bound: merges in add() may
+  /// remove the oldest range; the next walk makes it exact).
+  std::uint64_t oldest_epoch_ = ~std::uint64_t{0};
 };
 
 }  // namespace sova::detail

@@ -28,6 +28,7 @@
 #include "core/block.hpp"
 #include "core/block_map.hpp"
 #include "core/block_pool.hpp"
+#include "core/free_index.hpp"
 #include "core/placement.hpp"
 #include "core/stream_state.hpp"
 
@@ -118,12 +119,23 @@ inline constexpr std::size_t kThoroughMaxChunk = std::size_t{16} << 20;
 inline constexpr std::size_t kThoroughChunksPerBlock = 16;
 
 /// A miss keeps the stream's cached small blocks of recurring sizes while
-/// they hold at most this much (pool_core_slow.cpp says why).
+/// they hold at most this much, or 1/kGrowthSlackDivisor of the live peak
+/// where that is more (pool_core_slow.cpp says why; kept_cache_bound()).
 inline constexpr std::size_t kKeptSmallCacheBytes = std::size_t{4} << 20;
 
 /// Reserved memory may grow with new physical memory up to the live peak plus
 /// 1/64 of it (1.6%) and a granule; beyond, free chunks are remapped first.
 inline constexpr std::uint64_t kGrowthSlackDivisor = 64;
+
+/// The step of the slow path that served an allocation (PoolStats::slow_*).
+enum class SlowStep : std::uint8_t { heap, heap_all, other_streams, wait, grown, after_synchronize, count };
+
+/// The used high-water mark is sampled at one slow-path allocation in
+/// kUsedSampleEvery per thread, and at every growth (hand_out says why).
+inline constexpr std::uint32_t kUsedSampleEvery = 16;
+
+/// One slow-path allocation in kSlowTimingEvery (per thread) is timed.
+inline constexpr std::uint32_t kSlowTimingEvery = 8;
 
 /// A block chosen for a request, and where in it the request is placed.
 struct Fit {
@@ -239,11 +251,15 @@ class PoolCore {
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                             StreamState* state, cudaStream_t stream) noexcept;
-  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
+  /// Steps 1 and 2 of the ladder; `step` says which served the block.
+  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream,
+                             SlowStep* step) noexcept;
   /// Which cached blocks a miss moves into the heap.
   enum class CacheFlush {
     all,
-    all_but_recurring_small,  ///< all but small blocks of recurring sizes (SizeBins::note_allocation)
+    /// all but small blocks of recurring sizes (SizeBins::note_allocation),
+    /// while those hold at most kKeptSmallCacheBytes; else all
+    all_but_recurring_small,
   };
   /// Moves `state`'s cached blocks of class `which` into the heap, recording
   /// a fence on `stream` when one is due (the caller is that stream's own
@@ -317,11 +333,23 @@ class PoolCore {
   /// Whether reserved memory exceeds what is in use by more than what is in
   /// use (and by at least 64 MiB): then the slow path waits before it grows.
   bool holds_too_much_free_memory() noexcept;
+  /// How many bytes of kept blocks (SizeBins::kept_bytes) a stream's miss
+  /// leaves cached: kKeptSmallCacheBytes, or the growth slack over the live
+  /// peak where that is more. A fixed 4 MiB made a GPT's step flush its
+  /// recurring small blocks on most misses (25% of allocations served by the
+  /// fast path against 57%, the same memory; issue 12, docs/notes).
+  std::size_t kept_cache_bound() const noexcept {
+    return std::max<std::size_t>(kKeptSmallCacheBytes,
+                                 used_high_sampled_.load(std::memory_order_relaxed) / kGrowthSlackDivisor);
+  }
   /// Whether any stream caches blocks or has frees pending in the heap. Heap lock held.
   bool frees_held_anywhere() noexcept;
   /// Synchronizes the device; afterwards every free made so far is complete.
   void synchronize_everything() noexcept;
-  void hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept;
+  /// Makes a block taken by the slow path live for `state`; `grown`: the
+  /// allocation created or remapped memory (the used high-water mark is
+  /// sampled then, and one in kUsedSampleEvery otherwise).
+  void hand_out(Block* block, std::size_t bytes, StreamState* state, bool grown) noexcept;
   /// A free range's view for the policy.
   static FreeRange range_of(const Block* block) noexcept { return FreeRange{block->offset, block->size}; }
 
@@ -361,7 +389,7 @@ class PoolCore {
 
   std::mutex heap_mutex_;
   BlockPool blocks_;
-  std::set<Block*, BySizeThenOffset> free_;  ///< every free block of the heap
+  FreeIndex free_;  ///< every free block of the heap
   /// The streams whose `pending` is not empty (what best_fit checks).
   std::vector<StreamState*> pending_streams_;
 
@@ -371,6 +399,20 @@ class PoolCore {
   /// cached and pending blocks, reclaimed through fences and synchronizes.
   std::vector<std::unique_ptr<StreamState>> retired_streams_;
   std::atomic<std::size_t> stream_count_{0};
+  /// Every state ever made, retired ones included, newest first, linked
+  /// through StreamState::older: read without a lock (states live as long as
+  /// the pool), so that used_now() on the slow path takes no mutex.
+  std::atomic<StreamState*> all_states_{nullptr};
+  /// Calls visit(state) for every state, newest first; no lock, no allocation.
+  template <class Visit>
+  void for_each_state(Visit visit) const {
+    for (StreamState* s = all_states_.load(std::memory_order_acquire); s != nullptr; s = s->older) visit(s);
+  }
+  /// Publishes a state made under streams_mutex_.
+  void publish_state(StreamState* state) noexcept {
+    state->older = all_states_.load(std::memory_order_relaxed);
+    all_states_.store(state, std::memory_order_release);
+  }
 
   std::mutex events_mutex_;
   std::vector<EventHandle> spare_events_;
@@ -388,6 +430,10 @@ class PoolCore {
   std::atomic<std::uint64_t> events_recorded_{0};
   std::uint64_t device_synchronizes_ = 0;
   std::uint64_t remap_waits_ = 0;  ///< wait_for_own_frees calls that synchronized
+  /// Slow-path allocations by the step that served them, and the sampled
+  /// host time they took (scaled by kSlowTimingEvery): PoolStats::slow_*.
+  std::uint64_t slow_count_[static_cast<int>(SlowStep::count)] = {};
+  std::uint64_t slow_ns_[static_cast<int>(SlowStep::count)] = {};
   /// Remapping credit in 1/kRemapCreditScale units (kRemapCreditScale says why).
   std::uint64_t remap_credit_ = kRemapCreditUnits * kRemapCreditScale;
   std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kRemapCreditScale); }

@@ -26,9 +26,12 @@ Block* detach(SizeBins& cache, Predicate complete) {
 
 cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                                     StreamState* state, cudaStream_t stream) noexcept {
+  thread_local std::uint32_t t_slow_calls = 0;
+  const std::int64_t start = (t_slow_calls++ % kSlowTimingEvery) == 0 ? now_ns() : 0;
   std::lock_guard<std::mutex> lock(heap_mutex_);
   for (int attempt = 0; attempt < 2; ++attempt) {
-    Block* block = find_without_growth(size, need, state, stream);
+    SlowStep step = SlowStep::heap;
+    Block* block = find_without_growth(size, need, state, stream, &step);
     // Internal dependencies come after growth: a wait ties this stream to
     // another's running work (the serialization of rmm#850), growth costs once.
     // Unless the pool already holds more free memory than is in use (at least
@@ -40,6 +43,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
     if (block == nullptr && internal && holds_too_much_free_memory()) {
       block = take_with_wait(size, need, state, stream);
       waited = true;
+      step = SlowStep::wait;
     }
     if (block == nullptr) {
       const cudaError_t error = grow(size, need, state, stream, &block);
@@ -47,11 +51,18 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
         ++failed_allocations_;
         return error;
       }
+      step = SlowStep::grown;
     }
-    if (block == nullptr && internal && !waited) block = take_with_wait(size, need, state, stream);
+    if (block == nullptr && internal && !waited) {
+      block = take_with_wait(size, need, state, stream);
+      step = SlowStep::wait;
+    }
     if (block != nullptr) {
-      hand_out(block, bytes, state);
+      hand_out(block, bytes, state, step == SlowStep::grown);
       *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
+      if (attempt > 0) step = SlowStep::after_synchronize;
+      ++slow_count_[static_cast<int>(step)];
+      if (start != 0) slow_ns_[static_cast<int>(step)] += kSlowTimingEvery * static_cast<std::uint64_t>(now_ns() - start);
       return cudaSuccess;
     }
     // Step 6: frees not known complete may be holding what we need.
@@ -63,7 +74,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
 }
 
 Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state,
-                                     cudaStream_t stream) noexcept {
+                                     cudaStream_t stream, SlowStep* step) noexcept {
   auto take_if_backed = [&](Fit fit) {
     return fit.block != nullptr && arena_.is_backed(fit.at, need) ? carve(fit, size) : nullptr;
   };
@@ -76,13 +87,25 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   //    few small sizes missed on every allocation, each miss flushing the
   //    block the next one wanted. They are flushed too when the fit would grow.
   if (state->cache.blocks() != 0 || !state->pending.empty()) {
-    flush_cache_to_heap(state, stream,
-                        state->cache.small_bytes() <= kKeptSmallCacheBytes ? CacheFlush::all_but_recurring_small
-                                                                           : CacheFlush::all);
+    flush_cache_to_heap(state, stream, CacheFlush::all_but_recurring_small);
   }
-  if (Block* block = take_if_backed(best_fit(state, size))) return block;
-  if (state->cache.blocks() != 0) {
+  *step = SlowStep::heap;
+  const Fit fit = best_fit(state, size);
+  if (Block* block = take_if_backed(fit)) return block;
+  // The fit needs new memory. The kept blocks go to the heap too, so that
+  // it may use them instead — unless other streams share the pool and
+  // growing is within the budget: then the stream keeps them. Without that,
+  // threads that each cycle through a few small sizes, whose blocks did not
+  // fit beside the other threads' in backed memory, flushed their kept
+  // blocks on every miss, found room among them, never grew, and missed
+  // again at the next allocation (16 threads at 12 M pairs/s, issue 12).
+  // With one stream, growing instead cost a trace 0.3% more memory
+  // (encoder_amp_train 1.009x -> 1.012x on the simulation) for nothing.
+  const bool keep_kept = fit.block != nullptr && state->cache.kept_bytes() != 0 &&
+                         stream_count_.load(std::memory_order_relaxed) > 1 && within_growth_budget(fit.at, need);
+  if (state->cache.blocks() != 0 && !keep_kept) {
     flush_cache_to_heap(state, stream, CacheFlush::all);
+    *step = SlowStep::heap_all;
     if (Block* block = take_if_backed(best_fit(state, size))) return block;
   }
   // 2. Opportunistic: other streams' frees known complete.
@@ -90,6 +113,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
     harvest_streams(state);
     if (Block* block = take_if_backed(best_fit(state, size))) {
       ++cross_stream_reuses_;
+      *step = SlowStep::other_streams;
       return block;
     }
   }
@@ -110,9 +134,19 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, Cach
   }
   poll_fences_locked(state);
   const std::uint64_t safe_epoch = state->safe_epoch;
-  Block* list = detach(state->cache, [&](Block* b, bool recurring) {
-    return which == CacheFlush::all || b->size > kSmallBlockLimit || !recurring;
-  });
+  // Read under the lock: frees and fast-path hits on this stream from other
+  // threads change it (issue 17, defect 5).
+  if (state->cache.kept_bytes() > kept_cache_bound()) which = CacheFlush::all;
+  Block* list = nullptr;
+  auto take = [&](Block* b) {
+    b->bin_next = list;
+    list = b;
+  };
+  if (which == CacheFlush::all) {
+    state->cache.take_all(take);
+  } else {
+    state->cache.take_loose(take);
+  }
   state->lock.unlock();
   while (list != nullptr) {
     Block* block = list;
@@ -135,18 +169,15 @@ void PoolCore::wait_for_own_frees(StreamState* state, cudaStream_t stream) noexc
 }
 
 void PoolCore::harvest_streams(StreamState* except) noexcept {
-  std::vector<StreamState*> streams;
-  try {
-    streams = all_streams();
-  } catch (...) {
-    return;
-  }
-  for (StreamState* other : streams) {
-    if (other == except) continue;
+  // Every state the pool ever made (a lock-free list: a pool whose streams
+  // come and go keeps one retired state per reused handle, and copying them
+  // into a vector on every miss cost microseconds).
+  for_each_state([&](StreamState* other) {
+    if (other == except) return;
     // Nothing cached and nothing pending: nothing to gain (destroyed streams'
     // states stay in the pool; most of them end up like this).
-    if (other->cache.blocks() == 0 && other->pending.empty()) continue;
-    if (other->frozen.load(std::memory_order_relaxed)) continue;
+    if (other->cache.blocks() == 0 && other->pending.empty()) return;
+    if (other->frozen.load(std::memory_order_relaxed)) return;
     other->lock.lock();
     // Frees no fence covers yet. Only the stream's own next call may record
     // one (the handle may be destroyed meanwhile) — except the legacy stream,
@@ -172,19 +203,13 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
       insert_free(block);
     }
     drop_complete_pending(other, safe_epoch);
-  }
+  });
 }
 
 Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState* state,
                                 cudaStream_t stream) noexcept {
-  std::vector<StreamState*> streams;
-  try {
-    streams = all_streams();
-  } catch (...) {
-    return nullptr;
-  }
   const std::size_t granularity = arena_.granularity();
-  for (StreamState* other : streams) {
+  for (StreamState* other = all_states_.load(std::memory_order_acquire); other != nullptr; other = other->older) {
     if (other == state) continue;
     other->lock.lock();
     if (other->fences.empty()) {
@@ -313,15 +338,10 @@ bool PoolCore::holds_too_much_free_memory() noexcept {
 }
 
 bool PoolCore::frees_held_anywhere() noexcept {
-  try {
-    for (StreamState* s : all_streams()) {
-      // cache.blocks() is safe without the stream's lock; pending is the heap's.
-      if (s->cache.blocks() != 0 || !s->pending.empty()) return true;
-    }
-  } catch (...) {
-    return true;  // out of host memory: assume so, a synchronize is harmless
-  }
-  return false;
+  bool held = false;
+  // cache.blocks() is safe without the stream's lock; pending is the heap's.
+  for_each_state([&](StreamState* s) { held = held || s->cache.blocks() != 0 || !s->pending.empty(); });
+  return held;
 }
 
 void PoolCore::synchronize_everything() noexcept {
@@ -349,7 +369,7 @@ void PoolCore::synchronize_everything() noexcept {
   harvest_streams(nullptr);
 }
 
-void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noexcept {
+void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state, bool grown) noexcept {
   block->requested = bytes;
   block->backed = arena_.backed_prefix(block->offset, block->size);
   block->allocated_on = state;
@@ -361,7 +381,13 @@ void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state) noe
   const bool recurring = state->cache.note_allocation(block->size);
   state->lock.unlock();
   earn_remap_credit(recurring);
-  sample_used_high();
+  // The used high-water mark: a walk over every stream state, so once in
+  // kUsedSampleEvery slow-path allocations per thread (and at every growth,
+  // where the growth budget reads it). Sampling on every one cost 10 us a
+  // miss on the H100 once a pool had seen a few hundred short-lived streams
+  // (threads_mixed, docs/notes/2026-11-23-real-workload-speed.md).
+  thread_local std::uint32_t t_hand_outs = 0;
+  if (grown || (t_hand_outs++ % kUsedSampleEvery) == 0) sample_used_high();
 }
 
 }  // namespace sova::detail

@@ -9,9 +9,12 @@
 namespace sova::detail {
 
 std::uint64_t PoolCore::used_now() noexcept {
+  // Retired states count too: a block allocated on a destroyed stream and
+  // freed on the new stream with its handle is counted out on the new one.
   std::int64_t used = 0;
-  std::lock_guard<std::mutex> lock(streams_mutex_);
-  for (auto& entry : streams_) used += entry.second->live_bytes.load(std::memory_order_relaxed);
+  for (const StreamState* s = all_states_.load(std::memory_order_acquire); s != nullptr; s = s->older) {
+    used += s->live_bytes.load(std::memory_order_relaxed);
+  }
   return used > 0 ? static_cast<std::uint64_t>(used) : 0;
 }
 
@@ -36,6 +39,20 @@ PoolStats PoolCore::stats() {
   s.device_synchronizes = device_synchronizes_;
   s.remap_waits = remap_waits_;
   s.events_recorded = events_recorded_.load(std::memory_order_relaxed);
+  auto slow = [this](SlowStep step) { return slow_count_[static_cast<int>(step)]; };
+  auto slow_ns = [this](SlowStep step) { return slow_ns_[static_cast<int>(step)]; };
+  s.slow_from_heap = slow(SlowStep::heap);
+  s.slow_from_heap_all = slow(SlowStep::heap_all);
+  s.slow_from_other_streams = slow(SlowStep::other_streams);
+  s.slow_with_wait = slow(SlowStep::wait);
+  s.slow_grown = slow(SlowStep::grown);
+  s.slow_after_synchronize = slow(SlowStep::after_synchronize);
+  s.slow_from_heap_ns = slow_ns(SlowStep::heap);
+  s.slow_from_heap_all_ns = slow_ns(SlowStep::heap_all);
+  s.slow_from_other_streams_ns = slow_ns(SlowStep::other_streams);
+  s.slow_with_wait_ns = slow_ns(SlowStep::wait);
+  s.slow_grown_ns = slow_ns(SlowStep::grown);
+  s.slow_after_synchronize_ns = slow_ns(SlowStep::after_synchronize);
   std::int64_t used = 0;
   std::int64_t live_blocks = 0;
   std::int64_t stream_high = 0;
@@ -227,7 +244,7 @@ void PoolCore::check_invariants() {
     if (state == BlockState::cached) ++cached_blocks;
     if (state == BlockState::free) {
       ++free_blocks;
-      if (free_.find(const_cast<Block*>(b)) == free_.end()) fail("free block missing from the heap's set", b);
+      if (!free_.contains(const_cast<Block*>(b))) fail("free block missing from the heap's set", b);
       if (b->stream != nullptr) fail("free block tagged with a stream", b);
       if (merges_with(prev, b)) fail("adjacent free blocks not coalesced", b);
     }

@@ -65,6 +65,7 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
         fresh->key = key;
         fresh->is_legacy = key == kLegacyKey;
         if (check_streams_ && !fresh->is_legacy) driver_.stream_id(stream, &fresh->stream_id);
+        publish_state(fresh.get());
         slot = std::move(fresh);
         stream_count_.fetch_add(1, std::memory_order_relaxed);
       }
@@ -101,6 +102,7 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
       retired_streams_.reserve(retired_streams_.size() + 1);
       slot->retired.store(true, std::memory_order_relaxed);
       retired_streams_.push_back(std::move(slot));
+      publish_state(fresh.get());
       slot = std::move(fresh);
       stream_count_.fetch_add(1, std::memory_order_relaxed);
     }

@@ -1,18 +1,29 @@
 // SizeBins: one stream's cache of freed blocks, keyed by exact size.
 //
-// An open-addressing table from block size to an intrusive LIFO list
-// (Block::bin_next). pop and push are a hash, a short probe and a pointer
-// swap: the fast path's core (budget ~5 ns each). pop and push never remove a
-// key (an emptied list keeps its slot); the table doubles when half full. A
-// size allocated again on the slow path after a block of it was freed here is
-// marked recurring (note_allocation): the pool's misses keep those lists and
-// flush the others (pool_core_slow.cpp). The slow path's sweeps
-// (extract_if_not) rebuild the table without its empty lists when those are
-// most of it, so a stream that frees ever new sizes (a growing
-// KV cache, random sizes) keeps a table the size of what it caches, and a
-// sweep costs that, not one slot per size ever freed. If growing fails for want of
-// host memory the block goes to an overflow list instead, so push never
-// fails. Not thread-safe: the owning stream's lock guards it.
+// An open-addressing table from block size to an intrusive LIFO list of the
+// blocks of that size (Block::bin_next / bin_prev). pop and push are a hash, a
+// short probe and a few pointer writes: the fast path's core (budget ~5 ns
+// each). A size allocated again on the slow path after a block of it was
+// freed here is marked recurring (note_allocation); the mark stays with the
+// size while the pool lives, through rebuilds of the table (dropping it with
+// the size's list, as an earlier version did, unmarked exactly the sizes that
+// were live at the time, and their next misses flushed them: issue 12).
+//
+// Every cached block is also on one of two address-free lists
+// (Block::list_prev / list_next): `kept`, blocks of at most kSmallBlockLimit
+// of a recurring size, and `loose`, the rest. A miss moves the loose ones to
+// the heap and keeps the others (pool_core_slow.cpp says why): take_loose()
+// walks only the blocks it takes, never the table, so a miss costs what it
+// moves whatever the number of sizes the stream ever freed.
+//
+// The table doubles when half full; empty slots of sizes never marked are
+// dropped when they are most of it after a sweep (a size's key outlives its
+// blocks until then: note_allocation's answer depends on it), so a
+// stream that frees ever new sizes (a growing KV cache, random sizes) keeps a
+// table the size of what it caches and recurs. If growing fails for want of
+// host memory the block goes to an overflow list instead (a loose block of no
+// slot), so push never fails. Not thread-safe: the owning stream's lock
+// guards it.
 #pragma once
 
 #include "core/block.hpp"
@@ -28,27 +39,34 @@ namespace sova::detail {
 
 class SizeBins {
  public:
-  SizeBins() { rehash(kInitialSlots); }
+  SizeBins() { rehash(kInitialSlots, /*drop_stale=*/false); }
+  SizeBins(const SizeBins&) = delete;
+  SizeBins& operator=(const SizeBins&) = delete;
 
   /// The most recently freed block of exactly `size` bytes, or nullptr.
   Block* pop(std::size_t size) noexcept {
     Slot* slot = find(size);
     if (slot == nullptr || slot->head == nullptr) return nullptr;
     Block* block = slot->head;
-    slot->head = block->bin_next;
-    block->bin_next = nullptr;
-    count_out(block);
+    unlink(slot, block);
     return block;
   }
 
   void push(Block* block) noexcept {
     Slot* slot = find_or_insert(block->size);
+    block->bin_prev = nullptr;
     if (slot == nullptr) {
+      block->overflowed = true;
       block->bin_next = overflow_;
+      if (overflow_ != nullptr) overflow_->bin_prev = block;
       overflow_ = block;
+      list_push(loose_, block);
     } else {
+      if (slot->head == nullptr && !slot->recurring) ++live_slots_;
       block->bin_next = slot->head;
+      if (slot->head != nullptr) slot->head->bin_prev = block;
       slot->head = block;
+      list_push(kept_size(*slot) ? kept_ : loose_, block);
     }
     bytes_ += block->size;
     if (block->size <= kSmallBlockLimit) small_bytes_ += block->size;
@@ -57,55 +75,73 @@ class SizeBins {
 
   /// Marks `size` as recurring when the stream has freed a block of that size
   /// before (its key is in the table): called when the slow path hands out a
-  /// block of `size`. Sweeps may keep recurring sizes' lists (extract_if_not).
-  /// Returns whether it was (the pool's remapping credit depends on it).
+  /// block of `size`. A recurring small size's blocks are kept by
+  /// take_loose(). Returns whether it was (the pool's remapping credit
+  /// depends on it).
   bool note_allocation(std::size_t size) noexcept {
     Slot* slot = find(size);
     if (slot == nullptr) return false;
-    slot->recurring = true;
-    return true;
-  }
-  /// Unlinks every block for which keep(block, recurring) is false and hands
-  /// it to take(block); `recurring` says whether its size is marked recurring
-  /// (note_allocation).
-  template <class Keep, class Take>
-  void extract_if_not(Keep keep, Take take) {
-    auto sweep = [&](Block*& head, bool recurring) {
-      Block** link = &head;
-      while (*link != nullptr) {
-        Block* block = *link;
-        if (keep(block, recurring)) {
-          link = &block->bin_next;
-        } else {
-          *link = block->bin_next;
-          block->bin_next = nullptr;
-          count_out(block);
-          take(block);
+    if (!slot->recurring) {
+      if (slot->head == nullptr) ++live_slots_;
+      slot->recurring = true;
+      if (kept_size(*slot)) {
+        for (Block* b = slot->head; b != nullptr; b = b->bin_next) {
+          list_unlink(loose_, b);
+          list_push(kept_, b);
         }
       }
-    };
-    std::size_t lists = 0;  // non-empty lists left
-    for (std::size_t i = 0; i < capacity_; ++i) {
-      if (slots_[i].size == 0) continue;
-      sweep(slots_[i].head, slots_[i].recurring);
-      if (slots_[i].head != nullptr) ++lists;
     }
-    sweep(overflow_, false);
-    if (capacity_ > kInitialSlots && lists * 4 < used_) drop_empty_lists(lists);
+    return true;
+  }
+
+  /// Unlinks every block but those kept (small blocks of recurring sizes)
+  /// and hands each to take(block). Costs what it takes.
+  template <class Take>
+  void take_loose(Take take) {
+    take_list(loose_, take);
+    compact_if_stale();
+  }
+  /// Unlinks every block and hands each to take(block).
+  template <class Take>
+  void take_all(Take take) {
+    take_list(loose_, take);
+    take_list(kept_, take);
+    kept_bytes_ = 0;
+    compact_if_stale();
+  }
+  /// Unlinks every block for which keep(block, recurring) is false and hands
+  /// it to take(block); `recurring` says whether its size is marked
+  /// recurring (note_allocation). Walks every cached block.
+  template <class Keep, class Take>
+  void extract_if_not(Keep keep, Take take) {
+    auto sweep = [&](Block*& head) {
+      for (Block* b = head; b != nullptr;) {
+        Block* next = b->list_next;
+        Slot* slot = slot_of(b);
+        if (!keep(b, slot != nullptr && slot->recurring)) {
+          unlink(slot, b);
+          take(b);
+        }
+        b = next;
+      }
+    };
+    sweep(loose_);
+    sweep(kept_);
+    compact_if_stale();
   }
 
   template <class Visit>
   void for_each(Visit visit) const {
-    for (std::size_t i = 0; i < capacity_; ++i) {
-      for (Block* b = slots_[i].head; b != nullptr; b = b->bin_next) visit(b);
-    }
-    for (Block* b = overflow_; b != nullptr; b = b->bin_next) visit(b);
+    for (Block* b = loose_; b != nullptr; b = b->list_next) visit(b);
+    for (Block* b = kept_; b != nullptr; b = b->list_next) visit(b);
   }
 
   std::size_t bytes() const noexcept { return bytes_; }
   /// The part of bytes() in blocks of at most kSmallBlockLimit.
   std::size_t small_bytes() const noexcept { return small_bytes_; }
-  /// Slots of the table (tests: that sweeps shrink it).
+  /// The part of bytes() that take_loose() keeps.
+  std::size_t kept_bytes() const noexcept { return kept_bytes_; }
+  /// Slots of the table (tests: that stale sizes do not keep it large).
   std::size_t capacity() const noexcept { return capacity_; }
   /// Blocks held. Written under the owner's lock; may be read without it (a
   /// hint then: the slow path skips streams with nothing cached).
@@ -118,6 +154,67 @@ class SizeBins {
     bool recurring = false;  // note_allocation
   };
   static constexpr std::size_t kInitialSlots = 64;
+
+  /// Kept: small blocks only. Recurring blocks up to 4 MiB kept too held
+  /// 1.5-4% more memory on four of the seven recorded traces (issue 12, docs/notes).
+  static bool kept_size(const Slot& slot) noexcept { return slot.recurring && slot.size <= kSmallBlockLimit; }
+
+  void list_push(Block*& head, Block* block) noexcept {
+    if (&head == &kept_) kept_bytes_ += block->size;
+    block->list_prev = nullptr;
+    block->list_next = head;
+    if (head != nullptr) head->list_prev = block;
+    head = block;
+  }
+  void list_unlink(Block*& head, Block* block) noexcept {
+    if (&head == &kept_) kept_bytes_ -= block->size;
+    if (block->list_prev != nullptr) block->list_prev->list_next = block->list_next;
+    else head = block->list_next;
+    if (block->list_next != nullptr) block->list_next->list_prev = block->list_prev;
+    block->list_prev = block->list_next = nullptr;
+  }
+
+  /// The slot holding `block`'s size; nullptr for an overflow block.
+  Slot* slot_of(const Block* block) noexcept { return block->overflowed ? nullptr : find(block->size); }
+
+  /// Removes `block` from its size list (`slot`, nullptr: the overflow list)
+  /// and from its loose/kept list, and counts it out.
+  void unlink(Slot* slot, Block* block) noexcept {
+    Block*& head = slot != nullptr ? slot->head : overflow_;
+    if (block->bin_prev != nullptr) block->bin_prev->bin_next = block->bin_next;
+    else head = block->bin_next;
+    if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
+    block->bin_next = block->bin_prev = nullptr;
+    block->overflowed = false;
+    if (slot != nullptr && slot->head == nullptr && !slot->recurring) --live_slots_;
+    list_unlink(slot != nullptr && kept_size(*slot) ? kept_ : loose_, block);
+    count_out(block);
+  }
+
+  /// Unlinks every block of `head` and hands each to `take`. Every block of
+  /// a size is on the same list, so each size's list is emptied at once.
+  template <class Take>
+  void take_list(Block*& head, Take take) {
+    while (head != nullptr) {
+      Block* block = head;
+      head = block->list_next;
+      if (head != nullptr) head->list_prev = nullptr;
+      block->list_prev = block->list_next = nullptr;
+      if (block->overflowed) {
+        if (block->bin_prev != nullptr) block->bin_prev->bin_next = block->bin_next;
+        else overflow_ = block->bin_next;
+        if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
+        block->overflowed = false;
+      } else if (Slot* slot = find(block->size); slot->head != nullptr) {
+        slot->head = nullptr;
+        if (!slot->recurring) --live_slots_;
+      }
+      block->bin_next = block->bin_prev = nullptr;
+      count_out(block);
+      take(block);
+    }
+  }
+
   void count_out(const Block* block) noexcept {
     bytes_ -= block->size;
     if (block->size <= kSmallBlockLimit) small_bytes_ -= block->size;
@@ -143,7 +240,7 @@ class SizeBins {
     if (Slot* slot = find(size)) return slot;
     if ((used_ + 1) * 2 > capacity_) {
       try {
-        rehash(capacity_ * 2);
+        rehash(capacity_ * 2, /*drop_stale=*/false);
       } catch (const std::bad_alloc&) {
         if (used_ + 1 >= capacity_) return nullptr;  // table full: overflow list
       }
@@ -155,28 +252,31 @@ class SizeBins {
     return &slots_[i];
   }
 
-  /// A table of the smallest capacity that keeps `lists` keys under half
-  /// full, holding only the non-empty lists (an empty recurring size's mark
-  /// goes too: a table that kept every size that ever recurred made each
-  /// sweep cost thousands of slots under random sizes). Best effort: without
-  /// host memory the table stays as it is.
-  void drop_empty_lists(std::size_t lists) noexcept {
+  /// After a sweep: when stale sizes are most of a grown table, a table for
+  /// what is left (best effort: without host memory the table stays).
+  void compact_if_stale() noexcept {
+    if (capacity_ <= kInitialSlots || live_slots_ * 4 >= used_) return;
     std::size_t capacity = kInitialSlots;
-    while (lists * 2 >= capacity) capacity *= 2;
+    while ((live_slots_ + 1) * 4 > capacity) capacity *= 2;
     try {
-      rehash(capacity, /*keep_empty=*/false);
+      rehash(capacity, /*drop_stale=*/true);
     } catch (const std::bad_alloc&) {
     }
   }
-  void rehash(std::size_t capacity, bool keep_empty = true) {
+
+  /// Moves every slot into a fresh table of `capacity` slots; with
+  /// `drop_stale`, leaves out the empty slots of sizes never marked
+  /// recurring. Blocks keep their lists (slots hold only the heads).
+  void rehash(std::size_t capacity, bool drop_stale) {
     std::unique_ptr<Slot[]> fresh(new Slot[capacity]);
     std::size_t used = 0;
     for (std::size_t i = 0; i < capacity_; ++i) {
-      if (slots_[i].size == 0 || (!keep_empty && slots_[i].head == nullptr)) continue;
+      const Slot& slot = slots_[i];
+      if (slot.size == 0 || (drop_stale && slot.head == nullptr && !slot.recurring)) continue;
       ++used;
-      std::size_t j = hash(slots_[i].size) & (capacity - 1);
+      std::size_t j = hash(slot.size) & (capacity - 1);
       while (fresh[j].size != 0) j = (j + 1) & (capacity - 1);
-      fresh[j] = slots_[i];
+      fresh[j] = slot;
     }
     slots_ = std::move(fresh);
     capacity_ = capacity;
@@ -185,10 +285,14 @@ class SizeBins {
 
   std::unique_ptr<Slot[]> slots_;
   std::size_t capacity_ = 0;
-  std::size_t used_ = 0;
-  Block* overflow_ = nullptr;
+  std::size_t used_ = 0;        ///< slots with a size
+  std::size_t live_slots_ = 0;  ///< slots with blocks or a recurring mark
+  Block* overflow_ = nullptr;   ///< blocks of no slot (host memory ran out)
+  Block* loose_ = nullptr;      ///< cached blocks a miss takes
+  Block* kept_ = nullptr;       ///< small blocks of recurring sizes
   std::size_t bytes_ = 0;
   std::size_t small_bytes_ = 0;
+  std::size_t kept_bytes_ = 0;
   std::atomic<std::size_t> blocks_{0};
 };
 

@@ -61,6 +61,10 @@ struct StreamState {
   std::atomic<std::uint64_t> deallocations{0};
   std::atomic<std::uint64_t> fast_hits{0};
 
+  /// The pool's previous state in its list of every state ever made
+  /// (PoolCore::all_states_): written once, before the state is published.
+  StreamState* older = nullptr;
+
   /// Set by another stream that wants this stream's cached memory; the next
   /// call on this stream records a fence.
   std::atomic<bool> fence_requested{false};

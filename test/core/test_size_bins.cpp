@@ -75,7 +75,7 @@ TEST_CASE("size bins: a sweep takes what it is told, keeps the rest, and shrinks
   CHECK(bins.bytes() == 0);
 }
 
-TEST_CASE("size bins: sizes allocated again after a free are marked recurring, and keep their keys",
+TEST_CASE("size bins: sizes allocated again after a free are marked recurring, and keep their marks",
           "[core][bins]") {
   std::vector<Block> storage(3);
   SizeBins bins;
@@ -85,7 +85,8 @@ TEST_CASE("size bins: sizes allocated again after a free are marked recurring, a
   storage[2].size = 4096;
   bins.push(&storage[0]);
   bins.push(&storage[1]);
-  bins.note_allocation(4096);  // freed before, allocated again: recurring
+  CHECK(bins.note_allocation(4096));  // freed before, allocated again: recurring
+  CHECK_FALSE(bins.note_allocation(12288));
   bins.push(&storage[2]);
   std::vector<std::size_t> one_off;
   bins.extract_if_not([](Block*, bool recurring) { return recurring; },
@@ -93,21 +94,60 @@ TEST_CASE("size bins: sizes allocated again after a free are marked recurring, a
   CHECK(one_off == std::vector<std::size_t>{8192});
   CHECK(bins.pop(4096) == &storage[2]);
   CHECK(bins.pop(4096) == &storage[0]);
-  // A sweep that shrinks the table drops empty lists, recurring or not: the
-  // mark is for sizes in use, not a record of every size that ever recurred.
-  std::vector<Block> many(200);
+  // A table rebuilt for ever new sizes drops their empty lists but keeps the
+  // mark of a recurring size whose list is empty (its blocks are live: the
+  // mark is what keeps them cached when they come back; issue 12).
+  std::vector<Block> many(2000);
   for (std::size_t i = 0; i < many.size(); ++i) {
     many[i].size = (100 + i) * 512;
     bins.push(&many[i]);
   }
-  const std::size_t grown = bins.capacity();
-  bins.extract_if_not([](Block*, bool recurring) { return recurring; }, [](Block*) {});
-  CHECK(bins.capacity() < grown);
-  bool recurring_seen = true;
+  bins.take_loose([](Block*) {});
+  CHECK(bins.capacity() <= 256);  // 2000 stale sizes: not a table for them
   bins.push(&storage[0]);
+  bool recurring_seen = false;
   bins.extract_if_not([&](Block* b, bool recurring) {
-    recurring_seen = b == &storage[0] && recurring;
+    if (b == &storage[0]) recurring_seen = recurring;
     return true;
   }, [](Block*) {});
-  CHECK_FALSE(recurring_seen);
+  CHECK(recurring_seen);
+}
+
+TEST_CASE("size bins: a miss takes the loose blocks and keeps small blocks of recurring sizes",
+          "[core][bins]") {
+  const std::size_t large = sova::kSmallBlockLimit + 512;
+  std::vector<Block> storage(6);
+  const std::size_t sizes[] = {1024, 1024, 2048, large, large, 4096};
+  for (std::size_t i = 0; i < 6; ++i) storage[i].size = sizes[i];
+  SizeBins bins;
+  for (Block& b : storage) bins.push(&b);
+  // 1024 recurs after its blocks were cached: they move to the kept list.
+  bins.note_allocation(1024);
+  bins.note_allocation(large);  // recurring, but large: a miss takes it
+  std::vector<Block*> taken;
+  bins.take_loose([&](Block* b) { taken.push_back(b); });
+  CHECK(taken.size() == 4);
+  for (Block* b : taken) CHECK(b->size != 1024);
+  CHECK(bins.blocks() == 2);
+  CHECK(bins.bytes() == 2048);
+  CHECK(bins.pop(2048) == nullptr);
+  CHECK(bins.pop(large) == nullptr);
+  // Pushed after the mark: kept straight away.
+  storage[2].size = 1024;
+  bins.push(&storage[2]);
+  taken.clear();
+  bins.take_loose([&](Block* b) { taken.push_back(b); });
+  CHECK(taken.empty());
+  CHECK(bins.pop(1024) == &storage[2]);
+  bins.take_all([&](Block* b) { taken.push_back(b); });
+  CHECK(taken.size() == 2);
+  CHECK(bins.blocks() == 0);
+  CHECK(bins.bytes() == 0);
+  CHECK(bins.small_bytes() == 0);
+  CHECK(bins.pop(1024) == nullptr);
+  // The size lists are whole again after the takes: LIFO as before.
+  bins.push(&storage[0]);
+  bins.push(&storage[1]);
+  CHECK(bins.pop(1024) == &storage[1]);
+  CHECK(bins.pop(1024) == &storage[0]);
 }
