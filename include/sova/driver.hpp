@@ -40,6 +40,24 @@ struct DeviceInfo {
   bool fabric_supported = false;           ///< ..._HANDLE_TYPE_FABRIC_SUPPORTED
   bool compression_supported = false;      ///< ..._GENERIC_COMPRESSION_SUPPORTED
   bool rdma_with_vmm_supported = false;    ///< ..._GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+  bool multicast_supported = false;        ///< ..._MULTICAST_SUPPORTED (NVLink SHARP)
+  bool host_numa_vmm_supported = false;    ///< ..._HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+  int host_numa_id = -1;                   ///< ..._HOST_NUMA_ID: the host node nearest the device; -1 none
+};
+
+/// What a physical allocation is made of and what it may do
+/// (CUmemAllocationProp): where it lives, which shareable handles it can be
+/// exported as, and whether compression is requested.
+struct PhysicalProps {
+  /// cudaMemLocationTypeDevice (id: the device) or cudaMemLocationTypeHostNuma
+  /// (id: the host NUMA node; pinned host memory).
+  cudaMemLocation location{cudaMemLocationTypeDevice, 0};
+  /// cudaMemAllocationHandleType bits the allocation may be exported as
+  /// (cudaMemHandleTypePosixFileDescriptor, cudaMemHandleTypeFabric); 0 none.
+  unsigned handle_types = 0;
+  /// Generic compression (CU_MEM_ALLOCATION_COMP_GENERIC). A request: the
+  /// driver may give uncompressed memory; properties_at says what it gave.
+  bool compressible = false;
 };
 
 class SOVA_API Driver {
@@ -85,6 +103,36 @@ class SOVA_API Driver {
   virtual cudaError_t set_access(std::uintptr_t va, std::size_t bytes,
                                  const cudaMemAccessDesc* descs,
                                  std::size_t count) noexcept = 0;
+
+  // ---- physical memory with properties, sharing, queries -----------------
+  // Defaults: properties beyond plain device memory are cudaErrorNotSupported,
+  // so a Driver written before these existed keeps working for plain pools.
+
+  /// cuMemCreate with `props`. cudaErrorNotSupported for what the device
+  /// cannot do (a handle type, a host location it lacks; compression is only
+  /// a request and never fails a create); cudaErrorMemoryAllocation when the
+  /// location has too little free. Host-NUMA memory counts against the host,
+  /// not the device (`device` in physical_create names the device only).
+  virtual cudaError_t physical_create_with(const PhysicalProps& props, std::size_t bytes,
+                                           PhysicalHandle* out) noexcept;
+  /// The minimum granularity for allocations with `props`
+  /// (cuMemGetAllocationGranularity).
+  virtual cudaError_t granularity_for(const PhysicalProps& props, std::size_t* out) noexcept;
+  /// The properties the driver actually gave the allocation mapped at `va`
+  /// (cuMemRetainAllocationHandle + cuMemGetAllocationPropertiesFromHandle):
+  /// how a caller verifies that compression was granted.
+  /// cudaErrorInvalidValue when nothing is mapped there.
+  virtual cudaError_t properties_at(std::uintptr_t va, PhysicalProps* out) noexcept;
+  /// Exports `handle` as a POSIX file descriptor that the caller owns
+  /// (cuMemExportToShareableHandle). cudaErrorNotSupported unless it was
+  /// created with cudaMemHandleTypePosixFileDescriptor.
+  virtual cudaError_t export_posix_fd(PhysicalHandle handle, int* fd) noexcept;
+  /// Imports an allocation from a descriptor another process exported
+  /// (cuMemImportFromShareableHandle); `fd` stays the caller's. The handle
+  /// is released with physical_release like any other; the memory lives
+  /// while any process maps it. cudaErrorInvalidValue for a descriptor that
+  /// is closed or names no exported allocation.
+  virtual cudaError_t import_posix_fd(int fd, PhysicalHandle* out) noexcept;
 
   // ---- streams and events ------------------------------------------------
   /// Creates an event without timing (cudaEventDisableTiming).

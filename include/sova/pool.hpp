@@ -26,6 +26,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace sova {
 
@@ -101,6 +102,25 @@ struct PoolOptions {
   std::size_t max_chunk = std::size_t{32} << 20;
   /// The driver to use; nullptr = process_driver(). Must outlive the pool.
   Driver* driver = nullptr;
+
+  // ---- what the pool's physical memory is (docs/vmm.md) ----------------------
+  /// Shareable handle types every chunk is created with, as
+  /// cudaMemPoolProps::handleTypes: cudaMemHandleTypePosixFileDescriptor lets
+  /// the pool be exported to other processes (sova/ipc.hpp, docs/ipc.md).
+  /// A type the device does not support: Error(cudaErrorNotSupported);
+  /// cudaMemHandleTypeFabric is refused so for now (docs/ipc.md says why).
+  unsigned handle_types = 0;
+  /// Request generic compression for every chunk (CU_MEM_ALLOCATION_COMP_GENERIC).
+  /// A device without it (DeviceInfo::compression_supported): the pool is
+  /// refused, Error(cudaErrorNotSupported). The driver may still hand out
+  /// uncompressed memory: Pool::properties(ptr) says what a block got.
+  bool compressible = false;
+  /// -1: device memory (the default). A NUMA node (0, 1, ...): a host memory
+  /// pool, whose physical memory is pinned host memory on that node
+  /// (cudaMemLocationTypeHostNuma), readable and writable by `device` and by
+  /// the host; DeviceInfo::host_numa_id is the node nearest the device. A
+  /// device without host-NUMA VMM: Error(cudaErrorNotSupported).
+  int host_numa_node = -1;
 };
 
 /// A snapshot of a pool's statistics. The four cudaMemPoolAttr figures keep the
@@ -240,6 +260,27 @@ class SOVA_API Pool {
   std::size_t block_size(const void* ptr) const noexcept;
   int device() const noexcept;
   Driver& driver() const noexcept;
+  /// What the driver reports for the physical memory under `ptr` (a live
+  /// block's start): location, handle types, whether it is compressed
+  /// (cuMemGetAllocationPropertiesFromHandle). cudaErrorInvalidValue for
+  /// anything but a live block of this pool.
+  cudaError_t properties(const void* ptr, PhysicalProps* out) const noexcept;
+  /// The pool's VA reservation and granularity, and the physical chunks
+  /// under [ptr, ptr + bytes) (for views and export: sova/alias.hpp, sova/ipc.hpp).
+  struct ChunkView {
+    std::size_t offset = 0;  ///< from the pool's VA base
+    std::size_t bytes = 0;
+    PhysicalHandle handle = 0;
+    std::uint64_t serial = 0;  ///< never reused within the pool: tells a moved or new chunk from the old
+  };
+  /// The chunks backing every granule that [ptr, ptr + bytes) touches, in
+  /// address order; cudaErrorInvalidValue unless the range lies in a live
+  /// block of this pool. The chunks stay where they are while the block is
+  /// live (remapping and release move only chunks wholly in free memory).
+  cudaError_t chunks_under(const void* ptr, std::size_t bytes, std::vector<ChunkView>* out) const;
+  std::uintptr_t va_base() const noexcept;
+  std::size_t va_size() const noexcept;
+  std::size_t granularity() const noexcept;
 
   /// Walks every structure and throws Error describing the first broken
   /// invariant: live blocks do not overlap, every live or cached block is

@@ -33,12 +33,19 @@ struct SimConfig {
   bool vmm_supported = true;
   bool posix_fd_supported = true;
   bool fabric_supported = false;
-  bool compression_supported = false;
+  bool compression_supported = false;  ///< true: compressible requests are granted
+  bool multicast_supported = false;    ///< reported only; the sim has no multicast objects
+  /// Host NUMA nodes that cudaMemLocationTypeHostNuma may name (0: none, and
+  /// host-NUMA creates are cudaErrorNotSupported); each holds host_memory.
+  int host_numa_nodes = 1;
+  std::size_t host_memory = std::size_t{1} << 30;
 };
 
 /// Counters a test can read to see what the allocator asked of the driver.
 struct SimCounters {
-  std::size_t physical_bytes = 0;   ///< created and not yet released
+  std::size_t physical_bytes = 0;   ///< created and not yet released (device memory)
+  std::size_t host_bytes = 0;       ///< host-NUMA memory created and not yet released
+  std::size_t imported_handles = 0; ///< imported chunks not yet released
   std::size_t physical_creates = 0;
   std::size_t physical_releases = 0;
   std::size_t maps = 0;
@@ -96,6 +103,16 @@ class SOVA_API SimDriver final : public Driver {
   cudaError_t unmap(std::uintptr_t va, std::size_t bytes) noexcept override;
   cudaError_t set_access(std::uintptr_t va, std::size_t bytes,
                          const cudaMemAccessDesc* descs, std::size_t count) noexcept override;
+  cudaError_t physical_create_with(const PhysicalProps& props, std::size_t bytes,
+                                   PhysicalHandle* out) noexcept override;
+  cudaError_t granularity_for(const PhysicalProps& props, std::size_t* out) noexcept override;
+  cudaError_t properties_at(std::uintptr_t va, PhysicalProps* out) noexcept override;
+  /// The chunk's memfd, dup'ed: passed over a Unix socket it shares the
+  /// bytes with another process, as a CUDA POSIX handle does.
+  cudaError_t export_posix_fd(PhysicalHandle handle, int* fd) noexcept override;
+  /// Accepts only a sim chunk's memfd (from export_posix_fd, here or in
+  /// another process); imported chunks count against no device.
+  cudaError_t import_posix_fd(int fd, PhysicalHandle* out) noexcept override;
   cudaError_t event_create(EventHandle* event) noexcept override;
   cudaError_t event_destroy(EventHandle event) noexcept override;
   cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept override;

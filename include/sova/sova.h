@@ -56,7 +56,15 @@ typedef enum sovaMemPoolFlags {
    * free memory lies in pieces, at more time per allocation that misses the
    * stream's cache (docs/policies.md). With sovaMemPoolNoRemap:
    * cudaErrorInvalidValue. */
-  sovaMemPoolThoroughRemap = 0x4
+  sovaMemPoolThoroughRemap = 0x4,
+  /** Request generic compression for the pool's memory (docs/vmm.md). A
+   * device without it: cudaErrorNotSupported. sovaMemGetAllocationProperties
+   * says whether a block got it. */
+  sovaMemPoolCompressible = 0x8,
+  /** A host memory pool: pinned host memory on NUMA node hostNumaNode,
+   * readable and writable by the device and the host (docs/vmm.md). A
+   * device without host-NUMA VMM: cudaErrorNotSupported. */
+  sovaMemPoolHostMemory = 0x10
 } sovaMemPoolFlags;
 
 /** Properties of a pool; zero-initialise, then set what you need. */
@@ -64,9 +72,10 @@ typedef struct sovaMemPoolProps {
   int device;                                   /**< device ordinal */
   sovaPolicy policy;
   size_t maxSize;                               /**< most physical memory held; 0 = device's */
-  enum cudaMemAllocationHandleType handleTypes; /**< IPC: only cudaMemHandleTypeNone for now */
+  enum cudaMemAllocationHandleType handleTypes; /**< IPC: cudaMemHandleTypeNone or cudaMemHandleTypePosixFileDescriptor (docs/ipc.md) */
   unsigned int flags;                           /**< sovaMemPoolFlags; unknown bits: cudaErrorInvalidValue */
-  unsigned char reserved[60];                   /**< must be zero */
+  int hostNumaNode;                             /**< with sovaMemPoolHostMemory: the host NUMA node; else must be 0 */
+  unsigned char reserved[56];                   /**< must be zero */
 } sovaMemPoolProps;
 
 /** cudaMallocAsync from the device's current pool (sovaDeviceGetMemPool of the
@@ -87,8 +96,10 @@ SOVA_API cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream);
 SOVA_API cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool,
                                              cudaStream_t stream);
 /** Creates a pool. NULL or invalid props (bad device, non-zero reserved bytes,
- * unknown policy): cudaErrorInvalidValue; a policy or handle type not yet
- * available: cudaErrorNotSupported; a device without VMM: cudaErrorNotSupported.
+ * unknown policy, unknown handle type bits, a negative hostNumaNode, or one
+ * without sovaMemPoolHostMemory): cudaErrorInvalidValue; a handle type,
+ * compression or host memory the device lacks, fabric handles (not built),
+ * or a device without VMM: cudaErrorNotSupported.
  * Zeroed props are valid: device 0, default policy, no size limit. The first
  * pool created fixes the process driver (sova::set_process_driver). */
 SOVA_API cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props);
@@ -180,6 +191,121 @@ typedef struct sovaMemPoolStats {
  * reservedCurrent: cudaErrorInvalidValue, and *stats is left unchanged. Takes
  * the pool's locks briefly; safe while other threads use the pool. */
 SOVA_API cudaError_t sovaMemPoolGetStats(sovaMemPool_t pool, sovaMemPoolStats* stats);
+
+/* ---- What a device supports of the VMM API, and what sova uses (docs/vmm.md) ---- */
+
+/** sovaDeviceGetVmmSupport's answer. Device fields are the driver's
+ * attributes (cuDeviceGetAttribute, cuMemGetAllocationGranularity); sova*
+ * fields say what sova pools on the device will do. Booleans are 0 or 1. */
+typedef struct sovaVmmSupport {
+  char name[256];                /**< the device's name */
+  size_t totalMemory;            /**< bytes of device memory */
+  int vmm;                       /**< VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+  int posixFd;                   /**< HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
+  int fabric;                    /**< HANDLE_TYPE_FABRIC_SUPPORTED */
+  int compression;               /**< GENERIC_COMPRESSION_SUPPORTED */
+  int multicast;                 /**< MULTICAST_SUPPORTED (NVLink SHARP) */
+  int rdmaWithVmm;               /**< GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
+  int hostNumaVmm;               /**< HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+  int hostNumaId;                /**< HOST_NUMA_ID: nearest host node, -1 none */
+  size_t granularityMinimum;     /**< CU_MEM_ALLOC_GRANULARITY_MINIMUM */
+  size_t granularityRecommended; /**< CU_MEM_ALLOC_GRANULARITY_RECOMMENDED */
+  int sovaPools;                 /**< sova can make pools here (needs vmm) */
+  unsigned int sovaHandleTypes;  /**< handleTypes sovaMemPoolCreate accepts (bits of cudaMemAllocationHandleType) */
+  int sovaCompression;           /**< sovaMemPoolCompressible is accepted */
+  int sovaHostPools;             /**< host memory pools (sovaMemPoolProps::hostNumaNode) are accepted */
+  int sovaMulticast;             /**< always 0: multicast is designed, not built (docs/vmm.md) */
+  int sovaRdma;                  /**< chunks are created GPUDirect-RDMA capable */
+  size_t sovaChunkBytes;         /**< largest physical chunk a default pool creates */
+  unsigned char reserved[64];
+} sovaVmmSupport;
+
+/** Fills *support for `device` without creating a context or a pool.
+ * support NULL: cudaErrorInvalidValue; device out of range:
+ * cudaErrorInvalidDevice; no driver or GPU: the runtime's error
+ * (cudaErrorNoDevice, cudaErrorInsufficientDriver). */
+SOVA_API cudaError_t sovaDeviceGetVmmSupport(sovaVmmSupport* support, int device);
+
+/** What the driver reports for the physical memory under a live block of a
+ * sova pool (cuMemGetAllocationPropertiesFromHandle): where it lives, which
+ * handle types it can be exported as, whether it is compressed. */
+typedef struct sovaAllocationProperties {
+  struct cudaMemLocation location; /**< cudaMemLocationTypeDevice or ...HostNuma, and its id */
+  unsigned int handleTypes;        /**< bits of cudaMemAllocationHandleType */
+  int compressed;                  /**< 1: generic compression granted */
+  unsigned char reserved[32];
+} sovaAllocationProperties;
+/** props or ptr NULL, or ptr not the start of a live block of a sova pool:
+ * cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemGetAllocationProperties(sovaAllocationProperties* props, const void* ptr);
+
+/* ---- Growable allocations: realloc without a copy (sova/growable.hpp, docs/vmm.md) ---- */
+
+typedef struct sovaGrowable_st* sovaGrowable_t;
+/** Reserves maxSize bytes of VA on `device` and returns its address in
+ * *devPtr, which never changes; no physical memory until the first resize.
+ * NULL arguments or maxSize 0: cudaErrorInvalidValue; a bad device:
+ * cudaErrorInvalidDevice; no VMM: cudaErrorNotSupported. */
+SOVA_API cudaError_t sovaGrowableCreate(sovaGrowable_t* buffer, void** devPtr, size_t maxSize, int device);
+/** Makes the first `size` bytes usable: growing maps physical memory after
+ * what is mapped, without a copy; shrinking synchronizes `stream` and
+ * releases the physical memory wholly beyond `size`. size > maxSize, NULL or
+ * invalid buffer: cudaErrorInvalidValue; out of memory:
+ * cudaErrorMemoryAllocation. Any failure changes nothing. */
+SOVA_API cudaError_t sovaGrowableResize(sovaGrowable_t buffer, size_t size, cudaStream_t stream);
+/** The size of the last resize and the physical memory mapped now (either
+ * pointer may be NULL). Invalid buffer: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, size_t* physicalBytes);
+/** Synchronizes the device and releases everything. Invalid buffer:
+ * cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer);
+
+/* ---- Aliases: a second address for a block (sova/alias.hpp, docs/vmm.md) ---- */
+
+/** Maps the physical memory of the live block starting at ptr (of a sova
+ * pool) again, at a new address returned in *alias, with `flags`
+ * (cudaMemAccessFlagsProtRead or ...ProtReadWrite) for the pool's device.
+ * Coherence: work ordered after other work sees its writes through either
+ * address; within one kernel, a write through one address and a read through
+ * the other need fence.proxy.alias. Destroy the alias before freeing the
+ * block. Anything but a live block's start, or other flags:
+ * cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemAliasCreate(void** alias, void* ptr, enum cudaMemAccessFlags flags);
+/** Synchronizes the block's device and unmaps the alias. An address that is
+ * no live alias: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemAliasDestroy(void* alias);
+
+/* ---- IPC: sharing a pool with other processes (docs/ipc.md) ---- */
+
+/** cudaMemPoolExportToShareableHandle: writes a new POSIX file descriptor
+ * (an int) to *shareableHandle for one importing process; send it over a
+ * Unix socket (SCM_RIGHTS) and close it. The pool must have been created
+ * with handleTypes cudaMemHandleTypePosixFileDescriptor. NULL arguments,
+ * flags != 0, a pool without that handle type, another handle type:
+ * cudaErrorInvalidValue; cudaMemHandleTypeFabric: cudaErrorNotSupported. */
+SOVA_API cudaError_t sovaMemPoolExportToShareableHandle(void* shareableHandle, sovaMemPool_t pool,
+                                                        enum cudaMemAllocationHandleType handleType,
+                                                        unsigned int flags);
+/** cudaMemPoolImportFromShareableHandle: shareableHandle is the descriptor
+ * cast to a pointer, as with the runtime; it stays the caller's. The pool
+ * returned serves sovaMemPoolImportPointer, sovaFreeAsync of the pointers
+ * imported, sovaMemPoolSetAccess/GetAccess (read-only or read-write for its
+ * device) and sovaMemPoolDestroy; it cannot allocate. A closed descriptor,
+ * one that is not a sova pool handle, an exporter gone, or the exporting
+ * process itself: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemPoolImportFromShareableHandle(sovaMemPool_t* pool, void* shareableHandle,
+                                                          enum cudaMemAllocationHandleType handleType,
+                                                          unsigned int flags);
+/** cudaMemPoolExportPointer: export data for the live block starting at
+ * ptr, of a pool created with a shareable handle type. Anything else:
+ * cudaErrorInvalidValue. Freeing the block makes the data stale. */
+SOVA_API cudaError_t sovaMemPoolExportPointer(struct cudaMemPoolPtrExportData* exportData, void* ptr);
+/** cudaMemPoolImportPointer: maps the exported block here. Free it with
+ * sovaFreeAsync (which synchronizes the stream given) before the exporter
+ * frees it. Malformed, stale or another pool's data, an exporter gone:
+ * cudaErrorInvalidValue, nothing changed. */
+SOVA_API cudaError_t sovaMemPoolImportPointer(void** ptr, sovaMemPool_t pool,
+                                              struct cudaMemPoolPtrExportData* exportData);
 
 /* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
 SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);

@@ -15,12 +15,13 @@ std::size_t round_up(std::size_t value, std::size_t multiple) {
 }  // namespace
 
 Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes,
-             std::size_t max_physical, std::size_t max_chunk)
+             std::size_t max_physical, std::size_t max_chunk, const PhysicalProps& props)
     : driver_(driver),
       device_(device),
       granularity_(granularity),
       max_physical_(max_physical),
-      max_chunk_granules_(max_chunk == 0 ? 0 : std::max<std::size_t>(1, max_chunk / granularity)) {
+      max_chunk_granules_(max_chunk == 0 ? 0 : std::max<std::size_t>(1, max_chunk / granularity)),
+      props_(props) {
   size_ = round_up(va_bytes, granularity_);
   cudaError_t error = driver_.address_reserve(size_, granularity_, &base_);
   if (error != cudaSuccess) {
@@ -89,6 +90,13 @@ std::vector<cudaMemAccessDesc> Arena::access_descs() const {
   own.location.id = device_;
   own.flags = cudaMemAccessFlagsProtReadWrite;
   descs.push_back(own);
+  if (props_.location.type == cudaMemLocationTypeHostNuma) {
+    // A host memory pool: the host reads and writes it too (that is its point).
+    cudaMemAccessDesc host = own;
+    host.location.type = cudaMemLocationTypeHostNuma;
+    host.location.id = props_.location.id;
+    descs.push_back(host);
+  }
   descs.insert(descs.end(), peers_.begin(), peers_.end());
   return descs;
 }
@@ -98,9 +106,9 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
   const std::size_t bytes = granules * granularity_;
   if (max_physical_ != 0 && backed_bytes_ + bytes > max_physical_) return cudaErrorMemoryAllocation;
   PhysicalHandle handle = 0;
-  cudaError_t error = driver_.physical_create(device_, bytes, &handle);
+  cudaError_t error = driver_.physical_create_with(props_, bytes, &handle);
   if (error != cudaSuccess) return error;
-  const Chunk chunk{first_granule, granules, handle};
+  const Chunk chunk{first_granule, granules, handle, next_serial_};
   error = map_chunk(chunk, /*with_access=*/false);  // commit grants access per run
   if (error != cudaSuccess) {
     driver_.physical_release(handle);
@@ -121,6 +129,7 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
     return cudaErrorMemoryAllocation;
   }
   chunks_[slot] = chunk;
+  ++next_serial_;
   mark(first_granule, granules, slot);
   backed_bytes_ += bytes;
   backed_high_ = std::max(backed_high_, backed_bytes_);
@@ -385,6 +394,20 @@ cudaError_t Arena::set_peer_access(const cudaMemAccessDesc* descs, std::size_t c
     return cudaErrorMemoryAllocation;
   }
   return cudaSuccess;
+}
+
+bool Arena::chunks_touching(std::size_t offset, std::size_t bytes, std::vector<ChunkInfo>& out) const {
+  if (bytes == 0 || offset >= size_ || bytes > size_ - offset) return false;
+  const std::size_t first = offset / granularity_;
+  const std::size_t end = (offset + bytes - 1) / granularity_ + 1;
+  if (backed_granules(first, end) != end - first) return false;
+  std::size_t granule = first;
+  while (granule < end) {
+    const Chunk& chunk = chunks_[chunk_of_granule_[granule]];
+    out.push_back(ChunkInfo{chunk.first_granule, chunk.granules, chunk.handle, chunk.serial});
+    granule = chunk.first_granule + chunk.granules;
+  }
+  return true;
 }
 
 cudaMemAccessFlags Arena::access_of(int device) const noexcept {

@@ -24,8 +24,11 @@ class Arena {
  public:
   /// Reserves `va_bytes` (rounded up to the granularity) of VA for `device`.
   /// `max_physical` caps backed bytes (0 = no cap). Throws sova::Error.
+  /// `props`: what every chunk is created with (location, handle types,
+  /// compression; physical_options.hpp); a host-NUMA location also gets the
+  /// host's access to every chunk.
   Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes,
-        std::size_t max_physical, std::size_t max_chunk);
+        std::size_t max_physical, std::size_t max_chunk, const PhysicalProps& props = PhysicalProps{});
   /// Unmaps and releases every chunk and frees the reservation. The caller
   /// guarantees the device no longer touches any of it.
   ~Arena();
@@ -108,6 +111,18 @@ class Arena {
   cudaError_t set_peer_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept;
   cudaMemAccessFlags access_of(int device) const noexcept;
 
+  /// A chunk touching some range (chunks_touching).
+  struct ChunkInfo {
+    std::size_t first_granule = 0;
+    std::size_t granules = 0;
+    PhysicalHandle handle = 0;
+    std::uint64_t serial = 0;  ///< never reused in this arena
+  };
+  /// Appends every chunk backing a granule that [offset, offset + bytes)
+  /// overlaps, in address order; false (nothing appended) if one is unbacked.
+  bool chunks_touching(std::size_t offset, std::size_t bytes, std::vector<ChunkInfo>& out) const;
+  const PhysicalProps& props() const noexcept { return props_; }
+
   std::size_t backed_bytes() const noexcept { return backed_bytes_; }
   std::size_t backed_high() const noexcept { return backed_high_; }
   void reset_backed_high() noexcept { backed_high_ = backed_bytes_; }
@@ -123,6 +138,7 @@ class Arena {
     std::size_t first_granule = 0;
     std::size_t granules = 0;  // 0 = slot unused
     PhysicalHandle handle = 0;
+    std::uint64_t serial = 0;
   };
   static constexpr std::int32_t kUnbacked = -1;
 
@@ -159,6 +175,8 @@ class Arena {
   std::uint64_t chunks_unmapped_ = 0;
   std::uint64_t chunks_moved_ = 0;
   std::uint64_t bytes_moved_ = 0;
+  PhysicalProps props_;
+  std::uint64_t next_serial_ = 1;
 };
 
 }  // namespace sova::detail

@@ -13,6 +13,7 @@
 // The rare cases (first use of a device, a free into a destroyed pool) are
 // noinline functions.
 #include "capi/capi_errors.hpp"
+#include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -107,8 +108,17 @@ inline cudaError_t free_impl(void* ptr, cudaStream_t stream) noexcept {
   // finalized): no pool listed, or try_deallocate of the candidate refuses it.
   // The runtime accepts cudaMalloc memory; sova cannot free it.
   PoolEntry* e = g_state.owners.find_for_free(ptr);
-  if (e == nullptr) [[unlikely]] return cudaErrorInvalidValue;
+  if (e == nullptr) [[unlikely]] {
+    section.leave();
+    return free_imported(ptr, stream);  // an imported pointer, or nobody's
+  }
+  // An exported block's export data goes stale before the block can be reused.
+  if (PoolExporter* x = e->exporter.load(std::memory_order_acquire)) [[unlikely]] x->forget(ptr);
   const cudaError_t err = e->pool.try_deallocate(ptr, stream);
+  if (err == cudaErrorInvalidValue && !e->pool.contains(ptr)) [[unlikely]] {
+    section.leave();
+    return free_imported(ptr, stream);
+  }
   if (e->destroyed.load(std::memory_order_acquire)) [[unlikely]] {
     if (err == cudaSuccess) after_free_in_destroyed(e, section);
   }

@@ -2,6 +2,7 @@
 // Error codes follow docs/notes/runtime-errors.md; Pool returns the runtime's
 // codes for everything it validates itself (attributes, access descriptors).
 #include "capi/capi_errors.hpp"
+#include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -29,7 +30,8 @@ int raw_enum(const Enum& field) noexcept {
 cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
   for (const unsigned char byte : props.reserved)
     if (byte != 0) return cudaErrorInvalidValue;
-  constexpr unsigned kKnownFlags = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
+  constexpr unsigned kKnownFlags = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap | sovaMemPoolThoroughRemap |
+                                   sovaMemPoolCompressible | sovaMemPoolHostMemory;
   if ((props.flags & ~kKnownFlags) != 0) return cudaErrorInvalidValue;
   // No remapping and thorough remapping contradict each other.
   constexpr unsigned kRemapFlags = sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
@@ -46,8 +48,15 @@ cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
   if (const cudaError_t err = check_device(props.device, cudaErrorInvalidValue);
       err != cudaSuccess)
     return err;
-  // IPC export is not built yet; the runtime would accept POSIX fd / fabric.
-  if (raw_enum(props.handleTypes) != cudaMemHandleTypeNone) return cudaErrorNotSupported;
+  constexpr int kKnownHandles = cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric |
+                                cudaMemHandleTypeWin32 | cudaMemHandleTypeWin32Kmt;
+  if ((raw_enum(props.handleTypes) & ~kKnownHandles) != 0) return cudaErrorInvalidValue;
+  if ((raw_enum(props.handleTypes) & (cudaMemHandleTypeWin32 | cudaMemHandleTypeWin32Kmt)) != 0)
+    return cudaErrorNotSupported;  // Windows handles on Linux
+  if (props.hostNumaNode < 0) return cudaErrorInvalidValue;
+  if (props.hostNumaNode != 0 && (props.flags & sovaMemPoolHostMemory) == 0) return cudaErrorInvalidValue;
+  // What the device supports (handle types, compression, host memory) the
+  // Pool constructor checks: cudaErrorNotSupported from there.
   return cudaSuccess;
 }
 
@@ -79,6 +88,9 @@ cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props
   options.check_streams = (props->flags & sovaMemPoolNoStreamChecks) == 0;
   options.remap = (props->flags & sovaMemPoolNoRemap) == 0;
   if ((props->flags & sovaMemPoolThoroughRemap) != 0) options.remap_effort = sova::RemapEffort::thorough;
+  options.handle_types = static_cast<unsigned>(raw_enum(props->handleTypes));
+  options.compressible = (props->flags & sovaMemPoolCompressible) != 0;
+  if ((props->flags & sovaMemPoolHostMemory) != 0) options.host_numa_node = props->hostNumaNode;
   PoolEntry* e = nullptr;
   if (const cudaError_t err = create_pool(options, false, &e); err != cudaSuccess) return err;
   // No other thread can know the handle yet, so `e` cannot be destroyed here.
@@ -86,7 +98,10 @@ cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props
   return cudaSuccess;
 }
 
-cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) { return destroy_pool(pool); }
+cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) {
+  if (is_imported_handle(pool)) return destroy_imported(pool);
+  return destroy_pool(pool);
+}
 
 cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
   ReadSection section;
@@ -115,6 +130,7 @@ cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep) {
 }
 
 cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count) {
+  if (is_imported_handle(pool)) return set_imported_access(pool, descs, count);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || (descs == nullptr && count != 0)) return cudaErrorInvalidValue;
@@ -123,6 +139,7 @@ cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* de
 
 cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
                                  cudaMemLocation* location) {
+  if (is_imported_handle(pool)) return get_imported_access(flags, pool, location);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || flags == nullptr || location == nullptr) return cudaErrorInvalidValue;

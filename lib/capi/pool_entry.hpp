@@ -1,6 +1,7 @@
 // sova C API — what the C API keeps per pool.
 #pragma once
 
+#include <sova/ipc.hpp>
 #include <sova/pool.hpp>
 
 #include <atomic>
@@ -15,6 +16,10 @@ namespace sova::capi {
 struct PoolEntry {
   explicit PoolEntry(const PoolOptions& options, bool default_pool)
       : pool(options), device(options.device), is_default(default_pool) {}
+  /// The exporter goes first: its thread reads the pool.
+  ~PoolEntry() { delete exporter.load(std::memory_order_acquire); }
+  PoolEntry(const PoolEntry&) = delete;
+  PoolEntry& operator=(const PoolEntry&) = delete;
 
   /// First member: the fast path reaches it with no offset arithmetic.
   Pool pool;
@@ -37,6 +42,9 @@ struct PoolEntry {
   bool destroy_pending = false;
   /// Guarded by the lifetime mutex: one thread has claimed the finalization.
   bool finalizing = false;
+  /// IPC (capi_ipc.cpp): made by the first export, under the lifetime mutex;
+  /// sovaFreeAsync tells it of each free so that export data goes stale.
+  std::atomic<PoolExporter*> exporter{nullptr};
 };
 
 }  // namespace sova::capi

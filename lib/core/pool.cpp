@@ -112,3 +112,26 @@ Driver& Pool::driver() const noexcept { return core_->driver(); }
 void Pool::check_invariants() const { core_->check_invariants(); }
 
 }  // namespace sova
+
+namespace sova {
+
+cudaError_t Pool::properties(const void* ptr, PhysicalProps* out) const noexcept {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  try {
+    std::vector<ChunkView> chunks;  // checks that ptr is a live block (whose chunks then stay put)
+    if (const cudaError_t err = core_->chunks_under(ptr, 1, &chunks); err != cudaSuccess) return err;
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
+  return core_->driver().properties_at(reinterpret_cast<std::uintptr_t>(ptr), out);
+}
+
+cudaError_t Pool::chunks_under(const void* ptr, std::size_t bytes, std::vector<ChunkView>* out) const {
+  return core_->chunks_under(ptr, bytes, out);
+}
+
+std::uintptr_t Pool::va_base() const noexcept { return core_->arena().base(); }
+std::size_t Pool::va_size() const noexcept { return core_->arena().size(); }
+std::size_t Pool::granularity() const noexcept { return core_->arena().granularity(); }
+
+}  // namespace sova

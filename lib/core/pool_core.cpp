@@ -1,6 +1,7 @@
 // PoolCore construction, destruction and the fast paths.
 #include "core/pool_core.hpp"
 
+#include "arena/physical_options.hpp"
 #include "core/clock.hpp"
 
 #include "core/release_worker.hpp"
@@ -70,10 +71,10 @@ Driver& driver_of(const PoolOptions& options) {
 PoolCore::PoolCore(const PoolOptions& options)
     : driver_(driver_of(options)),
       device_(options.device),
-      info_(query_device(driver_, options.device)),
+      info_(for_physical_options(driver_, query_device(driver_, options.device), options)),
       uid_(g_next_pool_uid.fetch_add(1)),
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
-             options.max_chunk),
+             options.max_chunk, physical_props_for(options, info_)),
       map_(arena_.size(), info_.granularity),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       remap_(options.remap),

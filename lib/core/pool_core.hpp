@@ -176,6 +176,9 @@ class PoolCore {
     return arena_.contains(reinterpret_cast<std::uintptr_t>(ptr));
   }
   std::size_t block_size(const void* ptr) const noexcept;
+  /// Pool::chunks_under (pool_core_views.cpp): under the heap lock.
+  cudaError_t chunks_under(const void* ptr, std::size_t bytes, std::vector<Pool::ChunkView>* out);
+  const Arena& arena() const noexcept { return arena_; }  ///< base, size, granularity, props: fixed for life
   int device() const noexcept { return device_; }
   Driver& driver() const noexcept { return driver_; }
 

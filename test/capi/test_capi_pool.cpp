@@ -23,7 +23,7 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     CHECK(sovaMemPoolCreate(&pool, nullptr) == cudaErrorInvalidValue);
   }
   SECTION("unknown flag bits") {
-    props.flags = 0x8;
+    props.flags = 0x20;  // the first bit no flag uses
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
   }
   SECTION("no remapping and thorough remapping together") {
@@ -37,9 +37,9 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     }
   }
   SECTION("reserved bytes not zero") {
-    props.reserved[59] = 1;
+    props.reserved[sizeof props.reserved - 1] = 1;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
-    props.reserved[59] = 0;
+    props.reserved[sizeof props.reserved - 1] = 0;
     props.reserved[0] = 0x80;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
   }
@@ -55,8 +55,25 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     props.device = 99;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
   }
-  SECTION("IPC handle types are not yet available") {
-    props.handleTypes = cudaMemHandleTypePosixFileDescriptor;
+  SECTION("fabric handles (not built) and Windows handles are not supported") {
+    props.handleTypes = cudaMemHandleTypeFabric;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorNotSupported);
+    props.handleTypes = cudaMemHandleTypeWin32;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorNotSupported);
+  }
+  SECTION("unknown handle type bits, or a host node without the host-memory flag") {
+    int bad = 0x40;
+    std::memcpy(&props.handleTypes, &bad, sizeof bad);
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+    props.handleTypes = cudaMemHandleTypeNone;
+    props.hostNumaNode = 1;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+    props.flags = sovaMemPoolHostMemory;
+    props.hostNumaNode = -1;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+  }
+  SECTION("compression the device lacks (the sim's default)") {
+    props.flags = sovaMemPoolCompressible;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorNotSupported);
   }
   CHECK(pool == nullptr);

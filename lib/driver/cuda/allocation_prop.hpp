@@ -4,6 +4,8 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <sova/driver.hpp>
+
 namespace sova::cuda_detail {
 
 /// Pinned device memory on `device`, no shareable handle (IPC export will
@@ -14,5 +16,14 @@ namespace sova::cuda_detail {
 /// with these same properties, so it is exactly the one creates must respect.
 /// Needs the driver loaded and a valid ordinal; no context.
 cudaError_t allocation_prop(int device, CUmemAllocationProp* out) noexcept;
+
+/// The same for `props`: its location (a device, or pinned memory on a host
+/// NUMA node, where RDMA is not requested), the shareable handle types it
+/// asks for, and generic compression if requested. cudaErrorInvalidValue for
+/// a location or handle type the driver has no counterpart for.
+cudaError_t allocation_prop(const PhysicalProps& props, CUmemAllocationProp* out) noexcept;
+
+/// What the driver reports for an allocation, back in sova's terms.
+PhysicalProps physical_props_of(const CUmemAllocationProp& prop) noexcept;
 
 }  // namespace sova::cuda_detail

@@ -40,6 +40,14 @@ class CudaDriver final : public Driver {
   cudaError_t set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs,
                          std::size_t count) noexcept override;
 
+  // vmm_props.cpp
+  cudaError_t physical_create_with(const PhysicalProps& props, std::size_t bytes,
+                                   PhysicalHandle* out) noexcept override;
+  cudaError_t granularity_for(const PhysicalProps& props, std::size_t* out) noexcept override;
+  cudaError_t properties_at(std::uintptr_t va, PhysicalProps* out) noexcept override;
+  cudaError_t export_posix_fd(PhysicalHandle handle, int* fd) noexcept override;
+  cudaError_t import_posix_fd(int fd, PhysicalHandle* out) noexcept override;
+
   // streams.cpp
   cudaError_t event_create(EventHandle* event) noexcept override;
   cudaError_t event_destroy(EventHandle event) noexcept override;

@@ -116,6 +116,14 @@ cudaError_t CudaDriver::device_info(int device, DeviceInfo* out) noexcept {
   for (const auto& f : flags) {
     if (const cudaError_t err = bool_attribute(dev, f.attr, f.field); err != cudaSuccess) return err;
   }
+  // Attributes newer than some drivers sova runs on: a driver that does not
+  // know one answers CUDA_ERROR_INVALID_VALUE, which means "not supported".
+  (void)bool_attribute(dev, CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, &info.multicast_supported);
+  (void)bool_attribute(dev, CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                       &info.host_numa_vmm_supported);
+  if (int numa = -1; cu.device_get_attribute(&numa, CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, dev) == CUDA_SUCCESS) {
+    info.host_numa_id = numa;
+  }
 
   // Without VMM there is no granularity to ask for; 0 says so (the pool
   // refuses such a device with cudaErrorNotSupported).

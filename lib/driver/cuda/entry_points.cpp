@@ -59,6 +59,10 @@ EntryPoints load() noexcept {
   get("cuMemMap", &t.mem_map);
   get("cuMemUnmap", &t.mem_unmap);
   get("cuMemSetAccess", &t.mem_set_access);
+  get("cuMemRetainAllocationHandle", &t.mem_retain_allocation_handle);
+  get("cuMemGetAllocationPropertiesFromHandle", &t.mem_get_allocation_properties_from_handle);
+  get("cuMemExportToShareableHandle", &t.mem_export_to_shareable_handle);
+  get("cuMemImportFromShareableHandle", &t.mem_import_from_shareable_handle);
   // Optional: an older driver leaves it null (no failure).
   if (err == cudaSuccess) (void)resolve("cuStreamGetDevice", &t.stream_get_device, 12080);
   // The runtime has initialised the driver by now, but say so explicitly:

@@ -105,6 +105,9 @@ cudaError_t SimDriver::device_info(int device, DeviceInfo* out) noexcept {
   out->fabric_supported = c.fabric_supported;
   out->compression_supported = c.compression_supported;
   out->rdma_with_vmm_supported = false;
+  out->multicast_supported = c.multicast_supported;
+  out->host_numa_vmm_supported = c.host_numa_nodes > 0;
+  out->host_numa_id = c.host_numa_nodes > 0 ? 0 : -1;
   return cudaSuccess;
 }
 
@@ -145,6 +148,35 @@ cudaError_t SimDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
 cudaError_t SimDriver::set_access(std::uintptr_t va, std::size_t bytes,
                                   const cudaMemAccessDesc* descs, std::size_t count) noexcept {
   return sim::guarded([&] { return state_->memory.set_access(va, bytes, descs, count); });
+}
+
+}  // namespace sova
+
+namespace sova {
+
+cudaError_t SimDriver::physical_create_with(const PhysicalProps& props, std::size_t bytes,
+                                            PhysicalHandle* out) noexcept {
+  return sim::guarded([&] { return state_->memory.create_with(props, bytes, out); });
+}
+
+cudaError_t SimDriver::granularity_for(const PhysicalProps& props, std::size_t* out) noexcept {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  if (props.location.type == cudaMemLocationTypeDevice && !state_->valid_device(props.location.id))
+    return cudaErrorInvalidDevice;
+  *out = state_->config.granularity;  // one granularity for every location in the sim
+  return cudaSuccess;
+}
+
+cudaError_t SimDriver::properties_at(std::uintptr_t va, PhysicalProps* out) noexcept {
+  return sim::guarded([&] { return state_->memory.properties_at(va, out); });
+}
+
+cudaError_t SimDriver::export_posix_fd(PhysicalHandle handle, int* fd) noexcept {
+  return sim::guarded([&] { return state_->memory.export_fd(handle, fd); });
+}
+
+cudaError_t SimDriver::import_posix_fd(int fd, PhysicalHandle* out) noexcept {
+  return sim::guarded([&] { return state_->memory.import_fd(fd, out); });
 }
 
 }  // namespace sova

@@ -46,6 +46,14 @@ SimMemory::SimMemory(int device_count, std::size_t total_memory, std::size_t gra
       granularity_(granularity),
       used_(static_cast<std::size_t>(device_count), 0) {}
 
+SimMemory::SimMemory(const SimConfig& c) : SimMemory(c.device_count, c.total_memory, c.granularity) {
+  posix_fd_ = c.posix_fd_supported;
+  fabric_ = c.fabric_supported;
+  compression_ = c.compression_supported;
+  host_memory_ = c.host_memory;
+  host_used_.assign(static_cast<std::size_t>(c.host_numa_nodes > 0 ? c.host_numa_nodes : 0), 0);
+}
+
 SimMemory::~SimMemory() {
   std::lock_guard lock(mu_);
   // Unmapping a reservation also drops the chunk mappings inside it, which
@@ -102,27 +110,9 @@ cudaError_t SimMemory::free(std::uintptr_t va, std::size_t bytes) {
 }
 
 cudaError_t SimMemory::create(int device, std::size_t bytes, PhysicalHandle* out) {
-  std::lock_guard lock(mu_);
-  cudaError_t injected;
-  if (fail_create_.fire(&injected)) return injected;
-  if (out == nullptr) return cudaErrorInvalidValue;
-  if (!valid_device(device)) return cudaErrorInvalidDevice;
-  if (bytes == 0 || !aligned(bytes)) return cudaErrorInvalidValue;
-  auto& used = used_[static_cast<std::size_t>(device)];
-  if (bytes > total_memory_ - used) return cudaErrorMemoryAllocation;
-
-  const int fd = ::memfd_create("sova-sim-chunk", MFD_CLOEXEC);
-  if (fd < 0) return cudaErrorMemoryAllocation;  // e.g. out of descriptors
-  if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    ::close(fd);
-    return cudaErrorMemoryAllocation;
-  }
-  const PhysicalHandle handle = next_handle_++;
-  chunks_.emplace(handle, Chunk{fd, bytes, device});
-  used += bytes;
-  ++counts_.physical_creates;
-  *out = handle;
-  return cudaSuccess;
+  PhysicalProps props;
+  props.location.id = device;
+  return create_with(props, bytes, out);
 }
 
 cudaError_t SimMemory::release(PhysicalHandle handle) {
@@ -130,7 +120,7 @@ cudaError_t SimMemory::release(PhysicalHandle handle) {
   auto it = chunks_.find(handle);
   if (it == chunks_.end()) return cudaErrorInvalidValue;
   ::close(it->second.fd);
-  used_[static_cast<std::size_t>(it->second.device)] -= it->second.bytes;
+  if (!it->second.imported) used_of(it->second) -= it->second.bytes;
   chunks_.erase(it);
   ++counts_.physical_releases;
   return cudaSuccess;
@@ -154,8 +144,9 @@ cudaError_t SimMemory::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle 
   }
   mappings_.emplace(va, Mapping{bytes, handle,
                                 std::vector<cudaMemAccessFlags>(
-                                    static_cast<std::size_t>(device_count_),
-                                    cudaMemAccessFlagsProtNone)});
+                                    static_cast<std::size_t>(device_count_) + 1,
+                                    cudaMemAccessFlagsProtNone),
+                                chunk.props});
   ++counts_.maps;
   return cudaSuccess;
 }
@@ -180,9 +171,17 @@ cudaError_t SimMemory::set_access(std::uintptr_t va, std::size_t bytes,
   if (descs == nullptr || count == 0) return cudaErrorInvalidValue;
   if (bytes == 0 || !aligned(va) || !aligned(bytes) || !fits(va, bytes))
     return cudaErrorInvalidValue;
+  bool host_access = false;  // a host-NUMA descriptor: only over host-NUMA chunks (checked below)
   for (std::size_t i = 0; i < count; ++i) {
-    if (descs[i].location.type != cudaMemLocationTypeDevice) return cudaErrorInvalidValue;
-    if (!valid_device(descs[i].location.id)) return cudaErrorInvalidDevice;
+    if (descs[i].location.type == cudaMemLocationTypeHostNuma) {
+      if (descs[i].location.id < 0 || static_cast<std::size_t>(descs[i].location.id) >= host_used_.size())
+        return cudaErrorInvalidValue;
+      host_access = true;
+    } else if (descs[i].location.type != cudaMemLocationTypeDevice) {
+      return cudaErrorInvalidValue;
+    } else if (!valid_device(descs[i].location.id)) {
+      return cudaErrorInvalidDevice;
+    }
     if (!valid_flags(descs[i].flags)) return cudaErrorInvalidValue;
   }
 
@@ -195,11 +194,17 @@ cudaError_t SimMemory::set_access(std::uintptr_t va, std::size_t bytes,
     hit.push_back(it);
   }
   if (cursor != va + bytes) return cudaErrorInvalidValue;  // cuts the last mapping
+  // CUDA: host-NUMA access only for memory created on a host-NUMA location.
+  for (auto it : hit) {
+    if (host_access && it->second.props.location.type != cudaMemLocationTypeHostNuma) return cudaErrorInvalidValue;
+  }
 
   for (auto it : hit) {
     Mapping& m = it->second;
-    for (std::size_t i = 0; i < count; ++i)  // later descriptors win
-      m.access[static_cast<std::size_t>(descs[i].location.id)] = descs[i].flags;
+    for (std::size_t i = 0; i < count; ++i) {  // later descriptors win
+      const bool host = descs[i].location.type == cudaMemLocationTypeHostNuma;
+      m.access[host ? m.access.size() - 1 : static_cast<std::size_t>(descs[i].location.id)] = descs[i].flags;
+    }
     if (::mprotect(as_ptr(it->first), m.bytes, prot_of(most_permissive(m.access))) != 0)
       return cudaErrorUnknown;  // not expected: the range is our own mapping
   }
@@ -235,6 +240,10 @@ void SimMemory::fill_counters(SimCounters* out) const {
   std::lock_guard lock(mu_);
   out->physical_bytes = 0;
   for (auto u : used_) out->physical_bytes += u;
+  out->host_bytes = 0;
+  for (auto u : host_used_) out->host_bytes += u;
+  out->imported_handles = 0;
+  for (const auto& [handle, chunk] : chunks_) out->imported_handles += chunk.imported ? 1 : 0;
   out->physical_creates = counts_.physical_creates;
   out->physical_releases = counts_.physical_releases;
   out->maps = counts_.maps;

@@ -42,6 +42,8 @@ namespace sova::sim {
 class SimMemory {
  public:
   SimMemory(int device_count, std::size_t total_memory, std::size_t granularity);
+  /// Also what the device supports (handle types, compression, host nodes).
+  explicit SimMemory(const SimConfig& config);
   /// Unmaps everything still mapped, frees every reservation, closes every
   /// chunk. The caller guarantees no stream work touches the memory any more.
   ~SimMemory();
@@ -53,6 +55,13 @@ class SimMemory {
   cudaError_t free(std::uintptr_t va, std::size_t bytes);
 
   cudaError_t create(int device, std::size_t bytes, PhysicalHandle* out);
+  // ---- sim_memory_props.cpp: properties, host memory, POSIX handles ----
+  /// A memfd named after `props` (so that an importer in another process
+  /// learns them); host-NUMA chunks count against their node's host_memory.
+  cudaError_t create_with(const PhysicalProps& props, std::size_t bytes, PhysicalHandle* out);
+  cudaError_t properties_at(std::uintptr_t va, PhysicalProps* out);
+  cudaError_t export_fd(PhysicalHandle handle, int* fd);
+  cudaError_t import_fd(int fd, PhysicalHandle* out);
   /// Frees the accounting and the handle at once; mappings keep the bytes
   /// alive (the mmap holds the file) until they are unmapped, as in CUDA.
   cudaError_t release(PhysicalHandle handle);
@@ -82,12 +91,21 @@ class SimMemory {
     int fd = -1;
     std::size_t bytes = 0;
     int device = 0;
+    PhysicalProps props{};   // as granted (compression only where supported)
+    bool imported = false;   // from import_fd: counts against no device
   };
   struct Mapping {
     std::size_t bytes = 0;
     PhysicalHandle handle = 0;                 // may be released meanwhile
-    std::vector<cudaMemAccessFlags> access;    // per device; ProtNone at first
+    std::vector<cudaMemAccessFlags> access;    // per device, then the host node; ProtNone at first
+    PhysicalProps props{};                     // the chunk's, kept past its release
   };
+  /// Accounting of a chunk: its device's or its host node's counter.
+  std::size_t& used_of(const Chunk& chunk) noexcept {
+    return chunk.props.location.type == cudaMemLocationTypeHostNuma
+               ? host_used_[static_cast<std::size_t>(chunk.props.location.id)]
+               : used_[static_cast<std::size_t>(chunk.device)];
+  }
 
   bool valid_device(int device) const noexcept {
     return device >= 0 && device < device_count_;
@@ -107,6 +125,10 @@ class SimMemory {
   std::map<std::uintptr_t, Mapping> mappings_;          // va -> mapping
   std::unordered_map<PhysicalHandle, Chunk> chunks_;    // live handles
   std::vector<std::size_t> used_;                       // per device
+  // What the simulated devices support (defaults: SimConfig's).
+  bool posix_fd_ = true, fabric_ = false, compression_ = false;
+  std::size_t host_memory_ = 0;
+  std::vector<std::size_t> host_used_;                  // per host NUMA node
   PhysicalHandle next_handle_ = 1;                      // never reused, never 0
   FailPoint fail_create_, fail_map_, fail_set_access_;
   SimCounters counts_;  // memory fields only

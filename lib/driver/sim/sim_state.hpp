@@ -18,7 +18,7 @@ namespace sova {
 struct SimDriver::State {
   explicit State(const SimConfig& c)
       : config(c),
-        memory(c.device_count, c.total_memory, c.granularity),
+        memory(c),
         streams(std::make_shared<sim::SimStreams>(c.device_count)) {}
 
   bool valid_device(int device) const noexcept {

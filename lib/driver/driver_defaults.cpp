@@ -1,0 +1,33 @@
+// The Driver methods a driver need not implement: plain device memory through
+// physical_create, and cudaErrorNotSupported for the rest (a Driver written
+// before properties and sharing existed keeps serving plain pools).
+#include <sova/driver.hpp>
+
+namespace sova {
+
+namespace {
+bool plain(const PhysicalProps& props) noexcept {
+  return props.location.type == cudaMemLocationTypeDevice && props.handle_types == 0 && !props.compressible;
+}
+}  // namespace
+
+cudaError_t Driver::physical_create_with(const PhysicalProps& props, std::size_t bytes,
+                                         PhysicalHandle* out) noexcept {
+  if (!plain(props)) return cudaErrorNotSupported;
+  return physical_create(props.location.id, bytes, out);
+}
+
+cudaError_t Driver::granularity_for(const PhysicalProps& props, std::size_t* out) noexcept {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  if (!plain(props)) return cudaErrorNotSupported;
+  DeviceInfo info;
+  if (const cudaError_t err = device_info(props.location.id, &info); err != cudaSuccess) return err;
+  *out = info.granularity;
+  return cudaSuccess;
+}
+
+cudaError_t Driver::properties_at(std::uintptr_t, PhysicalProps*) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::export_posix_fd(PhysicalHandle, int*) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::import_posix_fd(int, PhysicalHandle*) noexcept { return cudaErrorNotSupported; }
+
+}  // namespace sova
