@@ -184,6 +184,21 @@ typedef struct sovaMemPoolStats {
   uint64_t eventsRecorded;      /**< events recorded to close stream epochs */
   uint64_t deviceSynchronizes;  /**< last-resort device syncs before reporting out of memory */
   uint64_t remapWaits;          /**< host waits on a stream so its frees could be remapped */
+  /* Allocations the fast path did not serve, by the slow path's step that
+   * served them, and the sampled host time of each step in ns
+   * (sova::PoolStats::slow_*). */
+  uint64_t slowFromHeap;
+  uint64_t slowFromHeapAll;
+  uint64_t slowFromOtherStreams;
+  uint64_t slowWithWait;
+  uint64_t slowGrown;
+  uint64_t slowAfterSynchronize;
+  uint64_t slowFromHeapNs;
+  uint64_t slowFromHeapAllNs;
+  uint64_t slowFromOtherStreamsNs;
+  uint64_t slowWithWaitNs;
+  uint64_t slowGrownNs;
+  uint64_t slowAfterSynchronizeNs;
 } sovaMemPoolStats;
 
 /** Fills *stats with `pool`'s statistics (see sovaMemPoolStats for the size

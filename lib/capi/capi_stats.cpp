@@ -40,6 +40,18 @@ sovaMemPoolStats to_c(const sova::PoolStats& s) noexcept {
   out.eventsRecorded = s.events_recorded;
   out.deviceSynchronizes = s.device_synchronizes;
   out.remapWaits = s.remap_waits;
+  out.slowFromHeap = s.slow_from_heap;
+  out.slowFromHeapAll = s.slow_from_heap_all;
+  out.slowFromOtherStreams = s.slow_from_other_streams;
+  out.slowWithWait = s.slow_with_wait;
+  out.slowGrown = s.slow_grown;
+  out.slowAfterSynchronize = s.slow_after_synchronize;
+  out.slowFromHeapNs = s.slow_from_heap_ns;
+  out.slowFromHeapAllNs = s.slow_from_heap_all_ns;
+  out.slowFromOtherStreamsNs = s.slow_from_other_streams_ns;
+  out.slowWithWaitNs = s.slow_with_wait_ns;
+  out.slowGrownNs = s.slow_grown_ns;
+  out.slowAfterSynchronizeNs = s.slow_after_synchronize_ns;
   return out;
 }
 

@@ -80,7 +80,11 @@ _STAT_FIELDS = ["reservedCurrent", "reservedHigh", "usedCurrent", "usedHigh", "l
                 "cachedBytes", "cachedSmallBytes", "freeBackedBytes", "largestFreeBlock",
                 "chunksMapped", "chunksUnmapped", "chunksRemapped", "bytesRemapped",
                 "crossStreamReuses", "crossStreamWaits", "eventsRecorded",
-                "deviceSynchronizes", "remapWaits"]
+                "deviceSynchronizes", "remapWaits",
+                # the slow path's steps and their sampled host time (issue 12)
+                "slowFromHeap", "slowFromHeapAll", "slowFromOtherStreams", "slowWithWait",
+                "slowGrown", "slowAfterSynchronize", "slowFromHeapNs", "slowFromHeapAllNs",
+                "slowFromOtherStreamsNs", "slowWithWaitNs", "slowGrownNs", "slowAfterSynchronizeNs"]
 
 
 class PoolStats(ctypes.Structure):

@@ -127,3 +127,16 @@ TEST_CASE("capi: sovaMemPoolGetStats refuses bad input and changes nothing", "[c
     CHECK(sovaMemPoolGetStats(gone, &s) == cudaErrorInvalidValue);
   }
 }
+
+TEST_CASE("capi: sovaMemPoolGetStats reports the slow path's steps", "[capi]") {
+  ScopedPool pool;
+  ScopedStream stream;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 3u << 20, pool, stream) == cudaSuccess);  // grows
+  const sovaMemPoolStats s = stats_of(pool);
+  CHECK(s.slowGrown == 1);
+  CHECK(s.slowFromHeap + s.slowFromHeapAll + s.slowFromOtherStreams + s.slowWithWait + s.slowGrown +
+            s.slowAfterSynchronize ==
+        s.allocations - s.fastPathHits);
+  REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+}
