@@ -70,8 +70,9 @@ def test_out_of_memory_raises_torch_error_and_training_goes_on():
     except RuntimeError as e:
         kind = "RuntimeError"
         msg = str(e)
-    print("KIND", kind)
+    print("KIND", kind, "bound:", sova.torch.out_of_memory_error())
     print("MSG", msg.splitlines()[0])
+    assert sova.torch.out_of_memory_error() is torch.OutOfMemoryError, sova.torch.last_error()
     assert "CUDA out of memory (sova)" in msg and "1024.00 GiB" in msg and "largest free block" in msg, msg
     assert kind == "torch.OutOfMemoryError", kind
     assert sova.torch.memory_stats()["num_ooms"] == 1
@@ -93,8 +94,11 @@ def test_record_stream_with_a_delayed_kernel():
         x = torch.ones(n, device="cuda")
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
+            # y first: an allocation after the sleep could make the host wait
+            # for it, which would hide the hazard
+            y = torch.empty(n, device="cuda")
             torch.cuda._sleep(200_000_000)   # ~0.1 s of spinning on the side stream
-            y = x * 2
+            torch.mul(x, 2, out=y)
         if record:
             x.record_stream(side)
         addr = x.data_ptr()
