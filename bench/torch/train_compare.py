@@ -5,7 +5,7 @@ algorithms, one process per (model, allocator); prints a table of loss
 agreement, peak reserved memory and time per step, each as a ratio to native
 in the same run, and plots reserved memory over steps (PNG).
 
-    python3 bench/torch/train_compare.py --out DIR [--scale 1.0] [--models gpt,resnet,gpt_amp] [--allocators native,expandable,sova,sova_noremap]
+    python3 bench/torch/train_compare.py --out DIR [--scale 1.0] [--models gpt,resnet,gpt_amp] [--allocators native,expandable,sova,sova_remap]
 
 Models (docs/notes/2026-11-23-torch.md records a run):
   gpt      GPT-style decoder (6 layers, d 512, 8 heads, vocab 8192), batch 16,
@@ -26,9 +26,11 @@ import subprocess
 import sys
 import time
 
-ALLOCATORS = ("native", "expandable", "sova", "sova_noremap")
+ALLOCATORS = ("native", "expandable", "sova", "sova_remap")
 # sova.torch.enable() options of each sova variant.
-SOVA_VARIANTS = {"sova": {}, "sova_noremap": {"remap": "off"}}
+# "sova" is sova.torch.enable()'s defaults (no remapping: sova/torch.py,
+# TORCH_DEFAULTS); "sova_remap" turns balanced remapping on.
+SOVA_VARIANTS = {"sova": {}, "sova_remap": {"remap": "balanced"}}
 STEPS = {"gpt": 300, "resnet": 200, "gpt_amp": 300}
 WARMUP = 10
 
