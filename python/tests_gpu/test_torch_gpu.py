@@ -92,6 +92,15 @@ def test_record_stream_with_a_delayed_kernel():
     sova.torch.enable()
     n = 1 << 22
     main, side = torch.cuda.Stream(), torch.cuda.Stream()
+    # Load every kernel the trial uses first: with CUDA's lazy module loading,
+    # a kernel's first launch can wait for the running sleep, which orders
+    # the streams and hides the hazard (what the first GPU runs of this test saw).
+    w = torch.ones(n, device="cuda")
+    torch.mul(w, 2, out=torch.empty_like(w)).fill_(7)
+    torch.cuda._sleep(1000)
+    assert bool((w == 1).all())
+    del w
+    torch.cuda.synchronize()
     def trial(record):
         with torch.cuda.stream(main):
             x = torch.ones(n, device="cuda")
