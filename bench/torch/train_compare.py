@@ -5,7 +5,7 @@ algorithms, one process per (model, allocator); prints a table of loss
 agreement, peak reserved memory and time per step, each as a ratio to native
 in the same run, and plots reserved memory over steps (PNG).
 
-    python3 bench/torch/train_compare.py --out DIR [--scale 1.0] [--models gpt,resnet,gpt_amp]
+    python3 bench/torch/train_compare.py --out DIR [--scale 1.0] [--models gpt,resnet,gpt_amp] [--allocators native,expandable,sova,sova_remap]
 
 Models (docs/notes/2026-11-23-torch.md records a run):
   gpt      GPT-style decoder (6 layers, d 512, 8 heads, vocab 8192), batch 16,
@@ -26,7 +26,11 @@ import subprocess
 import sys
 import time
 
-ALLOCATORS = ("native", "expandable", "sova")
+ALLOCATORS = ("native", "expandable", "sova", "sova_remap")
+# sova.torch.enable() options of each sova variant.
+# "sova" is sova.torch.enable()'s defaults (no remapping: sova/torch.py,
+# TORCH_DEFAULTS); "sova_remap" turns balanced remapping on.
+SOVA_VARIANTS = {"sova": {}, "sova_remap": {"remap": "balanced"}}
 STEPS = {"gpt": 300, "resnet": 200, "gpt_amp": 300}
 WARMUP = 10
 
@@ -38,9 +42,9 @@ def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
     import torch.nn as nn
     import torch.nn.functional as F
 
-    if allocator == "sova":
+    if allocator in SOVA_VARIANTS:
         import sova.torch
-        sova.torch.enable()
+        sova.torch.enable(**SOVA_VARIANTS[allocator])
         reserved = sova.torch.memory_reserved
         peak_reserved = sova.torch.max_memory_reserved
         peak_allocated = sova.torch.max_memory_allocated
@@ -151,6 +155,8 @@ def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
         "reserved": reserved_trace,
         "peak_reserved": peak_reserved(), "peak_allocated": peak_allocated(),
     }
+    if allocator in SOVA_VARIANTS:
+        result["sova_stats"] = sova.torch.raw_stats(0)
     with open(out_json, "w") as f:
         json.dump(result, f)
 
@@ -176,6 +182,7 @@ def main() -> None:
     ap.add_argument("--out", default=".", help="directory for the JSON results and the PNG")
     ap.add_argument("--scale", type=float, default=1.0, help="multiply the step counts")
     ap.add_argument("--models", default="gpt,resnet,gpt_amp")
+    ap.add_argument("--allocators", default=",".join(ALLOCATORS))
     ap.add_argument("--worker", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -187,10 +194,13 @@ def main() -> None:
     for m in models:
         if m not in STEPS:
             raise SystemExit(f"unknown model {m!r}; choose from {sorted(STEPS)}")
+    allocators = [a for a in args.allocators.split(",") if a]
+    if any(a not in ALLOCATORS for a in allocators) or not {"native", "expandable"} <= set(allocators):
+        raise SystemExit(f"--allocators: from {list(ALLOCATORS)}, native and expandable included")
     results = {}
     for m in models:
         steps = max(WARMUP + 10, int(STEPS[m] * args.scale))
-        for a in ALLOCATORS:
+        for a in allocators:
             results[(m, a)] = run_one(m, a, steps, args.out)
             r = results[(m, a)]
             print(f"# {m:8s} {a:10s} {r['ms_per_step']:.2f} ms/step, peak reserved "
@@ -202,7 +212,7 @@ def main() -> None:
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for m in models:
         nat, exp = results[(m, "native")], results[(m, "expandable")]
-        for a in ALLOCATORS:
+        for a in allocators:
             r = results[(m, a)]
             same = r["loss_hex"] == nat["loss_hex"]
             diff = max(abs(x - y) for x, y in zip(r["losses"], nat["losses"]))
@@ -217,9 +227,21 @@ def main() -> None:
     except ImportError:
         print("matplotlib missing: no plot")
         return
+    print()
+    print("sova's counters over the whole run (slow-path work that can stall the host):")
+    print("| model | allocator | allocations | stream-cache hits | chunks mapped | chunks remapped | "
+          "remap waits (host) | device syncs | cross-stream waits |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for m in models:
+        for a in allocators:
+            st = results[(m, a)].get("sova_stats")
+            if st:
+                print(f"| {m} | {a} | {st['allocations']} | {st['fastPathHits']} | {st['chunksMapped']} | "
+                      f"{st['chunksRemapped']} | {st['remapWaits']} | {st['deviceSynchronizes']} | "
+                      f"{st['crossStreamWaits']} |")
     fig, axes = plt.subplots(len(models), 1, figsize=(9, 3.2 * len(models)), squeeze=False)
     for ax, m in zip(axes[:, 0], models):
-        for a in ALLOCATORS:
+        for a in allocators:
             ax.plot([v / gib for v in results[(m, a)]["reserved"]], label=a, linewidth=1.2)
         ax.set_title(f"{m}: reserved memory per step")
         ax.set_xlabel("step")

@@ -20,6 +20,7 @@ import ctypes
 import os
 import pickle
 import threading
+import warnings
 
 from . import _capi, _snapshot
 from ._capi import SovaError
@@ -28,7 +29,7 @@ from ._options import PoolOptions
 __all__ = ["enable", "is_enabled", "configure", "mem_pool", "memory_stats", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "empty_cache", "record_memory_history", "snapshot",
-           "dump_snapshot", "last_error", "SovaError"]
+           "dump_snapshot", "last_error", "out_of_memory_error", "SovaError"]
 
 _lock = threading.Lock()
 _options: PoolOptions | None = None   # set by the first configure()/enable()
@@ -36,6 +37,7 @@ _enabled = False
 _allocator = None                     # the CUDAPluggableAllocator installed by enable()
 _pool_allocator = None                # the one behind mem_pool()
 _orig_record_stream = None
+_oom_error = None                     # set by enable()
 
 
 def _torch():
@@ -52,15 +54,30 @@ def last_error() -> str:
     return _capi.torch_last_error()
 
 
+# sova.torch's defaults where they differ from sova.PoolOptions': no physical
+# remapping. Measured on the H100 (docs/notes/2026-11-23-torch.md): in
+# training with varying shapes, remapping's host waits on the allocating
+# stream (300-470 per run) stall PyTorch's asynchronous pipeline, 6-22% more
+# time per step, for 3-7% less peak reserved memory; without it sova is at
+# native's time and within 1% of expandable segments' peak. remap="balanced"
+# or "thorough" asks for it.
+TORCH_DEFAULTS = {"remap": "off"}
+
+
+def _make_options(options: PoolOptions | None, kwargs: dict) -> PoolOptions:
+    if options is not None and kwargs:
+        raise TypeError("sova.torch: give options or keyword options, not both")
+    return options if options is not None else PoolOptions(**{**TORCH_DEFAULTS, **kwargs})
+
+
 def configure(options: PoolOptions | None = None, **kwargs) -> PoolOptions:
     """Fixes the options of sova.torch's pools (release_threshold, policy, remap,
-    stream_checks, max_size: see sova.PoolOptions). Allowed until the first
+    stream_checks, max_size: see sova.PoolOptions; defaults as there but
+    remap="off", TORCH_DEFAULTS). Allowed until the first
     allocation; calling again with the same options is a no-op, with others
     after pools exist raises SovaError. Returns the options in force."""
     global _options
-    if options is not None and kwargs:
-        raise TypeError("sova.torch.configure: give options or keyword options, not both")
-    opts = options if options is not None else PoolOptions(**kwargs)
+    opts = _make_options(options, kwargs)
     with _lock:
         if _options == opts:
             return opts
@@ -76,10 +93,42 @@ def _library() -> str:
     return _capi.library_path("libsova_torch.so")
 
 
-def _bind_torch_errors(torch) -> bool:
-    """Makes sova's out-of-memory raise torch.OutOfMemoryError (torch_errors.hpp)."""
-    libc10 = os.path.join(os.path.dirname(torch.__file__), "lib", "libc10.so")
-    return _capi.torch_lib().sova_torch_bind_torch(libc10.encode()) == 0
+def _torch_libraries(torch) -> list:
+    """PyTorch's shared libraries loaded in this process, libc10 first."""
+    libdir = os.path.realpath(os.path.join(os.path.dirname(torch.__file__), "lib"))
+    found = []
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                parts = line.split(maxsplit=5)
+                path = parts[5].strip() if len(parts) == 6 else ""
+                if path.startswith(libdir) and ".so" in path and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
+    order = ["libc10.so", "libc10_cuda.so", "libtorch_cuda.so", "libtorch_cpu.so"]
+    return sorted(found, key=lambda p: (order.index(os.path.basename(p))
+                                        if os.path.basename(p) in order else len(order), p))
+
+
+def _bind_torch_errors(torch) -> None:
+    """Makes sova's out-of-memory raise torch.OutOfMemoryError (torch_errors.hpp);
+    where that cannot be done, warns that it raises RuntimeError."""
+    global _oom_error
+    libs = _torch_libraries(torch)
+    if _capi.torch_lib().sova_torch_bind_torch(":".join(libs).encode()) == 0:
+        _oom_error = torch.OutOfMemoryError
+    else:
+        _oom_error = RuntimeError
+        warnings.warn("sova.torch: out of memory will raise RuntimeError, not "
+                      f"torch.OutOfMemoryError ({last_error()})", RuntimeWarning, stacklevel=3)
+
+
+def out_of_memory_error():
+    """The exception class sova's out of memory raises under enable():
+    torch.OutOfMemoryError, or RuntimeError where that could not be bound
+    (a warning said so). None before enable()."""
+    return _oom_error
 
 
 def enable(options: PoolOptions | None = None, **kwargs) -> None:
@@ -91,7 +140,7 @@ def enable(options: PoolOptions | None = None, **kwargs) -> None:
     Also routes Tensor.record_stream to sova (the pluggable allocator ignores it).
     """
     global _enabled, _allocator, _orig_record_stream
-    opts = options if options is not None else PoolOptions(**kwargs)  # checked before anything
+    opts = _make_options(options, kwargs)  # checked before anything changes
     torch = _torch()
     with _lock:
         enabled = _enabled
@@ -218,20 +267,36 @@ def memory_stats(device=None) -> dict:
     return dict(sorted(stats.items()))
 
 
+# cudaMemPoolAttr values (driver_types.h): cheap reads, no walk of the pool.
+_ATTR_RESERVED_CURRENT, _ATTR_RESERVED_HIGH, _ATTR_USED_CURRENT, _ATTR_USED_HIGH = 5, 6, 7, 8
+
+
+def _attribute(device, attr) -> int:
+    pool = _capi.torch_lib().sova_torch_pool(_device_index(device))
+    if not pool:
+        return 0  # no pool yet: nothing allocated on that device
+    value = ctypes.c_uint64()
+    _capi.check(_capi.lib().sovaMemPoolGetAttribute(ctypes.c_void_p(pool), attr, ctypes.byref(value)),
+                "reading a pool attribute")
+    return value.value
+
+
 def memory_allocated(device=None) -> int:
-    return raw_stats(device)["usedCurrent"]
+    """Bytes of live tensors (requested sizes) on ``device``."""
+    return _attribute(device, _ATTR_USED_CURRENT)
 
 
 def max_memory_allocated(device=None) -> int:
-    return raw_stats(device)["usedHigh"]
+    return _attribute(device, _ATTR_USED_HIGH)
 
 
 def memory_reserved(device=None) -> int:
-    return raw_stats(device)["reservedCurrent"]
+    """Physical memory sova holds on ``device`` (cheap: one attribute read)."""
+    return _attribute(device, _ATTR_RESERVED_CURRENT)
 
 
 def max_memory_reserved(device=None) -> int:
-    return raw_stats(device)["reservedHigh"]
+    return _attribute(device, _ATTR_RESERVED_HIGH)
 
 
 def reset_peak_memory_stats(device=None) -> None:

@@ -65,8 +65,10 @@ def test_out_of_memory_message_and_count():
 
 def test_options_are_fixed_at_the_first_allocation():
     out = run_py(PRELUDE + """
-    st.configure(policy="best_fit", remap="off")
-    st.configure(policy="best_fit", remap="off")    # the same again: fine
+    assert st.TORCH_DEFAULTS == {"remap": "off"}
+    opts = st.configure(policy="best_fit")
+    assert opts.remap == "off" and opts.policy == "best_fit"   # sova.torch's default remap
+    st.configure(policy="best_fit")                 # the same again: fine
     free(alloc(MiB), MiB)
     try:
         st.configure(policy="buddy")

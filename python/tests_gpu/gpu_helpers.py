@@ -13,5 +13,6 @@ def run_script(body: str, env: dict | None = None, timeout: int = 240) -> str:
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=e,
                        timeout=timeout)
     out = p.stdout + p.stderr
+    print(out)  # shown with pytest -s
     assert p.returncode == 0, f"exit {p.returncode}\n{out}"
     return out

@@ -70,8 +70,9 @@ def test_out_of_memory_raises_torch_error_and_training_goes_on():
     except RuntimeError as e:
         kind = "RuntimeError"
         msg = str(e)
-    print("KIND", kind)
+    print("KIND", kind, "bound:", sova.torch.out_of_memory_error())
     print("MSG", msg.splitlines()[0])
+    assert sova.torch.out_of_memory_error() is torch.OutOfMemoryError, sova.torch.last_error()
     assert "CUDA out of memory (sova)" in msg and "1024.00 GiB" in msg and "largest free block" in msg, msg
     assert kind == "torch.OutOfMemoryError", kind
     assert sova.torch.memory_stats()["num_ooms"] == 1
@@ -81,28 +82,41 @@ def test_out_of_memory_raises_torch_error_and_training_goes_on():
 
 
 def test_record_stream_with_a_delayed_kernel():
-    # x is read on a side stream behind a long sleep; the main stream frees x
-    # and at once allocates a block of the same size and fills it. Without
-    # record_stream sova reuses x's block at once (the hazard, checked first);
-    # with it, the side stream's result stays right.
+    # x is read on a side stream behind a long sleep; the allocating stream
+    # frees x and at once allocates a block of the same size and fills it.
+    # Without record_stream sova reuses x's block at once (the hazard, checked
+    # first, so the test can fail); with it, the side stream's result stays
+    # right. Both streams are PyTorch side streams, not the legacy default
+    # stream, whose implicit synchronization could hide the hazard.
     out = run_script(PRELUDE + """
     sova.torch.enable()
     n = 1 << 22
-    side = torch.cuda.Stream()
+    main, side = torch.cuda.Stream(), torch.cuda.Stream()
+    # Load every kernel the trial uses first: with CUDA's lazy module loading,
+    # a kernel's first launch can wait for the running sleep, which orders
+    # the streams and hides the hazard (what the first GPU runs of this test saw).
+    w = torch.ones(n, device="cuda")
+    torch.mul(w, 2, out=torch.empty_like(w)).fill_(7)
+    torch.cuda._sleep(1000)
+    assert bool((w == 1).all())
+    del w
+    torch.cuda.synchronize()
     def trial(record):
-        x = torch.ones(n, device="cuda")
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            torch.cuda._sleep(200_000_000)   # ~0.1 s of spinning on the side stream
-            y = x * 2
-        if record:
-            x.record_stream(side)
-        addr = x.data_ptr()
-        del x
-        z = torch.empty(n, device="cuda")
-        same = z.data_ptr() == addr
-        z.fill_(7)
-        torch.cuda.current_stream().wait_stream(side)
+        with torch.cuda.stream(main):
+            x = torch.ones(n, device="cuda")
+            y = torch.empty(n, device="cuda")
+            side.wait_stream(main)
+            with torch.cuda.stream(side):
+                torch.cuda._sleep(500_000_000)   # ~0.3 s of spinning on the side stream
+                torch.mul(x, 2, out=y)
+            if record:
+                x.record_stream(side)
+            addr = x.data_ptr()
+            del x
+            z = torch.empty(n, device="cuda")
+            same = z.data_ptr() == addr
+            z.fill_(7)
+            main.wait_stream(side)
         torch.cuda.synchronize()
         return same, bool((y == 2).all())
     same, ok = trial(record=False)

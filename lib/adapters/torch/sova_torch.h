@@ -109,12 +109,14 @@ SOVA_API size_t sova_torch_history(sovaTorchEvent* out, size_t capacity);
 SOVA_API size_t sova_torch_live_blocks(sovaTorchEvent* out, size_t capacity);
 
 /** Makes out-of-memory failures throw PyTorch's own c10::OutOfMemoryError,
- * resolved at run time from `library` (a path of an already loaded libc10.so;
- * sova is not built against PyTorch). The binding is checked by throwing and
- * catching one such exception at once. Returns 0, or cudaErrorNotSupported
- * when the symbols are missing or the check fails (then std::bad_alloc is
- * thrown, which PyTorch reports as RuntimeError: pytorch#133280). */
-SOVA_API int sova_torch_bind_torch(const char* library);
+ * resolved at run time from `libraries` (':'-separated paths of libraries
+ * PyTorch has already loaded: libc10.so, libc10_cuda.so, ...; sova is not built
+ * against PyTorch). The binding is checked by throwing and catching one such
+ * exception at once. Returns 0, or cudaErrorNotSupported when the symbols are
+ * missing or the check fails (then std::bad_alloc is thrown, which PyTorch
+ * reports as RuntimeError: pytorch#133280); the reason is left for
+ * sova_torch_last_error(). */
+SOVA_API int sova_torch_bind_torch(const char* libraries);
 
 /** The calling thread's last error message ("" if none). */
 SOVA_API const char* sova_torch_last_error(void);

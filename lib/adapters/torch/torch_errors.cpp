@@ -13,6 +13,7 @@
 #include <exception>
 #include <new>
 #include <typeinfo>
+#include <vector>
 
 namespace sova::torch_adapter {
 namespace {
@@ -83,31 +84,43 @@ void throw_out_of_memory(const std::string& message) {
 
 using namespace sova::torch_adapter;
 
-int sova_torch_bind_torch(const char* library) {
-  if (library == nullptr) {
-    set_last_error("sova_torch_bind_torch: library is NULL");
+int sova_torch_bind_torch(const char* libraries) {
+  if (libraries == nullptr) {
+    set_last_error("sova_torch_bind_torch: libraries is NULL");
     return cudaErrorInvalidValue;
-  }
-  // Already loaded by PyTorch: RTLD_NOLOAD finds it without loading a copy.
-  void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
-  if (handle == nullptr) {
-    set_last_error(std::string("sova_torch_bind_torch: not loaded: ") + library);
-    return cudaErrorNotSupported;
   }
   static Binding binding;  // written once, before it is published
   if (g_binding.load() != nullptr) return cudaSuccess;
+  // The classes' vtable and type_info are emitted where they are used (no key
+  // function), so look in each library PyTorch has loaded, in the order given.
+  // RTLD_NOLOAD: only libraries already loaded; no copy is loaded.
+  std::vector<void*> handles;
+  std::string list(libraries);
+  for (std::size_t start = 0; start <= list.size();) {
+    std::size_t end = list.find(':', start);
+    if (end == std::string::npos) end = list.size();
+    const std::string path = list.substr(start, end - start);
+    if (!path.empty())
+      if (void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_NOLOAD)) handles.push_back(h);
+    start = end + 1;
+  }
+  auto find = [&](const char* name) -> void* {
+    for (void* h : handles)
+      if (void* p = dlsym(h, name)) return p;
+    return dlsym(RTLD_DEFAULT, name);
+  };
   Binding b;
-  void* ctor = symbol(handle,
-      "_ZN3c105ErrorC1ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+  void* ctor = find("_ZN3c105ErrorC1ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
   if (ctor == nullptr)
-    ctor = symbol(handle,
-        "_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
+    ctor = find("_ZN3c105ErrorC2ENS_14SourceLocationENSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE");
   b.ctor = reinterpret_cast<ErrorCtor>(ctor);
-  b.oom_type = static_cast<std::type_info*>(symbol(handle, "_ZTIN3c1016OutOfMemoryErrorE"));
-  b.oom_vtable = static_cast<void**>(symbol(handle, "_ZTVN3c1016OutOfMemoryErrorE"));
+  b.oom_type = static_cast<std::type_info*>(find("_ZTIN3c1016OutOfMemoryErrorE"));
+  b.oom_vtable = static_cast<void**>(find("_ZTVN3c1016OutOfMemoryErrorE"));
   if (b.ctor == nullptr || b.oom_type == nullptr || b.oom_vtable == nullptr) {
-    set_last_error("sova_torch_bind_torch: c10::OutOfMemoryError's symbols not found "
-                   "(out of memory will raise RuntimeError)");
+    set_last_error(std::string("c10::OutOfMemoryError not found in the ") + std::to_string(handles.size()) +
+                   " loaded libraries given (constructor " + (b.ctor ? "found" : "missing") +
+                   ", type_info " + (b.oom_type ? "found" : "missing") + ", vtable " +
+                   (b.oom_vtable ? "found" : "missing") + ")");
     return cudaErrorNotSupported;
   }
   // Prove it: the thrown object must be a std::exception carrying the message.
@@ -120,8 +133,7 @@ int sova_torch_bind_torch(const char* library) {
   } catch (...) {
   }
   if (!ok) {
-    set_last_error("sova_torch_bind_torch: the c10::OutOfMemoryError probe failed "
-                   "(out of memory will raise RuntimeError)");
+    set_last_error("the c10::OutOfMemoryError probe did not catch as std::exception with its message");
     return cudaErrorNotSupported;
   }
   binding = b;
