@@ -210,6 +210,8 @@ class SOVA_API Pool {
   cudaError_t get_attribute(cudaMemPoolAttr attr, void* value) const noexcept;
 
   /// Grants or revokes access for other devices, like cudaMemPoolSetAccess.
+  /// Flags other than none, read and read-write are cudaErrorInvalidValue,
+  /// changing nothing (all descriptors are checked before any is applied).
   cudaError_t set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept;
   cudaError_t get_access(cudaMemAccessFlags* flags, const cudaMemLocation* location) const noexcept;
 

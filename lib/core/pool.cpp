@@ -1,6 +1,7 @@
 // sova::Pool: the public C++ face of PoolCore. Exceptions are made here, from
 // the cudaError_t the core returns.
 #include "core/pool_core.hpp"
+#include "core/raw_enum.hpp"
 
 #include <sova/pool.hpp>
 
@@ -61,6 +62,12 @@ cudaError_t Pool::get_attribute(cudaMemPoolAttr attr, void* value) const noexcep
   return core_->get_attribute(attr, value);
 }
 cudaError_t Pool::set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept {
+  // Every descriptor's flags are checked before anything is stored: an empty
+  // pool applies them to no chunk, and once stored they would fail every
+  // later growth (issue 17).
+  for (std::size_t i = 0; descs != nullptr && i < count; ++i) {
+    if (!detail::valid_access_flags(detail::raw_enum(descs[i].flags))) return cudaErrorInvalidValue;
+  }
   return core_->set_access(descs, count);
 }
 cudaError_t Pool::get_access(cudaMemAccessFlags* flags, const cudaMemLocation* location) const noexcept {
