@@ -76,9 +76,10 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   //    few small sizes missed on every allocation, each miss flushing the
   //    block the next one wanted. They are flushed too when the fit would grow.
   if (state->cache.blocks() != 0 || !state->pending.empty()) {
-    flush_cache_to_heap(state, stream,
-                        state->cache.small_bytes() <= kKeptSmallCacheBytes ? CacheFlush::all_but_recurring_small
-                                                                           : CacheFlush::all);
+    state->lock.lock();  // other threads on this stream write it under the lock (issue 17)
+    const bool keep_small = state->cache.small_bytes() <= kKeptSmallCacheBytes;
+    state->lock.unlock();
+    flush_cache_to_heap(state, stream, keep_small ? CacheFlush::all_but_recurring_small : CacheFlush::all);
   }
   if (Block* block = take_if_backed(best_fit(state, size))) return block;
   if (state->cache.blocks() != 0) {
