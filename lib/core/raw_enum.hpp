@@ -29,4 +29,21 @@ inline bool valid_access_flags(int raw) noexcept {
          raw == cudaMemAccessFlagsProtReadWrite;
 }
 
+/// cudaMemPoolAttr's values that pools know (every one the runtime has).
+inline bool known_pool_attr(int raw) noexcept {
+  switch (raw) {
+    case cudaMemPoolReuseFollowEventDependencies:
+    case cudaMemPoolReuseAllowOpportunistic:
+    case cudaMemPoolReuseAllowInternalDependencies:
+    case cudaMemPoolAttrReleaseThreshold:
+    case cudaMemPoolAttrReservedMemCurrent:
+    case cudaMemPoolAttrReservedMemHigh:
+    case cudaMemPoolAttrUsedMemCurrent:
+    case cudaMemPoolAttrUsedMemHigh:
+      return true;
+    default:
+      return false;
+  }
+}
+
 }  // namespace sova::detail
