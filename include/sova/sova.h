@@ -62,7 +62,7 @@ typedef enum sovaMemPoolFlags {
 typedef struct sovaMemPoolProps {
   int device;                                   /**< device ordinal */
   sovaPolicy policy;
-  size_t maxSize;                               /**< most physical memory held; 0 = device's */
+  size_t maxSize;                               /**< most physical memory held; 0 or more than the device: the device's */
   enum cudaMemAllocationHandleType handleTypes; /**< IPC: only cudaMemHandleTypeNone for now */
   unsigned int flags;                           /**< sovaMemPoolFlags; unknown bits: cudaErrorInvalidValue */
   unsigned char reserved[60];                   /**< must be zero */
