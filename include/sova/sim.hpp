@@ -12,7 +12,8 @@
 //
 // Stream handles: sim streams are cudaStream_t values made by create_stream().
 // The legacy default stream (0 / cudaStreamLegacy) and cudaStreamPerThread are
-// simulated too (the latter one stream per host thread). Like CUDA, the legacy
+// simulated too (the latter one stream per host thread; a thread's exit waits
+// until its per-thread stream's queued work has run). Like CUDA, the legacy
 // stream is ordered with blocking streams: work submitted to it waits for all
 // earlier work on blocking streams and vice versa.
 #pragma once
