@@ -1,7 +1,11 @@
 // sova — SimDriver: a faithful host simulation of the CUDA driver's VMM and
 // stream APIs, so that the allocator's logic runs for real without a GPU.
 //
-//  * physical chunks are memfd files; VA reservations are PROT_NONE mappings;
+//  * physical chunks are memfd files (one descriptor per live chunk: the
+//    simulation holds at most as many chunks as the process may open files,
+//    RLIMIT_NOFILE; beyond, physical_create returns cudaErrorOperatingSystem
+//    and says so once on stderr, never a false out of memory; a pool then
+//    fails the allocation with that error); VA reservations are PROT_NONE mappings;
 //    map is mmap(MAP_FIXED|MAP_SHARED) of the chunk's file; set_access is
 //    mprotect. Touching memory that is reserved but unmapped, or mapped without
 //    access, faults exactly as it would on a GPU (SIGSEGV here).

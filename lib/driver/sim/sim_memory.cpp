@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdio>
 
 namespace sova::sim {
 namespace {
@@ -112,7 +114,19 @@ cudaError_t SimMemory::create(int device, std::size_t bytes, PhysicalHandle* out
   if (bytes > total_memory_ - used) return cudaErrorMemoryAllocation;
 
   const int fd = ::memfd_create("sova-sim-chunk", MFD_CLOEXEC);
-  if (fd < 0) return cudaErrorMemoryAllocation;  // e.g. out of descriptors
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+    // The simulation's own limit, not the device's: one descriptor per live
+    // chunk (sim.hpp). Said plainly rather than passed off as out of memory.
+    if (!descriptor_limit_reported_) {
+      descriptor_limit_reported_ = true;
+      std::fprintf(stderr,
+                   "sova sim: out of file descriptors after %zu live chunks (one memfd each; raise "
+                   "`ulimit -n`, or use larger chunks): physical_create returns cudaErrorOperatingSystem\n",
+                   chunks_.size());
+    }
+    return cudaErrorOperatingSystem;
+  }
+  if (fd < 0) return cudaErrorMemoryAllocation;
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     ::close(fd);
     return cudaErrorMemoryAllocation;
