@@ -64,7 +64,9 @@ enum class RemapEffort {
 
 struct PoolOptions {
   int device = 0;
-  /// Largest amount of physical memory the pool may hold; 0 = no limit but the device.
+  /// Largest amount of physical memory the pool may hold; 0 = no limit but the
+  /// device. A value beyond the device's memory (SIZE_MAX included) limits
+  /// nothing and sizes the VA as 0 does.
   std::size_t max_size = 0;
   /// cudaMemPoolAttrReleaseThreshold: cached memory above this is returned to the
   /// device when the pool finds it unused (see docs/design.md, "Release").
@@ -72,7 +74,10 @@ struct PoolOptions {
   bool reuse_follow_event_dependencies = true;   ///< cudaMemPoolReuseFollowEventDependencies
   bool reuse_allow_opportunistic = true;         ///< cudaMemPoolReuseAllowOpportunistic
   bool reuse_allow_internal_dependencies = true; ///< cudaMemPoolReuseAllowInternalDependencies
-  /// VA to reserve; 0 = twice the pool's limit (max_size or device memory).
+  /// VA to reserve; 0 = twice the pool's limit (max_size or device memory,
+  /// whichever is smaller). Rounded up to the granule; a value whose rounding
+  /// would exceed SIZE_MAX is refused at creation (sova::Error,
+  /// cudaErrorMemoryAllocation), as is one the driver cannot reserve.
   std::size_t va_reserve = 0;
   Policy policy = Policy::default_policy;
   /// The policy when `policy` is Policy::custom (required then, ignored
@@ -250,6 +255,8 @@ class SOVA_API Pool {
   cudaError_t get_attribute(cudaMemPoolAttr attr, void* value) const noexcept;
 
   /// Grants or revokes access for other devices, like cudaMemPoolSetAccess.
+  /// Flags other than none, read and read-write are cudaErrorInvalidValue,
+  /// changing nothing (all descriptors are checked before any is applied).
   cudaError_t set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept;
   cudaError_t get_access(cudaMemAccessFlags* flags, const cudaMemLocation* location) const noexcept;
 

@@ -1,7 +1,11 @@
 // sova — SimDriver: a faithful host simulation of the CUDA driver's VMM and
 // stream APIs, so that the allocator's logic runs for real without a GPU.
 //
-//  * physical chunks are memfd files; VA reservations are PROT_NONE mappings;
+//  * physical chunks are memfd files (one descriptor per live chunk: the
+//    simulation holds at most as many chunks as the process may open files,
+//    RLIMIT_NOFILE; beyond, physical_create returns cudaErrorOperatingSystem
+//    and says so once on stderr, never a false out of memory; a pool then
+//    fails the allocation with that error); VA reservations are PROT_NONE mappings;
 //    map is mmap(MAP_FIXED|MAP_SHARED) of the chunk's file; set_access is
 //    mprotect. Touching memory that is reserved but unmapped, or mapped without
 //    access, faults exactly as it would on a GPU (SIGSEGV here).
@@ -12,7 +16,8 @@
 //
 // Stream handles: sim streams are cudaStream_t values made by create_stream().
 // The legacy default stream (0 / cudaStreamLegacy) and cudaStreamPerThread are
-// simulated too (the latter one stream per host thread). Like CUDA, the legacy
+// simulated too (the latter one stream per host thread; a thread's exit waits
+// until its per-thread stream's queued work has run). Like CUDA, the legacy
 // stream is ordered with blocking streams: work submitted to it waits for all
 // earlier work on blocking streams and vice versa.
 #pragma once

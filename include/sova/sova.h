@@ -71,7 +71,7 @@ typedef enum sovaMemPoolFlags {
 typedef struct sovaMemPoolProps {
   int device;                                   /**< device ordinal */
   sovaPolicy policy;
-  size_t maxSize;                               /**< most physical memory held; 0 = device's */
+  size_t maxSize;                               /**< most physical memory held; 0 or more than the device: the device's */
   enum cudaMemAllocationHandleType handleTypes; /**< IPC: cudaMemHandleTypeNone or cudaMemHandleTypePosixFileDescriptor (docs/ipc.md) */
   unsigned int flags;                           /**< sovaMemPoolFlags; unknown bits: cudaErrorInvalidValue */
   int hostNumaNode;                             /**< with sovaMemPoolHostMemory: the host NUMA node; else must be 0 */

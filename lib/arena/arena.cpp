@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdint>
 #include <string>
 
 namespace sova::detail {
@@ -22,6 +23,11 @@ Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va
       max_physical_(max_physical),
       max_chunk_granules_(max_chunk == 0 ? 0 : std::max<std::size_t>(1, max_chunk / granularity)),
       props_(props) {
+  if (va_bytes > SIZE_MAX - (granularity_ - 1)) {  // the round-up would wrap (issue 17)
+    throw Error("sova: a VA range of " + std::to_string(va_bytes) +
+                    " bytes cannot be reserved: rounded up to the granule it exceeds the address space",
+                cudaErrorMemoryAllocation);
+  }
   size_ = round_up(va_bytes, granularity_);
   cudaError_t error = driver_.address_reserve(size_, granularity_, &base_);
   if (error != cudaSuccess) {

@@ -5,24 +5,14 @@
 #include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
+#include "core/raw_enum.hpp"
 
 #include <sova/sova.h>
-
-#include <cstring>
 
 namespace sova::capi {
 namespace {
 
-/// The raw value of a C enum field. A C caller may store any int there, and in
-/// C++ an enum object holding a value outside its enumerators' range is not
-/// something to switch on; the integer is.
-template <class Enum>
-int raw_enum(const Enum& field) noexcept {
-  static_assert(sizeof(Enum) == sizeof(int), "C enums are int-sized on the ABIs sova supports");
-  int value;
-  std::memcpy(&value, &field, sizeof value);
-  return value;
-}
+using sova::detail::raw_enum;  // C enum fields and arguments are read as ints
 
 /// cudaSuccess when `props` asks for something sova can make; else the
 /// runtime-style error. Invalid values come before unsupported ones, so a
@@ -107,6 +97,8 @@ cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr att
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
+  // Checked as an int before the enum is passed on (core/raw_enum.hpp).
+  if (!sova::detail::known_pool_attr(raw_enum(attr))) return cudaErrorInvalidValue;
   return e->pool.set_attribute(attr, value);
 }
 
@@ -114,6 +106,8 @@ cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr att
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
+  // Checked as an int before the enum is passed on (core/raw_enum.hpp).
+  if (!sova::detail::known_pool_attr(raw_enum(attr))) return cudaErrorInvalidValue;
   return e->pool.get_attribute(attr, value);
 }
 

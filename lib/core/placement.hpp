@@ -13,6 +13,7 @@
 #include <sova/placement.hpp>
 #include <sova/pool.hpp>
 
+#include <algorithm>
 #include <bit>
 #include <cstddef>
 #include <memory>
@@ -89,9 +90,11 @@ class Placement {
   /// Bytes from a block's start that must be backed: within [round512(bytes), size].
   std::size_t backing(std::size_t bytes, std::size_t size) const noexcept {
     if (backs_whole_block_) return size;
-    std::size_t need = backs_request_ ? bytes : policy_->backing(bytes, size);
-    need = round_up_to_alignment(need < bytes ? bytes : need);
-    return need > size ? size : need;
+    const std::size_t need = backs_request_ ? bytes : policy_->backing(bytes, size);
+    // Clamped before rounding: a user's answer near SIZE_MAX would wrap to 0
+    // when rounded up (issue 17). `size` is a multiple of 512 and at least
+    // `bytes`, so the rounded value stays within it.
+    return round_up_to_alignment(std::clamp(need, bytes, size));
   }
 
   /// Where in `range` a block of `size` goes, or PlacementPolicy::kNoFit

@@ -4,6 +4,7 @@
 // passes through one of the four calls below.
 #include "core/alloc_log.hpp"
 #include "core/pool_core.hpp"
+#include "core/raw_enum.hpp"
 
 #include <sova/pool.hpp>
 
@@ -91,16 +92,32 @@ void Pool::trim_to(std::size_t bytes_to_keep) {
   if (error != cudaSuccess) throw Error(std::string("sova: trim failed: ") + cudaGetErrorName(error), error);
 }
 
+// Enum values are read as integers and checked here, before the core
+// switches on them (lib/core/raw_enum.hpp says why; issue 17).
 cudaError_t Pool::set_attribute(cudaMemPoolAttr attr, const void* value) noexcept {
+  if (!detail::known_pool_attr(detail::raw_enum(attr))) return cudaErrorInvalidValue;
   return core_->set_attribute(attr, value);
 }
 cudaError_t Pool::get_attribute(cudaMemPoolAttr attr, void* value) const noexcept {
+  if (!detail::known_pool_attr(detail::raw_enum(attr))) return cudaErrorInvalidValue;
   return core_->get_attribute(attr, value);
 }
 cudaError_t Pool::set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept {
+  // Every descriptor's flags are checked before anything is stored: an empty
+  // pool applies them to no chunk, and once stored they would fail every
+  // later growth (issue 17).
+  for (std::size_t i = 0; descs != nullptr && i < count; ++i) {
+    if (!detail::valid_access_flags(detail::raw_enum(descs[i].flags)) ||
+        detail::raw_enum(descs[i].location.type) != cudaMemLocationTypeDevice) {
+      return cudaErrorInvalidValue;
+    }
+  }
   return core_->set_access(descs, count);
 }
 cudaError_t Pool::get_access(cudaMemAccessFlags* flags, const cudaMemLocation* location) const noexcept {
+  if (location != nullptr && detail::raw_enum(location->type) != cudaMemLocationTypeDevice) {
+    return cudaErrorInvalidValue;
+  }
   return core_->get_access(flags, location);
 }
 

@@ -6,6 +6,8 @@
 
 #include "core/release_worker.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <string>
 
 namespace sova::detail {
@@ -58,7 +60,10 @@ DeviceInfo query_device(Driver& driver, int device) {
 
 std::size_t va_bytes_for(const PoolOptions& options, const DeviceInfo& info) {
   if (options.va_reserve != 0) return options.va_reserve;
-  const std::size_t limit = options.max_size != 0 ? options.max_size : info.total_memory;
+  // A limit beyond the device's memory is the device's memory: the pool can
+  // never hold more, and twice a larger one overflowed (issue 17).
+  const std::size_t limit = std::min(options.max_size != 0 ? options.max_size : info.total_memory,
+                                     std::min(info.total_memory, SIZE_MAX / 2));
   return 2 * limit;
 }
 

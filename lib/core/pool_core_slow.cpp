@@ -282,9 +282,27 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need, StreamState* st
   if (error == cudaErrorMemoryAllocation) {
     // Step 6: make room by releasing free physical memory that is safe
     // (whole chunks: a larger free chunk makes room for a smaller gap).
-    if (release_at_least(arena_.unbacked_bytes_in(block->offset, need)) != 0) {
-      error = arena_.commit(block->offset, need, chunk_limit);
+    std::size_t released = release_at_least(arena_.unbacked_bytes_in(block->offset, need));
+    // The block has left the heap, so a free chunk straddling one of its ends
+    // lies wholly inside no free block and release_at_least cannot see it,
+    // though all of it is free (issue 17): release it too, unless work may
+    // still use it or it was just moved here (undo_moves needs it).
+    const Block* from = block->prev != nullptr && block->prev->state.load() == BlockState::free ? block->prev : block;
+    const Block* to = block->next != nullptr && block->next->state.load() == BlockState::free ? block->next : block;
+    const std::size_t start = from->offset, end = to->offset + to->size, g = arena_.granularity();
+    std::vector<Arena::ChunkRef> chunks;
+    try {
+      if (!pending_elsewhere(nullptr, start, end - start)) arena_.chunks_within(start, end - start, chunks);
+    } catch (const std::bad_alloc&) {
     }
+    for (const Arena::ChunkRef& c : chunks) {
+      const std::size_t c_start = c.first_granule * g, c_end = c_start + c.granules * g;
+      const bool straddles = c_start < block->offset + block->size && c_end > block->offset &&
+                             (c_start < block->offset || c_end > block->offset + block->size);
+      const auto moved = [&](const ChunkMove& m) { return m.slot == c.slot; };
+      if (straddles && std::none_of(moves.begin(), moves.end(), moved)) released += arena_.release_chunk(c.slot);
+    }
+    if (released != 0) error = arena_.commit(block->offset, need, chunk_limit);
   }
   // Moved chunks go back: left here they could strand physical memory in a
   // range that a later, smaller request cannot use whole.

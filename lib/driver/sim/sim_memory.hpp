@@ -121,6 +121,7 @@ class SimMemory {
   const std::size_t granularity_;
 
   mutable std::mutex mu_;
+  bool descriptor_limit_reported_ = false;  ///< guarded by mu_: said once on stderr
   std::map<std::uintptr_t, std::size_t> reservations_;  // va -> bytes
   std::map<std::uintptr_t, Mapping> mappings_;          // va -> mapping
   std::unordered_map<PhysicalHandle, Chunk> chunks_;    // live handles

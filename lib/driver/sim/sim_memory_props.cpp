@@ -9,6 +9,9 @@
 // FromHandle tells a CUDA importer.
 #include "sim_memory.hpp"
 
+#include <cerrno>
+#include <cstdio>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -82,7 +85,19 @@ cudaError_t SimMemory::create_with(const PhysicalProps& props_in, std::size_t by
   if (bytes > limit - used) return cudaErrorMemoryAllocation;
 
   const int fd = ::memfd_create(name_of(props).c_str(), MFD_CLOEXEC);
-  if (fd < 0) return cudaErrorMemoryAllocation;  // e.g. out of descriptors
+  if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+    // The simulation's own limit, not the device's: one descriptor per live
+    // chunk (sim.hpp). Said plainly rather than passed off as out of memory.
+    if (!descriptor_limit_reported_) {
+      descriptor_limit_reported_ = true;
+      std::fprintf(stderr,
+                   "sova sim: out of file descriptors after %zu live chunks (one memfd each; raise "
+                   "`ulimit -n`, or use larger chunks): physical_create returns cudaErrorOperatingSystem\n",
+                   chunks_.size());
+    }
+    return cudaErrorOperatingSystem;
+  }
+  if (fd < 0) return cudaErrorMemoryAllocation;
   if (::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
     ::close(fd);
     return cudaErrorMemoryAllocation;

@@ -58,6 +58,10 @@ void Stream::close() {
 }
 
 void Stream::join() {
+  // Two callers may join one retired stream at once (a thread's exit hook
+  // and another thread's create or destroy reaping exited workers): joining
+  // a std::thread twice concurrently is undefined, so they take turns.
+  std::lock_guard lock(join_mu_);
   if (worker_.joinable() && worker_.get_id() != std::this_thread::get_id()) worker_.join();
 }
 

@@ -73,7 +73,8 @@ class Stream {
   void close();
   /// Whether the worker has drained its queue after close() and is leaving.
   bool exited() const noexcept { return exited_.load(std::memory_order_acquire); }
-  /// Joins the worker (after close()); no-op when called from the worker.
+  /// Joins the worker (after close()); no-op when called from the worker or
+  /// once joined. Thread-safe.
   void join();
 
   const unsigned long long id;  ///< stream_id(): unique for the process's life
@@ -95,6 +96,7 @@ class Stream {
   std::uint64_t completed_ = 0;
   bool closing_ = false;
   std::atomic<bool> exited_{false};
+  std::mutex join_mu_;  // join() callers take turns
   std::thread worker_;  // last: starts once everything above is built
 };
 

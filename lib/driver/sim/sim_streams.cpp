@@ -230,13 +230,26 @@ std::vector<Point> SimStreams::device_tails(int device) {
 }
 
 void SimStreams::thread_exited(std::uint64_t thread_serial) {
-  std::lock_guard lock(mu_);
-  if (shut_down_) return;
-  auto it = per_thread_.find(thread_serial);
-  if (it == per_thread_.end()) return;
-  it->second->close();  // its queued work still runs; reaped once drained
-  retired_.push_back(std::move(it->second));
-  per_thread_.erase(it);
+  StreamPtr mine;
+  std::vector<StreamPtr> done;
+  {
+    std::lock_guard lock(mu_);
+    if (shut_down_) return;
+    auto it = per_thread_.find(thread_serial);
+    if (it == per_thread_.end()) return;
+    mine = it->second;
+    mine->close();
+    retired_.push_back(std::move(it->second));  // device_tails covers it while it drains
+    per_thread_.erase(it);
+    done = take_exited();
+  }
+  // Drained, then joined, here: the exiting thread waits for its stream's
+  // queued work. Left to a later create or destroy, the worker of the last
+  // thread to exit (the main thread's, at exit) was never joined, which
+  // ThreadSanitizer reports as a thread leak (issue 17). Outside the lock:
+  // the queued work may call into the registry.
+  mine->join();
+  join_all(done);
 }
 
 }  // namespace sova::sim

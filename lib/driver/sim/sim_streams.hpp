@@ -74,7 +74,8 @@ class SimStreams : public std::enable_shared_from_this<SimStreams> {
   /// destroyed streams still draining included.
   std::vector<Point> device_tails(int device);
 
-  /// Called by a host thread's exit hook: retires its per-thread stream.
+  /// Called by a host thread's exit hook: retires its per-thread stream and
+  /// waits until its queued work has run and its worker is joined.
   void thread_exited(std::uint64_t thread_serial);
 
  private:
