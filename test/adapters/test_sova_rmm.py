@@ -56,7 +56,10 @@ def test_device_buffers_on_several_streams():
         stream.synchronize()
     for buffer, data in buffers:
         numpy.testing.assert_array_equal(numpy.frombuffer(buffer.copy_to_host(), dtype=numpy.int32), data)
-    del buffers
+    # The loop's variables hold the last buffer: drop them with the list, while
+    # its stream is alive (freeing on a destroyed stream is undefined, as with
+    # RMM's own stream-ordered resources).
+    del buffers, buffer, data
     assert used() == before
 
 

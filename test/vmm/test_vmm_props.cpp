@@ -158,13 +158,19 @@ TEST_CASE("vmm: host pools are refused where the device has no host-NUMA VMM, or
   SimDriver sim(config);
   PoolOptions o = on(sim);
   o.host_numa_node = 0;
-  CHECK_THROWS_MATCHES(Pool(o), Error, Catch::Predicate<Error>([](const Error& e) {
-                         return e.error() == cudaErrorNotSupported;
-                       }));
+  // The error each creation throws (Catch2 v2 and v3 name their predicate
+  // matchers differently: checked by hand).
+  auto creation_error = [](const PoolOptions& options) {
+    try {
+      Pool pool(options);
+    } catch (const Error& e) {
+      return e.error();
+    }
+    return cudaSuccess;
+  };
+  CHECK(creation_error(o) == cudaErrorNotSupported);
   o.host_numa_node = -2;
-  CHECK_THROWS_MATCHES(Pool(o), Error, Catch::Predicate<Error>([](const Error& e) {
-                         return e.error() == cudaErrorInvalidValue;
-                       }));
+  CHECK(creation_error(o) == cudaErrorInvalidValue);
   CHECK(sim.counters().reservations == 0);
 
   // A node the host does not have: the pool exists, its first growth fails
