@@ -27,27 +27,37 @@ int in_child() {
   SimConfig config;
   config.total_memory = std::size_t{1} << 30;  // 512 chunks of 2 MiB: far more than 64 descriptors
   SimDriver sim(config);
+  // The pool is made while descriptors are left: sanitizer runtimes need some
+  // of their own (UBSan's checks open a pipe), so the table is kept full only
+  // for the moments under test.
+  PoolOptions options;
+  options.driver = &sim;
+  options.max_chunk = config.granularity;  // one chunk per granule
+  Pool pool(options);
   std::vector<PhysicalHandle> chunks;
-  for (int i = 0; i < 512; ++i) {
+  cudaError_t error = cudaSuccess;
+  while (chunks.size() < 512) {
     PhysicalHandle h = 0;
-    const cudaError_t error = sim.physical_create(0, config.granularity, &h);
-    if (error == cudaSuccess) {
-      chunks.push_back(h);
-      continue;
-    }
-    if (error == cudaErrorMemoryAllocation) return kFalseOutOfMemory;
-    if (error != cudaErrorOperatingSystem) return kWrongError;
-    // A pool on the same simulation: granules it cannot create are that error too.
-    PoolOptions options;
-    options.driver = &sim;
-    options.max_chunk = config.granularity;
-    Pool pool(options);
-    void* p = nullptr;
-    const cudaError_t pool_error = pool.try_allocate(&p, 4 * config.granularity, nullptr);
-    for (PhysicalHandle c : chunks) sim.physical_release(c);
-    return pool_error == cudaErrorOperatingSystem && p == nullptr ? kOk : kPoolWrong;
+    error = sim.physical_create(0, config.granularity, &h);
+    if (error != cudaSuccess) break;
+    chunks.push_back(h);
   }
-  return kNeverHit;
+  int result = kOk;
+  if (error == cudaSuccess) result = kNeverHit;
+  else if (error == cudaErrorMemoryAllocation) result = kFalseOutOfMemory;
+  else if (error != cudaErrorOperatingSystem) result = kWrongError;
+  if (result == kOk && chunks.size() >= 8) {
+    // Eight descriptors free; the pool needs sixteen chunks: the ninth is refused.
+    for (int i = 0; i < 8; ++i) {
+      sim.physical_release(chunks.back());
+      chunks.pop_back();
+    }
+    void* p = nullptr;
+    const cudaError_t pool_error = pool.try_allocate(&p, 16 * config.granularity, nullptr);
+    if (pool_error != cudaErrorOperatingSystem || p != nullptr) result = kPoolWrong;
+  }
+  for (PhysicalHandle c : chunks) sim.physical_release(c);
+  return result;
 }
 
 }  // namespace
