@@ -212,7 +212,15 @@ cudaError_t PoolCore::get_access(cudaMemAccessFlags* flags, const cudaMemLocatio
 
 void PoolCore::check_invariants() {
   std::lock_guard<HeapMutex> heap(heap_mutex_);
-  std::vector<StreamState*> streams = all_streams();
+  // The streams' mutex for the whole check: a free on a stream the pool has
+  // never seen makes its state under that mutex and then caches a block; a
+  // state made mid-walk would be unlocked, and its block would make the
+  // caches and the cached blocks disagree on a sound pool (found by the fuzz
+  // interpreter's threaded run, issue 17). Order: heap, streams, stream locks.
+  std::lock_guard<std::mutex> streams_lock(streams_mutex_);
+  std::vector<StreamState*> streams;
+  for (auto& entry : streams_) streams.push_back(entry.second.get());
+  for (auto& retired : retired_streams_) streams.push_back(retired.get());
   for (StreamState* s : streams) s->lock.lock();
   std::string problem;
   auto fail = [&](const std::string& what, const Block* b) {
