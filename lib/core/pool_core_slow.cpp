@@ -101,6 +101,8 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   // again at the next allocation (16 threads at 12 M pairs/s, issue 12).
   // With one stream, growing instead cost a trace 0.3% more memory
   // (encoder_amp_train 1.009x -> 1.012x on the simulation) for nothing.
+  // kept_bytes() without the stream's lock: a hint (other threads freeing on
+  // this stream may change it), as blocks() is.
   const bool keep_kept = fit.block != nullptr && state->cache.kept_bytes() != 0 &&
                          stream_count_.load(std::memory_order_relaxed) > 1 && within_growth_budget(fit.at, need);
   if (state->cache.blocks() != 0 && !keep_kept) {

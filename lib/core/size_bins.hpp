@@ -106,7 +106,7 @@ class SizeBins {
   void take_all(Take take) {
     take_list(loose_, take);
     take_list(kept_, take);
-    kept_bytes_ = 0;
+    kept_bytes_.store(0, std::memory_order_relaxed);
     compact_if_stale();
   }
   /// Unlinks every block for which keep(block, recurring) is false and hands
@@ -140,7 +140,9 @@ class SizeBins {
   /// The part of bytes() in blocks of at most kSmallBlockLimit.
   std::size_t small_bytes() const noexcept { return small_bytes_; }
   /// The part of bytes() that take_loose() keeps.
-  std::size_t kept_bytes() const noexcept { return kept_bytes_; }
+  /// Written under the owner's lock; may be read without it (a hint then:
+  /// the slow path's livelock rule, pool_core_slow.cpp).
+  std::size_t kept_bytes() const noexcept { return kept_bytes_.load(std::memory_order_relaxed); }
   /// Slots of the table (tests: that stale sizes do not keep it large).
   std::size_t capacity() const noexcept { return capacity_; }
   /// Blocks held. Written under the owner's lock; may be read without it (a
@@ -160,14 +162,14 @@ class SizeBins {
   static bool kept_size(const Slot& slot) noexcept { return slot.recurring && slot.size <= kSmallBlockLimit; }
 
   void list_push(Block*& head, Block* block) noexcept {
-    if (&head == &kept_) kept_bytes_ += block->size;
+    if (&head == &kept_) add_kept(static_cast<std::ptrdiff_t>(block->size));
     block->list_prev = nullptr;
     block->list_next = head;
     if (head != nullptr) head->list_prev = block;
     head = block;
   }
   void list_unlink(Block*& head, Block* block) noexcept {
-    if (&head == &kept_) kept_bytes_ -= block->size;
+    if (&head == &kept_) add_kept(-static_cast<std::ptrdiff_t>(block->size));
     if (block->list_prev != nullptr) block->list_prev->list_next = block->list_next;
     else head = block->list_next;
     if (block->list_next != nullptr) block->list_next->list_prev = block->list_prev;
@@ -292,7 +294,11 @@ class SizeBins {
   Block* kept_ = nullptr;       ///< small blocks of recurring sizes
   std::size_t bytes_ = 0;
   std::size_t small_bytes_ = 0;
-  std::size_t kept_bytes_ = 0;
+  std::atomic<std::size_t> kept_bytes_{0};
+  void add_kept(std::ptrdiff_t delta) noexcept {
+    kept_bytes_.store(kept_bytes_.load(std::memory_order_relaxed) + static_cast<std::size_t>(delta),
+                      std::memory_order_relaxed);
+  }
   std::atomic<std::size_t> blocks_{0};
 };
 
