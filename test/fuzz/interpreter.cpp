@@ -527,7 +527,14 @@ class Actor {
         FUZZ_CHECK(w_.sim.stream_synchronize(s) == cudaSuccess, "stream_synchronize");
         for (Block& b : mine_)
           if (b.last == s) b.pending = false;
-        if (pool != nullptr && in_.flag()) pool->stream_synchronized(s);
+        // Pool::stream_synchronized's contract: nothing runs on `s` any more.
+        // The legacy stream is shared by every actor: in threaded runs another
+        // may have queued work (a tag check) and a free there since the
+        // synchronize above, and telling the pool would let it unmap memory
+        // that work still reads (a crash in 1 of 5 runs, the interpreter's
+        // own misuse, not the pool's).
+        const bool mine_alone = !(w_.threaded && s == nullptr);
+        if (pool != nullptr && in_.flag() && mine_alone) pool->stream_synchronized(s);
         return;
       }
       default: {  // everything: then every block of this actor holds its tag
