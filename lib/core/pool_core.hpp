@@ -195,6 +195,8 @@ class PoolCore {
   /// host memory runs out.
   StreamState* renew_stream_state(StreamState* state, unsigned long long id) noexcept;
   std::vector<StreamState*> all_streams();
+  /// The same, streams_mutex_ held by the caller.
+  std::vector<StreamState*> all_streams_locked();
   /// Closes `state`'s epoch with an event recorded on `stream`. state->lock held.
   void record_fence_locked(StreamState* state, cudaStream_t stream) noexcept;
   /// Every free made on `state`'s stream so far is complete (the stream was

@@ -218,9 +218,7 @@ void PoolCore::check_invariants() {
   // caches and the cached blocks disagree on a sound pool (found by the fuzz
   // interpreter's threaded run, issue 17). Order: heap, streams, stream locks.
   std::lock_guard<std::mutex> streams_lock(streams_mutex_);
-  std::vector<StreamState*> streams;
-  for (auto& entry : streams_) streams.push_back(entry.second.get());
-  for (auto& retired : retired_streams_) streams.push_back(retired.get());
+  std::vector<StreamState*> streams = all_streams_locked();
   for (StreamState* s : streams) s->lock.lock();
   std::string problem;
   auto fail = [&](const std::string& what, const Block* b) {

@@ -83,8 +83,12 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
 }
 
 std::vector<StreamState*> PoolCore::all_streams() {
-  std::vector<StreamState*> states;
   std::lock_guard<std::mutex> lock(streams_mutex_);
+  return all_streams_locked();
+}
+
+std::vector<StreamState*> PoolCore::all_streams_locked() {
+  std::vector<StreamState*> states;
   states.reserve(streams_.size() + retired_streams_.size());
   for (auto& entry : streams_) states.push_back(entry.second.get());
   for (auto& retired : retired_streams_) states.push_back(retired.get());

@@ -69,7 +69,6 @@ class SizeBins {
       list_push(kept_size(*slot) ? kept_ : loose_, block);
     }
     bytes_ += block->size;
-    if (block->size <= kSmallBlockLimit) small_bytes_ += block->size;
     blocks_.store(blocks_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
 
@@ -137,8 +136,6 @@ class SizeBins {
   }
 
   std::size_t bytes() const noexcept { return bytes_; }
-  /// The part of bytes() in blocks of at most kSmallBlockLimit.
-  std::size_t small_bytes() const noexcept { return small_bytes_; }
   /// The part of bytes() that take_loose() keeps.
   /// Written under the owner's lock; may be read without it (a hint then:
   /// the slow path's livelock rule, pool_core_slow.cpp).
@@ -219,7 +216,6 @@ class SizeBins {
 
   void count_out(const Block* block) noexcept {
     bytes_ -= block->size;
-    if (block->size <= kSmallBlockLimit) small_bytes_ -= block->size;
     blocks_.store(blocks_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
   }
 
@@ -293,7 +289,6 @@ class SizeBins {
   Block* loose_ = nullptr;      ///< cached blocks a miss takes
   Block* kept_ = nullptr;       ///< small blocks of recurring sizes
   std::size_t bytes_ = 0;
-  std::size_t small_bytes_ = 0;
   std::atomic<std::size_t> kept_bytes_{0};
   void add_kept(std::ptrdiff_t delta) noexcept {
     kept_bytes_.store(kept_bytes_.load(std::memory_order_relaxed) + static_cast<std::size_t>(delta),

@@ -143,7 +143,7 @@ TEST_CASE("size bins: a miss takes the loose blocks and keeps small blocks of re
   CHECK(taken.size() == 2);
   CHECK(bins.blocks() == 0);
   CHECK(bins.bytes() == 0);
-  CHECK(bins.small_bytes() == 0);
+  CHECK(bins.kept_bytes() == 0);
   CHECK(bins.pop(1024) == nullptr);
   // The size lists are whole again after the takes: LIFO as before.
   bins.push(&storage[0]);
