@@ -7,6 +7,7 @@
 #include "support/catch.hpp"
 
 #include "sim_test_util.hpp"
+#include "driver/sim/sim_streams.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -315,6 +316,32 @@ TEST_CASE("sim: destroy_stream returns at once; queued work still runs", "[sim_d
   CHECK(ran);
   CHECK(sim.event_query(e) == cudaSuccess);
   REQUIRE(sim.event_destroy(e) == cudaSuccess);
+}
+
+TEST_CASE("sim: destroy joins an idle stream's worker; a busy one's is joined later", "[sim_driver]") {
+  // A worker left unjoined after a process's last destroy is a thread leak,
+  // which ThreadSanitizer turns into a failed exit (it failed the IPC peer).
+  auto streams = std::make_shared<sim::SimStreams>(1);
+  cudaStream_t idle = streams->create(0, false);
+  REQUIRE(idle != nullptr);
+  REQUIRE(streams->destroy(idle) == cudaSuccess);
+  CHECK(streams->retired_count() == 0);
+
+  cudaStream_t busy = streams->create(0, false);
+  sim::Item sleep;
+  sleep.delay = 50ms;
+  REQUIRE(streams->submit(busy, std::move(sleep)) == cudaSuccess);
+  REQUIRE(streams->destroy(busy) == cudaSuccess);  // returns at once
+  CHECK(streams->retired_count() == 1);
+  for (const sim::Point& p : streams->device_tails(0)) p.wait();
+  // Drained: a later create or destroy joins it, once its worker has left
+  // (right after its last item; polled, for loaded or sanitized machines).
+  const auto give_up = Clock::now() + 10s;
+  while (streams->retired_count() != 0 && Clock::now() < give_up) {
+    std::this_thread::sleep_for(1ms);
+    REQUIRE(streams->destroy(streams->create(0, false)) == cudaSuccess);
+  }
+  CHECK(streams->retired_count() == 0);
 }
 
 TEST_CASE("sim: the destructor drains every stream", "[sim_driver]") {

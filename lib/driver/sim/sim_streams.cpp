@@ -149,11 +149,25 @@ cudaError_t SimStreams::destroy(cudaStream_t handle) {
     if (!s) return cudaErrorInvalidResourceHandle;
     slots_[(reinterpret_cast<std::uintptr_t>(handle) - kSlotBase) / kSlotStride] = nullptr;
     s->close();
-    retired_.push_back(std::move(s));
-    done = take_exited();
+    // An idle stream's worker leaves at once: join it now. Left retired for a
+    // later create or destroy, the last stream a process destroys was never
+    // joined, and ThreadSanitizer fails that process for a thread leak (the
+    // IPC peer process did). A busy stream stays retired so that destroy,
+    // like cudaStreamDestroy, does not wait for queued work.
+    if (s->busy())
+      retired_.push_back(std::move(s));
+    else
+      done.push_back(std::move(s));
+    std::vector<StreamPtr> exited = take_exited();
+    done.insert(done.end(), exited.begin(), exited.end());
   }
   join_all(done);
   return cudaSuccess;
+}
+
+std::size_t SimStreams::retired_count() {
+  std::lock_guard lock(mu_);
+  return retired_.size();
 }
 
 void SimStreams::add_legacy_waits(Stream& s, Item& item) {

@@ -61,6 +61,11 @@ class SimStreams : public std::enable_shared_from_this<SimStreams> {
   /// once; queued work still runs.
   cudaError_t destroy(cudaStream_t handle);
 
+  /// Destroyed streams whose worker is not joined yet: busy when destroyed,
+  /// joined by a later create or destroy once drained (an idle one is joined
+  /// by destroy itself). For tests.
+  std::size_t retired_count();
+
   /// Enqueues `item` on the stream, adding the legacy stream's implicit
   /// waits. `*at` (if given) receives the item's Point.
   cudaError_t submit(cudaStream_t handle, Item item, Point* at = nullptr);
