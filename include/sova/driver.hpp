@@ -135,8 +135,15 @@ class SOVA_API Driver {
   virtual cudaError_t import_posix_fd(int fd, PhysicalHandle* out) noexcept;
 
   // ---- streams and events ------------------------------------------------
-  /// Creates an event without timing (cudaEventDisableTiming).
+  /// Creates an event without timing (cudaEventDisableTiming) on the
+  /// calling thread's current device.
   virtual cudaError_t event_create(EventHandle* event) noexcept = 0;
+  /// Creates an event without timing on `device`, whatever the calling
+  /// thread's current device: an event can be recorded only on a stream of
+  /// its own device, and a pool records its fences on its device's streams
+  /// from any thread. The default serves only the current device
+  /// (cudaErrorInvalidDevice for another), for drivers written before it.
+  virtual cudaError_t event_create_on(int device, EventHandle* event) noexcept;
   virtual cudaError_t event_destroy(EventHandle event) noexcept = 0;
   /// Captures the work submitted to `stream` so far.
   virtual cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept = 0;

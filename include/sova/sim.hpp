@@ -88,6 +88,12 @@ class SOVA_API SimDriver final : public Driver {
   /// The next `n`-th set_access call fails with `error`.
   void fail_set_access_at(int n, cudaError_t error = cudaErrorUnknown);
   SimCounters counters() const;
+  /// The calling thread's current device from now on, as cudaSetDevice:
+  /// implicit streams (0, cudaStreamLegacy, cudaStreamPerThread) and
+  /// event_create then name that device's. Per host thread, shared by every
+  /// SimDriver (a thread starts on device 0). cudaErrorInvalidDevice for a
+  /// device this simulation does not have.
+  cudaError_t set_current_device(int device) noexcept;
 
   // ---- Driver -------------------------------------------------------------
   const char* name() const noexcept override { return "sim"; }
@@ -119,6 +125,7 @@ class SOVA_API SimDriver final : public Driver {
   /// another process); imported chunks count against no device.
   cudaError_t import_posix_fd(int fd, PhysicalHandle* out) noexcept override;
   cudaError_t event_create(EventHandle* event) noexcept override;
+  cudaError_t event_create_on(int device, EventHandle* event) noexcept override;
   cudaError_t event_destroy(EventHandle event) noexcept override;
   cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept override;
   cudaError_t event_query(EventHandle event) noexcept override;

@@ -133,7 +133,9 @@ EventHandle PoolCore::acquire_event() noexcept {
     }
   }
   EventHandle event = nullptr;
-  if (driver_.event_create(&event) != cudaSuccess) return nullptr;
+  // On the pool's device, whatever the calling thread's current device: the
+  // fence is recorded on a stream of the pool's device (issue 16).
+  if (driver_.event_create_on(device_, &event) != cudaSuccess) return nullptr;
   return event;
 }
 

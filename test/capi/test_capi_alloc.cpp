@@ -57,7 +57,7 @@ TEST_CASE("capi: sovaMallocAsync allocates from the current device's current poo
 TEST_CASE("capi: sovaMallocAsync on another device's stream allocates from that device's pool",
           "[capi]") {
   // As cudaMallocAsync: "from the current mempool of the provided stream's
-  // device", whatever the current device (the simulation's is always 0).
+  // device", whatever the current device (here 0).
   sim();
   const cudaStream_t s1 = sim().create_stream(false, /*device=*/1);
   sovaMemPool_t pool0 = nullptr, pool1 = nullptr;
@@ -77,6 +77,37 @@ TEST_CASE("capi: sovaMallocAsync on another device's stream allocates from that 
   CHECK(used(pool1) == used1 - 3000);
   REQUIRE(sim().stream_synchronize(s1) == cudaSuccess);
   sim().destroy_stream(s1);
+}
+
+TEST_CASE("capi: with device 1 current, stream 0 is device 1's and allocates from device 1's pool",
+          "[capi][devices]") {
+  sim();
+  REQUIRE(sim().set_current_device(1) == cudaSuccess);
+  struct Restore {
+    ~Restore() { sim().set_current_device(0); }
+  } restore;
+  void* p = nullptr;
+  REQUIRE(sovaMallocAsync(&p, 3000, nullptr) == cudaSuccess);
+  sovaMemPool_t pool0 = nullptr, pool1 = nullptr;
+  REQUIRE(sovaDeviceGetMemPool(&pool0, 0) == cudaSuccess);
+  REQUIRE(sovaDeviceGetMemPool(&pool1, 1) == cudaSuccess);
+  const std::uint64_t used0 = used(pool0), used1 = used(pool1);
+  void* q = nullptr;
+  REQUIRE(sovaMallocAsync(&q, 5000, cudaStreamPerThread) == cudaSuccess);
+  CHECK(used(pool1) == used1 + 5000);
+  CHECK(used(pool0) == used0);
+  // A device-0 stream still takes device 0's pool.
+  const cudaStream_t s0 = sim().create_stream(false, /*device=*/0);
+  void* r = nullptr;
+  REQUIRE(sovaMallocAsync(&r, 7000, s0) == cudaSuccess);
+  CHECK(used(pool0) == used0 + 7000);
+  CHECK(sovaFreeAsync(r, s0) == cudaSuccess);
+  CHECK(sovaFreeAsync(q, cudaStreamPerThread) == cudaSuccess);
+  CHECK(sovaFreeAsync(p, nullptr) == cudaSuccess);
+  CHECK(used(pool1) == used1 - 3000);
+  REQUIRE(sim().stream_synchronize(s0) == cudaSuccess);
+  REQUIRE(sim().stream_synchronize(nullptr) == cudaSuccess);
+  sim().destroy_stream(s0);
 }
 
 TEST_CASE("capi: sovaMallocAsync on a destroyed stream handle is an error and allocates nothing", "[capi]") {

@@ -93,6 +93,8 @@ void check_everything_fails(Driver& d, cudaError_t why) {
   EventHandle ev = nullptr;
   CHECK(d.event_create(&ev) != cudaSuccess);
   CHECK(ev == nullptr);
+  CHECK(d.event_create_on(0, &ev) != cudaSuccess);
+  CHECK(ev == nullptr);
   CHECK(d.stream_query(nullptr) != cudaSuccess);
   CHECK(d.stream_synchronize(nullptr) != cudaSuccess);
   bool capturing = true;
@@ -138,6 +140,7 @@ TEST_CASE("cuda driver: argument checks need no GPU", "[cuda_driver]") {
   desc.flags = static_cast<cudaMemAccessFlags>(2);  // no such protection
   CHECK(d.set_access(0x1000000, std::size_t{2} << 20, &desc, 1) == cudaErrorInvalidValue);
   CHECK(d.event_create(nullptr) == cudaErrorInvalidValue);
+  CHECK(d.event_create_on(0, nullptr) == cudaErrorInvalidValue);
   CHECK(d.stream_is_capturing(nullptr, nullptr) == cudaErrorInvalidValue);
   CHECK(d.stream_id(nullptr, nullptr) == cudaErrorInvalidValue);
 }

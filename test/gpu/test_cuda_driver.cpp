@@ -333,6 +333,41 @@ TEST_CASE("cuda driver: many threads grow at once", "[gpu][cuda_driver]") {
   CHECK(failures.load() == 0);
 }
 
+TEST_CASE("cuda driver: event_create_on makes an event of the named device from any thread",
+          "[gpu][cuda_driver]") {
+  // The pool's fence events (issue 16). One GPU here: device 0 from a thread
+  // that never touched CUDA (no current context), and the refusals; a second
+  // device's events are tested on the simulation (test_pool_devices.cpp).
+  Driver& d = cuda_driver();
+  int count = 0;
+  REQUIRE(d.device_count(&count) == cudaSuccess);
+  cudaStream_t s = nullptr;
+  REQUIRE(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking) == cudaSuccess);
+  EventHandle e = nullptr;
+  cudaError_t created = cudaErrorUnknown;
+  bool query_ok = false;
+  CUcontext after = nullptr;
+  std::thread fresh([&] {  // no Catch assertions off the main thread
+    created = d.event_create_on(0, &e);
+    after = current_context(&query_ok);
+  });
+  fresh.join();
+  REQUIRE(created == cudaSuccess);
+  REQUIRE(e != nullptr);
+  CHECK(query_ok);
+  CHECK(after == nullptr);  // the thread's (absent) context is given back
+  CHECK(d.event_record(e, s) == cudaSuccess);
+  CHECK(d.event_synchronize(e) == cudaSuccess);
+  CHECK(d.event_destroy(e) == cudaSuccess);
+  EventHandle none = nullptr;
+  CHECK(d.event_create_on(count, &none) == cudaErrorInvalidDevice);
+  CHECK(d.event_create_on(-1, &none) == cudaErrorInvalidDevice);
+  CHECK(none == nullptr);
+  CHECK(d.event_create_on(0, nullptr) == cudaErrorInvalidValue);
+  CHECK(cudaGetLastError() == cudaSuccess);
+  REQUIRE(cudaStreamDestroy(s) == cudaSuccess);
+}
+
 TEST_CASE("cuda driver: events see a busy stream and order another", "[gpu][cuda_driver]") {
   Driver& d = cuda_driver();
   cudaStream_t s1 = nullptr, s2 = nullptr;

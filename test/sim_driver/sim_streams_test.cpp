@@ -426,3 +426,79 @@ TEST_CASE("sim: stream_device names a stream's device; implicit handles the curr
   CHECK(sim.stream_device(s1, &device) == cudaErrorInvalidResourceHandle);
   sim.destroy_stream(s0);
 }
+
+TEST_CASE("sim: set_current_device moves the implicit streams and event_create to that device",
+          "[sim_driver][devices]") {
+  SimConfig config;
+  config.device_count = 2;
+  SimDriver sim(config);
+  struct Restore {
+    SimDriver& sim;
+    ~Restore() { sim.set_current_device(0); }
+  } restore{sim};
+  int device = -1;
+  REQUIRE(sim.current_device(&device) == cudaSuccess);
+  CHECK(device == 0);
+  unsigned long long legacy0 = 0, legacy1 = 0, per_thread0 = 0, per_thread1 = 0;
+  REQUIRE(sim.stream_id(nullptr, &legacy0) == cudaSuccess);
+  REQUIRE(sim.stream_id(cudaStreamPerThread, &per_thread0) == cudaSuccess);
+
+  REQUIRE(sim.set_current_device(1) == cudaSuccess);
+  REQUIRE(sim.current_device(&device) == cudaSuccess);
+  CHECK(device == 1);
+  for (cudaStream_t implicit : {cudaStream_t{nullptr}, cudaStreamLegacy, cudaStreamPerThread}) {
+    REQUIRE(sim.stream_device(implicit, &device) == cudaSuccess);
+    CHECK(device == 1);
+  }
+  REQUIRE(sim.stream_id(nullptr, &legacy1) == cudaSuccess);
+  REQUIRE(sim.stream_id(cudaStreamPerThread, &per_thread1) == cudaSuccess);
+  CHECK(legacy1 != legacy0);  // each device has its own
+  CHECK(per_thread1 != per_thread0);
+  CHECK(sim.set_current_device(2) == cudaErrorInvalidDevice);
+  CHECK(sim.set_current_device(-1) == cudaErrorInvalidDevice);
+  REQUIRE(sim.current_device(&device) == cudaSuccess);
+  CHECK(device == 1);  // unchanged by the refusals
+
+  // An event belongs to the device current at its creation (or the one named).
+  cudaStream_t on0 = sim.create_stream(false, 0);
+  cudaStream_t on1 = sim.create_stream(false, 1);
+  EventHandle current = nullptr, named0 = nullptr;
+  REQUIRE(sim.event_create(&current) == cudaSuccess);
+  REQUIRE(sim.event_create_on(0, &named0) == cudaSuccess);
+  EventHandle none = nullptr;
+  CHECK(sim.event_create_on(2, &none) == cudaErrorInvalidDevice);
+  CHECK(none == nullptr);
+  const std::size_t recorded = sim.counters().events_recorded;
+  CHECK(sim.event_record(current, on0) == cudaErrorInvalidResourceHandle);
+  CHECK(sim.event_record(named0, on1) == cudaErrorInvalidResourceHandle);
+  CHECK(sim.event_record(named0, nullptr) == cudaErrorInvalidResourceHandle);  // device 1's legacy stream
+  CHECK(sim.counters().events_recorded == recorded);  // refused records enqueue nothing
+  CHECK(sim.event_record(current, on1) == cudaSuccess);
+  CHECK(sim.event_record(named0, on0) == cudaSuccess);
+  CHECK(sim.stream_wait_event(on1, named0) == cudaSuccess);  // waits may cross devices, as in CUDA
+  REQUIRE(sim.device_synchronize(0) == cudaSuccess);
+  REQUIRE(sim.device_synchronize(1) == cudaSuccess);
+  REQUIRE(sim.event_destroy(current) == cudaSuccess);
+  REQUIRE(sim.event_destroy(named0) == cudaSuccess);
+  sim.destroy_stream(on0);
+  sim.destroy_stream(on1);
+}
+
+TEST_CASE("sim: a thread's exit retires its per-thread stream on every device it used", "[sim_driver][devices]") {
+  SimConfig config;
+  config.device_count = 2;
+  SimDriver sim(config);
+  std::atomic<int> ran{0};
+  std::thread worker([&] {
+    for (int device : {0, 1}) {
+      REQUIRE(sim.set_current_device(device) == cudaSuccess);
+      sim.delay(cudaStreamPerThread, std::chrono::milliseconds(20));
+      sim.launch(cudaStreamPerThread, [&] { ++ran; });
+    }
+  });
+  worker.join();  // the exit hook drains both streams before join returns
+  CHECK(ran == 2);
+  int device = -1;
+  REQUIRE(sim.current_device(&device) == cudaSuccess);
+  CHECK(device == 0);  // per thread: the worker's setting is not this thread's
+}

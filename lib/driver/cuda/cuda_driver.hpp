@@ -50,6 +50,7 @@ class CudaDriver final : public Driver {
 
   // streams.cpp
   cudaError_t event_create(EventHandle* event) noexcept override;
+  cudaError_t event_create_on(int device, EventHandle* event) noexcept override;
   cudaError_t event_destroy(EventHandle event) noexcept override;
   cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept override;
   cudaError_t event_query(EventHandle event) noexcept override;

@@ -5,9 +5,11 @@
 // switching here for the same reason: the caller's current device is part of
 // what stream 0 means.
 //
-// Events are created on the calling thread's current device. An event can be
-// recorded only on a stream of its own device, so the caller (the pool) must
-// create events while its device is current.
+// event_create makes an event on the calling thread's current device;
+// event_create_on on a named one. An event can be recorded only on a stream of
+// its own device (cudaErrorInvalidResourceHandle otherwise), so the pool
+// creates its fence events with event_create_on(its device).
+#include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
 #include "driver/cuda/entry_points.hpp"
 #include "driver/cuda/error_map.hpp"
@@ -30,6 +32,16 @@ cudaError_t CudaDriver::event_create(EventHandle* event) noexcept {
   if (err != cudaSuccess) return err;
   *event = created;
   return cudaSuccess;
+}
+
+cudaError_t CudaDriver::event_create_on(int device, EventHandle* event) noexcept {
+  if (event == nullptr) return cudaErrorInvalidValue;
+  // The runtime creates events in the thread's current context: make the
+  // device's primary context current for the call (also refuses a bad
+  // ordinal), and give the caller's back afterwards.
+  ScopedContext ctx(device);
+  if (ctx.status() != cudaSuccess) return ctx.status();
+  return event_create(event);
 }
 
 cudaError_t CudaDriver::event_destroy(EventHandle event) noexcept {

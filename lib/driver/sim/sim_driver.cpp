@@ -86,7 +86,13 @@ cudaError_t SimDriver::device_count(int* count) noexcept {
 
 cudaError_t SimDriver::current_device(int* device) noexcept {
   if (device == nullptr) return cudaErrorInvalidValue;
-  *device = 0;  // the sim has no cudaSetDevice
+  *device = sim::thread_current_device();
+  return cudaSuccess;
+}
+
+cudaError_t SimDriver::set_current_device(int device) noexcept {
+  if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
+  sim::thread_current_device() = device;
   return cudaSuccess;
 }
 

@@ -11,7 +11,12 @@
 namespace sova {
 
 cudaError_t SimDriver::event_create(EventHandle* event) noexcept {
-  return sim::guarded([&] { return state_->events.create(event); });
+  return sim::guarded([&] { return state_->events.create(sim::thread_current_device(), event); });
+}
+
+cudaError_t SimDriver::event_create_on(int device, EventHandle* event) noexcept {
+  if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
+  return sim::guarded([&] { return state_->events.create(device, event); });
 }
 
 cudaError_t SimDriver::event_destroy(EventHandle event) noexcept {
@@ -20,8 +25,11 @@ cudaError_t SimDriver::event_destroy(EventHandle event) noexcept {
 
 cudaError_t SimDriver::event_record(EventHandle event, cudaStream_t stream) noexcept {
   return sim::guarded([&] {
-    // Check the event first so a bad one enqueues nothing.
-    cudaError_t e = state_->events.check(event);
+    // Check the stream and the event first so a bad one enqueues nothing.
+    int device = 0;
+    cudaError_t e = state_->streams->device_of(stream, &device);
+    if (e != cudaSuccess) return e;
+    e = state_->events.check(event, device);
     if (e != cudaSuccess) return e;
     sim::Point at;
     e = state_->streams->submit(stream, sim::Item{}, &at);  // the marker

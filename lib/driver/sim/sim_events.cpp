@@ -3,9 +3,10 @@
 
 namespace sova::sim {
 
-cudaError_t SimEvents::create(EventHandle* out) {
+cudaError_t SimEvents::create(int device, EventHandle* out) {
   if (out == nullptr) return cudaErrorInvalidValue;
   auto event = std::make_unique<Event>();
+  event->device = device;
   EventHandle handle = event.get();
   std::lock_guard lock(mu_);
   live_.emplace(handle, std::move(event));
@@ -23,9 +24,11 @@ cudaError_t SimEvents::destroy(EventHandle event) {
   return cudaSuccess;
 }
 
-cudaError_t SimEvents::check(EventHandle event) {
+cudaError_t SimEvents::check(EventHandle event, int stream_device) {
   std::lock_guard lock(mu_);
-  return live_.count(event) != 0 ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  auto it = live_.find(event);
+  if (it == live_.end() || it->second->device != stream_device) return cudaErrorInvalidResourceHandle;
+  return cudaSuccess;
 }
 
 cudaError_t SimEvents::set(EventHandle event, Point at) {

@@ -3,13 +3,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <utility>
 
 namespace sova::sim {
 namespace {
-
-// The sim has no cudaSetDevice: every thread's current device is 0.
-constexpr int kCurrentDevice = 0;
 
 constexpr std::uintptr_t kSlotBase = 0x5100'0000'0000;
 constexpr std::uintptr_t kSlotStride = 0x100;
@@ -50,6 +48,11 @@ void join_all(const std::vector<std::shared_ptr<Stream>>& streams) {
 
 }  // namespace
 
+int& thread_current_device() noexcept {
+  thread_local int device = 0;
+  return device;
+}
+
 SimStreams::SimStreams(int device_count)
     : device_count_(device_count), legacy_(static_cast<std::size_t>(device_count)) {}
 
@@ -78,7 +81,7 @@ template <class F>
 void SimStreams::for_each_stream(F&& f) {  // all but the legacy streams
   for (const auto& s : slots_)
     if (s) f(s);
-  for (const auto& [serial, s] : per_thread_) f(s);
+  for (const auto& [key, s] : per_thread_) f(s);
   for (const auto& s : retired_) f(s);
 }
 
@@ -89,19 +92,24 @@ SimStreams::StreamPtr SimStreams::make_stream(int device, StreamKind kind) {
 
 SimStreams::StreamPtr SimStreams::resolve(cudaStream_t handle) {
   if (shut_down_) return nullptr;
-  if (handle == nullptr || handle == cudaStreamLegacy) {
-    auto& legacy = legacy_[kCurrentDevice];
-    if (!legacy) legacy = make_stream(kCurrentDevice, StreamKind::legacy);
-    return legacy;
-  }
-  if (handle == cudaStreamPerThread) {
+  if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread) {
+    // A current device beyond this simulation's (set on another, larger one)
+    // names no stream here.
+    const int device = thread_current_device();
+    if (device < 0 || device >= device_count_) return nullptr;
+    if (handle != cudaStreamPerThread) {
+      auto& legacy = legacy_[static_cast<std::size_t>(device)];
+      if (!legacy) legacy = make_stream(device, StreamKind::legacy);
+      return legacy;
+    }
     ThreadHook& hook = thread_hook();
-    if (auto it = per_thread_.find(hook.serial); it != per_thread_.end()) return it->second;
+    const std::pair key{hook.serial, device};
+    if (auto it = per_thread_.find(key); it != per_thread_.end()) return it->second;
     // Build first, insert after: make_stream may throw, and the tables hold no nulls.
-    StreamPtr s = make_stream(kCurrentDevice, StreamKind::blocking);
+    StreamPtr s = make_stream(device, StreamKind::blocking);
     std::erase_if(hook.owners, [](const auto& w) { return w.expired(); });
     hook.owners.push_back(weak_from_this());
-    per_thread_.emplace(hook.serial, s);
+    per_thread_.emplace(key, s);
     return s;
   }
   const auto v = reinterpret_cast<std::uintptr_t>(handle);
@@ -244,25 +252,27 @@ std::vector<Point> SimStreams::device_tails(int device) {
 }
 
 void SimStreams::thread_exited(std::uint64_t thread_serial) {
-  StreamPtr mine;
+  std::vector<StreamPtr> mine;  // one per device the thread used
   std::vector<StreamPtr> done;
   {
     std::lock_guard lock(mu_);
     if (shut_down_) return;
-    auto it = per_thread_.find(thread_serial);
-    if (it == per_thread_.end()) return;
-    mine = it->second;
-    mine->close();
-    retired_.push_back(std::move(it->second));  // device_tails covers it while it drains
-    per_thread_.erase(it);
+    auto it = per_thread_.lower_bound(std::pair{thread_serial, std::numeric_limits<int>::min()});
+    while (it != per_thread_.end() && it->first.first == thread_serial) {
+      it->second->close();
+      mine.push_back(it->second);
+      retired_.push_back(std::move(it->second));  // device_tails covers it while it drains
+      it = per_thread_.erase(it);
+    }
+    if (mine.empty()) return;
     done = take_exited();
   }
-  // Drained, then joined, here: the exiting thread waits for its stream's
+  // Drained, then joined, here: the exiting thread waits for its streams'
   // queued work. Left to a later create or destroy, the worker of the last
   // thread to exit (the main thread's, at exit) was never joined, which
   // ThreadSanitizer reports as a thread leak (issue 17). Outside the lock:
   // the queued work may call into the registry.
-  mine->join();
+  join_all(mine);
   join_all(done);
 }
 

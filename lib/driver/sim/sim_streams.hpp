@@ -8,10 +8,11 @@
 // never dereferenced and never equal 0, cudaStreamLegacy or cudaStreamPerThread.
 // A handle of an empty slot or of no slot is cudaErrorInvalidResourceHandle.
 //
-// Implicit streams (created on first use, on the current device, 0):
-//  * 0 and cudaStreamLegacy: the legacy default stream.
-//  * cudaStreamPerThread: one stream per host thread, retired (drained, then
-//    joined) when that thread exits.
+// Implicit streams (created on first use, on the calling thread's current
+// device, thread_current_device()):
+//  * 0 and cudaStreamLegacy: the device's legacy default stream.
+//  * cudaStreamPerThread: one stream per host thread and device, retired
+//    (drained, then joined) when that thread exits.
 //
 // Legacy synchronization, as the CUDA docs ("Stream synchronization behavior")
 // define it: an action on the legacy stream (launch, delay, event record,
@@ -41,6 +42,10 @@
 #include <vector>
 
 namespace sova::sim {
+
+/// The calling thread's current device (SimDriver::set_current_device; 0
+/// until set), shared by every simulation in the process as the runtime's is.
+int& thread_current_device() noexcept;
 
 class SimStreams : public std::enable_shared_from_this<SimStreams> {
  public:
@@ -101,7 +106,7 @@ class SimStreams : public std::enable_shared_from_this<SimStreams> {
   bool shut_down_ = false;
   std::vector<StreamPtr> slots_;                    // created streams; null = free
   std::vector<StreamPtr> legacy_;                   // per device; null until used
-  std::map<std::uint64_t, StreamPtr> per_thread_;   // by host thread serial
+  std::map<std::pair<std::uint64_t, int>, StreamPtr> per_thread_;  // by host thread serial, device
   // Closed, maybe still draining. Like CUDA (measured: tools/probe_stream_reuse),
   // a destroyed stream's handle is handed out again at once, even while its
   // work still runs; the pool's stream checks must cope with that.
