@@ -94,6 +94,9 @@ class SOVA_API SimDriver final : public Driver {
   /// SimDriver (a thread starts on device 0). cudaErrorInvalidDevice for a
   /// device this simulation does not have.
   cudaError_t set_current_device(int device) noexcept;
+  /// The access `device` has to the memory mapped at `va`, as cuMemGetAccess
+  /// would say: cudaErrorInvalidValue where nothing is mapped.
+  cudaError_t access_at(std::uintptr_t va, int device, cudaMemAccessFlags* flags) const noexcept;
 
   // ---- Driver -------------------------------------------------------------
   const char* name() const noexcept override { return "sim"; }

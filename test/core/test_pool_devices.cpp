@@ -108,3 +108,54 @@ TEST_CASE("a pool used from threads with different current devices", "[core][dev
   CHECK(pool.stats().used_current == 0);
   CHECK_NOTHROW(pool.check_invariants());
 }
+
+TEST_CASE("peer access granted to a pool covers chunks mapped later, by growth and by remapping",
+          "[core][devices][issue16]") {
+  SimDriver sim(two_devices());
+  PoolOptions options = options_on(sim);
+  options.remap = true;
+  options.release_threshold = ~std::uint64_t{0};
+  Pool pool(options);
+  cudaStream_t s = sim.create_stream(false, 0);
+  auto access = [&](const void* p, int device) {
+    cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+    CHECK(sim.access_at(reinterpret_cast<std::uintptr_t>(p), device, &flags) == cudaSuccess);
+    return flags;
+  };
+  void* first = pool.allocate(2 * MiB, s);  // mapped before the grant
+  CHECK(access(first, 1) == cudaMemAccessFlagsProtNone);
+  cudaMemAccessDesc peer{};
+  peer.location.type = cudaMemLocationTypeDevice;
+  peer.location.id = 1;
+  peer.flags = cudaMemAccessFlagsProtReadWrite;
+  REQUIRE(pool.set_access(&peer, 1) == cudaSuccess);
+  CHECK(access(first, 1) == cudaMemAccessFlagsProtReadWrite);  // what is mapped now
+  cudaMemAccessFlags reported = cudaMemAccessFlagsProtNone;
+  REQUIRE(pool.get_access(&reported, &peer.location) == cudaSuccess);
+  CHECK(reported == cudaMemAccessFlagsProtReadWrite);
+
+  // Growth: seven more 2 MiB blocks, one new chunk each.
+  std::vector<void*> blocks{first};
+  for (int i = 0; i < 7; ++i) blocks.push_back(pool.allocate(2 * MiB, s));
+  for (void* p : blocks) {
+    CHECK(access(p, 0) == cudaMemAccessFlagsProtReadWrite);
+    CHECK(access(p, 1) == cudaMemAccessFlagsProtReadWrite);
+  }
+  // Remapping: the even blocks freed and known complete leave four chunks in
+  // pieces; an 8 MiB request gets them moved under its VA.
+  for (std::size_t i = 0; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  pool.stream_synchronized(s);
+  const std::uint64_t remapped_before = pool.stats().chunks_remapped;
+  void* big = pool.allocate(8 * MiB, s);
+  REQUIRE(pool.stats().chunks_remapped == remapped_before + 4);
+  for (std::size_t offset = 0; offset < 8 * MiB; offset += 2 * MiB) {
+    const char* at = static_cast<const char*>(big) + offset;
+    CHECK(access(at, 0) == cudaMemAccessFlagsProtReadWrite);
+    CHECK(access(at, 1) == cudaMemAccessFlagsProtReadWrite);
+  }
+  pool.deallocate(big, s);
+  for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  sim.destroy_stream(s);
+}

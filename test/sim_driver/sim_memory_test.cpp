@@ -191,6 +191,14 @@ TEST_CASE("sim: set_access covers whole mappings of valid devices", "[sim_driver
   REQUIRE(sim.set_access(va, 3 * kG, swap, 2) == cudaSuccess);
   ptr(va)[5] = 2;
   CHECK(ptr(va)[5] == 2);
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtRead;
+  CHECK(sim.access_at(va + 3 * kG - 1, 0, &flags) == cudaSuccess);
+  CHECK(flags == cudaMemAccessFlagsProtNone);
+  CHECK(sim.access_at(va + kG, 1, &flags) == cudaSuccess);
+  CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+  CHECK(sim.access_at(va + 3 * kG, 1, &flags) == cudaErrorInvalidValue);  // reserved, not mapped
+  CHECK(sim.access_at(va, 2, &flags) == cudaErrorInvalidDevice);
+  CHECK(sim.access_at(va, 1, nullptr) == cudaErrorInvalidValue);
 
   REQUIRE(sim.unmap(va, 2 * kG) == cudaSuccess);
   REQUIRE(sim.unmap(va + 2 * kG, kG) == cudaSuccess);

@@ -67,6 +67,10 @@ void SimDriver::fail_set_access_at(int n, cudaError_t error) {
   state_->memory.fail_set_access_at(n, error);
 }
 
+cudaError_t SimDriver::access_at(std::uintptr_t va, int device, cudaMemAccessFlags* flags) const noexcept {
+  return sim::guarded([&] { return state_->memory.access_at(va, device, flags); });
+}
+
 SimCounters SimDriver::counters() const {
   SimCounters c;
   state_->memory.fill_counters(&c);

@@ -165,6 +165,18 @@ cudaError_t SimMemory::unmap(std::uintptr_t va, std::size_t bytes) {
   return cudaSuccess;
 }
 
+cudaError_t SimMemory::access_at(std::uintptr_t va, int device, cudaMemAccessFlags* out) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  if (!valid_device(device)) return cudaErrorInvalidDevice;
+  std::lock_guard lock(mu_);
+  auto it = mappings_.upper_bound(va);
+  if (it == mappings_.begin()) return cudaErrorInvalidValue;
+  --it;
+  if (va >= it->first + it->second.bytes) return cudaErrorInvalidValue;
+  *out = it->second.access[static_cast<std::size_t>(device)];
+  return cudaSuccess;
+}
+
 cudaError_t SimMemory::set_access(std::uintptr_t va, std::size_t bytes,
                                   const cudaMemAccessDesc* descs, std::size_t count) {
   std::lock_guard lock(mu_);

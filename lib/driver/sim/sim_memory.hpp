@@ -78,6 +78,9 @@ class SimMemory {
                          const cudaMemAccessDesc* descs, std::size_t count);
 
   cudaError_t info(int device, std::size_t* free_bytes, std::size_t* total_bytes);
+  /// The access `device` has to the mapping holding `va` (cuMemGetAccess).
+  /// cudaErrorInvalidValue where nothing is mapped; cudaErrorInvalidDevice.
+  cudaError_t access_at(std::uintptr_t va, int device, cudaMemAccessFlags* out);
 
   void fail_create_at(int n, cudaError_t error);
   void fail_map_at(int n, cudaError_t error);
