@@ -129,6 +129,9 @@ inline constexpr std::uint64_t kKeptReuseShare = 8;
 /// Reserved memory may grow with new physical memory up to the live peak plus
 /// 1/64 of it (1.6%) and a granule; beyond, free chunks are remapped first.
 inline constexpr std::uint64_t kGrowthSlackDivisor = 64;
+/// ... or plus kKeptSmallCacheBytes per stream, for at most this many
+/// streams, where that is more (small pools: within_growth_budget says why).
+inline constexpr std::uint64_t kSlackStreams = 16;
 
 /// The step of the slow path that served an allocation (PoolStats::slow_*).
 enum class SlowStep : std::uint8_t { heap, heap_all, other_streams, wait, grown, after_synchronize, count };
@@ -330,7 +333,8 @@ class PoolCore {
                               std::vector<ChunkMove>& moves) noexcept;
   /// Whether backing [offset, offset + need) with new physical memory keeps
   /// reserved memory within the growth budget: the peak of live bytes so far
-  /// (this request included) plus 1/kGrowthSlackDivisor of it and a granule.
+  /// (this request included) plus 1/kGrowthSlackDivisor of it (at least
+  /// kKeptSmallCacheBytes per stream, up to kSlackStreams) and a granule.
   /// Beyond it, free chunks are remapped first (they cost a move each, about
   /// what creating one costs, so remapping below the budget would only trade
   /// speed for memory that is within the slack anyway).

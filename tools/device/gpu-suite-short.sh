@@ -1,0 +1,22 @@
+#!/bin/bash
+# A short device call (2026-11-24, ~4 minutes of device time left to the
+# session): the GPU suite (tools/run-tests --gpu, with .rmm carried for the RMM
+# tests) and, if time is left, the Python package's GPU tests. Carry
+# .carry/torch-whl, .carry/rmm-whl and .rmm (see README.md here).
+set -o pipefail
+t0=$SECONDS
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
+  .carry/torch-whl/*.whl .carry/rmm-whl/*.whl || echo "wheels: install failed"
+export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+echo "=== gpu suite"
+timeout "${GPU_SUITE_S:-270}" tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -30
+cp build/meson-logs/testlog-gpu.txt "$OUT/" 2>/dev/null
+left=$(( ${TOTAL_S:-380} - (SECONDS - t0) ))
+echo "=== python GPU tests ($((SECONDS - t0)) s in, ${left} s left)"
+if [ "$left" -gt 60 ]; then
+  timeout $((left / 2)) python3 -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=/tmp/sova-pip-build . 2>&1 | tail -3
+  left=$(( ${TOTAL_S:-380} - (SECONDS - t0) ))
+  [ "$left" -gt 10 ] && (cd /tmp && timeout "$left" python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15)
+fi
+echo "=== done $((SECONDS - t0)) s"
