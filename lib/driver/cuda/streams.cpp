@@ -36,9 +36,13 @@ cudaError_t CudaDriver::event_create(EventHandle* event) noexcept {
 
 cudaError_t CudaDriver::event_create_on(int device, EventHandle* event) noexcept {
   if (event == nullptr) return cudaErrorInvalidValue;
-  // The runtime creates events in the thread's current context: make the
-  // device's primary context current for the call (also refuses a bad
-  // ordinal), and give the caller's back afterwards.
+  // The device is the current one (one GPU, or a thread already on the
+  // pool's device): exactly event_create, with no context switch.
+  int current = -1;
+  if (current_device(&current) == cudaSuccess && current == device) return event_create(event);
+  // Another: the runtime creates events in the thread's current context, so
+  // make the device's primary context current for the call (also refuses a
+  // bad ordinal), and give the caller's back afterwards.
   ScopedContext ctx(device);
   if (ctx.status() != cudaSuccess) return ctx.status();
   return event_create(event);
