@@ -319,11 +319,20 @@ class Actor {
     }
   }
 
+  /// An event that `s` can record: one of s's device (CUDA refuses an event
+  /// of another device, and so does the simulation).
+  EventHandle event_for(cudaStream_t s) {
+    int device = 0;
+    FUZZ_CHECK(w_.sim.stream_device(s, &device) == cudaSuccess, "stream_device");
+    EventHandle e = nullptr;
+    FUZZ_CHECK(w_.sim.event_create_on(device, &e) == cudaSuccess, "event_create_on");
+    return e;
+  }
+
   /// Makes `t` wait for block `b`'s last use (as a user must, across streams).
   void order_after(const Block& b, cudaStream_t t) {
     if (!b.pending || b.last == t) return;
-    EventHandle e = nullptr;
-    FUZZ_CHECK(w_.sim.event_create(&e) == cudaSuccess, "event_create");
+    EventHandle e = event_for(b.last);
     FUZZ_CHECK(w_.sim.event_record(e, b.last) == cudaSuccess, "event_record");
     FUZZ_CHECK(w_.sim.stream_wait_event(t, e) == cudaSuccess, "stream_wait_event");
     w_.sim.event_destroy(e);
@@ -557,7 +566,7 @@ class Actor {
       mine_[i] = mine_.back();
       mine_.pop_back();
       if (h.block.pending) {
-        FUZZ_CHECK(w_.sim.event_create(&h.ready) == cudaSuccess, "event_create");
+        h.ready = event_for(h.block.last);
         FUZZ_CHECK(w_.sim.event_record(h.ready, h.block.last) == cudaSuccess, "event_record");
       }
       std::lock_guard lock(w_.mu);
