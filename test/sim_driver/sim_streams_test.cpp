@@ -489,14 +489,16 @@ TEST_CASE("sim: a thread's exit retires its per-thread stream on every device it
   config.device_count = 2;
   SimDriver sim(config);
   std::atomic<int> ran{0};
-  std::thread worker([&] {
+  std::atomic<bool> set_ok{true};
+  std::thread worker([&] {  // no Catch assertions off the main thread
     for (int device : {0, 1}) {
-      REQUIRE(sim.set_current_device(device) == cudaSuccess);
+      if (sim.set_current_device(device) != cudaSuccess) set_ok = false;
       sim.delay(cudaStreamPerThread, std::chrono::milliseconds(20));
       sim.launch(cudaStreamPerThread, [&] { ++ran; });
     }
   });
   worker.join();  // the exit hook drains both streams before join returns
+  CHECK(set_ok);
   CHECK(ran == 2);
   int device = -1;
   REQUIRE(sim.current_device(&device) == cudaSuccess);
