@@ -16,10 +16,13 @@
 //
 // Stream handles: sim streams are cudaStream_t values made by create_stream().
 // The legacy default stream (0 / cudaStreamLegacy) and cudaStreamPerThread are
-// simulated too (the latter one stream per host thread; a thread's exit waits
-// until its per-thread stream's queued work has run). Like CUDA, the legacy
-// stream is ordered with blocking streams: work submitted to it waits for all
-// earlier work on blocking streams and vice versa.
+// simulated too, per device: they name the calling thread's current device's
+// (set_current_device; 0 until set), the latter one stream per host thread and
+// device (a thread's exit waits until its per-thread streams' queued work has
+// run). Like CUDA, the legacy stream is ordered with blocking streams: work
+// submitted to it waits for all earlier work on blocking streams and vice
+// versa. An event belongs to the device it was created on (event_create: the
+// current one) and can be recorded only on that device's streams.
 #pragma once
 
 #include <sova/driver.hpp>
