@@ -273,9 +273,10 @@ class PoolCore {
   /// a fence on `stream` when one is due (the caller is that stream's own
   /// allocation), and drops its pending ranges whose frees are complete.
   void flush_cache_to_heap(StreamState* state, cudaStream_t stream, CacheFlush which) noexcept;
-  /// Moves other streams' frees known complete into the heap; requests
-  /// fences where frees are not yet covered by one.
-  void harvest_streams(StreamState* except) noexcept;
+  /// Moves other streams' frees known complete into the heap (without their
+  /// kept blocks unless `kept_too`); requests fences where frees are not yet
+  /// covered by one.
+  void harvest_streams(StreamState* except, bool kept_too = true) noexcept;
   Block* take_with_wait(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
   cudaError_t grow(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream, Block** out) noexcept;
   /// Backs the first `need` bytes of `block` (carved, not yet handed out for

@@ -110,13 +110,23 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
     *step = SlowStep::heap_all;
     if (Block* block = take_if_backed(best_fit(state, size))) return block;
   }
-  // 2. Opportunistic: other streams' frees known complete.
+  // 2. Opportunistic: other streams' frees known complete — their loose
+  //    blocks first, and their kept ones only where growing would exceed the
+  //    budget. Taking every stream's kept blocks on any miss that needed a
+  //    new granule emptied their caches, and each then missed on its next
+  //    allocations and took the others' in turn (16 streams of 16 size
+  //    classes, interleaved on the simulation: 2-21% of allocations missed;
+  //    0.1% this way, for 10 MiB more, within the budget).
   if (reuse_allow_opportunistic_.load(std::memory_order_relaxed)) {
-    harvest_streams(state);
-    if (Block* block = take_if_backed(best_fit(state, size))) {
-      ++cross_stream_reuses_;
-      *step = SlowStep::other_streams;
-      return block;
+    for (const bool kept_too : {false, true}) {
+      harvest_streams(state, kept_too);
+      const Fit other_fit = best_fit(state, size);
+      if (Block* block = take_if_backed(other_fit)) {
+        ++cross_stream_reuses_;
+        *step = SlowStep::other_streams;
+        return block;
+      }
+      if (!kept_too && other_fit.block != nullptr && within_growth_budget(other_fit.at, need)) return nullptr;
     }
   }
   return nullptr;
@@ -170,7 +180,7 @@ void PoolCore::wait_for_own_frees(StreamState* state, cudaStream_t stream) noexc
   drop_complete_pending(state, safe_epoch);
 }
 
-void PoolCore::harvest_streams(StreamState* except) noexcept {
+void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
   // Every state the pool ever made (a lock-free list: a pool whose streams
   // come and go keeps one retired state per reused handle, and copying them
   // into a vector on every miss cost microseconds).
@@ -193,7 +203,9 @@ void PoolCore::harvest_streams(StreamState* except) noexcept {
     if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
       other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_everything
     }
-    Block* list = detach(other->cache, [&](Block* b, bool) { return b->epoch <= safe_epoch; });
+    Block* list = detach(other->cache, [&](Block* b, bool recurring) {
+      return b->epoch <= safe_epoch && (kept_too || !(recurring && b->size <= kSmallBlockLimit));
+    });
     if (other->open_epoch_has_frees && !other->is_legacy) {
       other->fence_requested.store(true, std::memory_order_relaxed);
     }
