@@ -8,25 +8,21 @@
 //
 //   sova_sim_mixed [--classes=C] [--streams=N] [--pairs=P]
 //
-// Each stream holds 8 live blocks of 256 B + k x 4 KiB (k uniform below C,
-// default 16); in turn each frees one at random and allocates a random size
-// in its place. After a warm-up of 4096 pairs per stream, P pairs (default
-// 100000) are counted.
+// The loop: bench/interleaved_mixed.hpp, C size classes (default 16). After a
+// warm-up of 4096 pairs per stream, P pairs (default 100000) are counted.
+#include "interleaved_mixed.hpp"
+
 #include <sova/pool.hpp>
 #include <sova/sim.hpp>
 
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <limits>
-#include <random>
 #include <vector>
 
 namespace {
-
-constexpr std::size_t kWindow = 8;
 
 struct Args {
   std::size_t classes = 16;
@@ -67,24 +63,12 @@ int main(int argc, char** argv) {
     sova::Pool pool(options);
     std::vector<cudaStream_t> streams;
     for (std::size_t i = 0; i < args.streams; ++i) streams.push_back(sim.create_stream());
-    std::mt19937 rng(1234);
-    auto next_size = [&] { return 256 + (rng() % args.classes) * std::size_t{4096}; };
-    std::vector<std::array<void*, kWindow>> live(streams.size());
-    for (std::size_t s = 0; s < streams.size(); ++s)
-      for (void*& p : live[s]) p = pool.allocate(next_size(), streams[s]);
-    auto run = [&](std::size_t pairs) {
-      for (std::size_t i = 0; i < pairs; ++i) {
-        const std::size_t s = i % streams.size();
-        void*& slot = live[s][rng() % kWindow];
-        pool.deallocate(slot, streams[s]);
-        slot = pool.allocate(next_size(), streams[s]);
-      }
-    };
-    run(4096 * streams.size());
+    sova_bench::InterleavedMixed loop(pool, streams, args.classes);
+    loop.run(4096 * streams.size());  // warm-up
     const sova::PoolStats before = pool.stats();
-    run(args.pairs);
+    loop.run(args.pairs);
     const sova::PoolStats after = pool.stats();
-    const auto misses = (after.allocations - after.fast_path_hits) - (before.allocations - before.fast_path_hits);
+    const std::uint64_t misses = sova_bench::InterleavedMixed::misses(before, after);
     std::printf("classes %zu, streams %zu: %.1f%% of %zu allocations missed (heap %llu, heap after the kept "
                 "blocks %llu, other streams %llu, wait %llu, grown %llu); peak reserved %.1f MiB, peak live %.1f MiB\n",
                 args.classes, args.streams, 100.0 * static_cast<double>(misses) / static_cast<double>(args.pairs),
@@ -94,10 +78,10 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(after.slow_with_wait - before.slow_with_wait),
                 static_cast<unsigned long long>(after.slow_grown - before.slow_grown),
                 static_cast<double>(after.reserved_high) / (1 << 20), static_cast<double>(after.used_high) / (1 << 20));
-    for (std::size_t s = 0; s < streams.size(); ++s) {
-      for (void* p : live[s]) pool.deallocate(p, streams[s]);
-      sim.stream_synchronize(streams[s]);
-      sim.destroy_stream(streams[s]);
+    loop.free_all();
+    for (cudaStream_t s : streams) {
+      sim.stream_synchronize(s);
+      sim.destroy_stream(s);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sova_sim_mixed: %s\n", e.what());

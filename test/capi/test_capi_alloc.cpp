@@ -2,6 +2,7 @@
 // per row of docs/notes/runtime-errors.md that concerns them, each checking
 // that a rejected call changed nothing.
 #include "capi/capi_test_util.hpp"
+#include "support/scoped_current_device.hpp"
 
 #include <chrono>
 #include <cstdlib>
@@ -81,11 +82,7 @@ TEST_CASE("capi: sovaMallocAsync on another device's stream allocates from that 
 
 TEST_CASE("capi: with device 1 current, stream 0 is device 1's and allocates from device 1's pool",
           "[capi][devices]") {
-  sim();
-  REQUIRE(sim().set_current_device(1) == cudaSuccess);
-  struct Restore {
-    ~Restore() { sim().set_current_device(0); }
-  } restore;
+  sova::test::ScopedCurrentDevice on_device_1(sim(), 1);
   void* p = nullptr;
   REQUIRE(sovaMallocAsync(&p, 3000, nullptr) == cudaSuccess);
   sovaMemPool_t pool0 = nullptr, pool1 = nullptr;

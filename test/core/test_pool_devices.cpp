@@ -6,6 +6,7 @@
 // every fence of a pool on another device: frees on one stream then reached
 // another only through a device synchronize.
 #include "core/sim_pool_fixture.hpp"
+#include "support/scoped_current_device.hpp"
 
 #include <atomic>
 #include <thread>
@@ -24,19 +25,12 @@ SimConfig two_devices() {
   return config;
 }
 
-// Restores the thread's current device (shared by every simulation) at scope end.
-struct CurrentDevice {
-  SimDriver& sim;
-  explicit CurrentDevice(SimDriver& s, int device) : sim(s) { REQUIRE(sim.set_current_device(device) == cudaSuccess); }
-  ~CurrentDevice() { sim.set_current_device(0); }
-};
-
 }  // namespace
 
 TEST_CASE("a pool on device 1 fences its frees on device 1 from a thread whose current device is 0",
           "[core][devices][issue16]") {
   SimDriver sim(two_devices());
-  CurrentDevice current(sim, 0);
+  ScopedCurrentDevice current(sim, 0);
   PoolOptions options = options_on(sim);
   options.device = 1;
   options.max_size = 4 * MiB;

@@ -8,9 +8,9 @@
 // then missed in turn (16 streams: 2-21% of allocations); now other streams'
 // kept blocks are taken only where growing would exceed the budget.
 #include "core/sim_pool_fixture.hpp"
+// From the tests' include directory (test/): the loop lives with the tool.
+#include "../bench/interleaved_mixed.hpp"
 
-#include <array>
-#include <random>
 #include <vector>
 
 using namespace sova;
@@ -25,36 +25,20 @@ TEST_CASE("streams cycling through 16 small sizes keep their caches in a small p
     Pool pool(options);
     std::vector<cudaStream_t> handles;
     for (int i = 0; i < streams; ++i) handles.push_back(sim.create_stream());
-    // Each stream holds 8 live blocks of 256 B + k x 4 KiB (k < 16), and in
-    // turn frees one at random and allocates a random size in its place
-    // (bench/threads_mixed.hpp's loop, the streams interleaved on one thread).
-    std::mt19937 rng(1234);
-    std::vector<std::array<void*, 8>> live(handles.size());
-    auto next_size = [&] { return 256 + (rng() % 16) * std::size_t{4096}; };
-    for (std::size_t s = 0; s < handles.size(); ++s)
-      for (void*& p : live[s]) p = pool.allocate(next_size(), handles[s]);
-    auto run = [&](int steps) {
-      for (int i = 0; i < steps; ++i) {
-        const std::size_t s = static_cast<std::size_t>(i) % handles.size();
-        void*& slot = live[s][rng() % 8];
-        pool.deallocate(slot, handles[s]);
-        slot = pool.allocate(next_size(), handles[s]);
-      }
-    };
-    run(4096 * streams);  // warm-up
+    sova_bench::InterleavedMixed loop(pool, handles, /*classes=*/16);  // sova_sim_mixed's loop
+    loop.run(4096 * static_cast<std::size_t>(streams));  // warm-up
     const PoolStats before = pool.stats();
-    run(20000);
+    loop.run(20000);
     const PoolStats after = pool.stats();
-    const double misses = static_cast<double>((after.allocations - after.fast_path_hits) -
-                                              (before.allocations - before.fast_path_hits));
+    const auto misses = static_cast<double>(sova_bench::InterleavedMixed::misses(before, after));
     CHECK(misses / 20000.0 < 0.02);
     // Within the budget: the live peak plus 4 MiB a stream and a granule.
     CHECK(after.reserved_high <= after.used_high + static_cast<std::uint64_t>(streams) * (std::uint64_t{4} << 20) +
                                      (std::uint64_t{2} << 20));
-    for (std::size_t s = 0; s < handles.size(); ++s) {
-      for (void* p : live[s]) pool.deallocate(p, handles[s]);
-      sim.stream_synchronize(handles[s]);
-      sim.destroy_stream(handles[s]);
+    loop.free_all();
+    for (cudaStream_t s : handles) {
+      sim.stream_synchronize(s);
+      sim.destroy_stream(s);
     }
   }
 }

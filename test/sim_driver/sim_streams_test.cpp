@@ -8,6 +8,7 @@
 
 #include "sim_test_util.hpp"
 #include "driver/sim/sim_streams.hpp"
+#include "support/scoped_current_device.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -432,10 +433,6 @@ TEST_CASE("sim: set_current_device moves the implicit streams and event_create t
   SimConfig config;
   config.device_count = 2;
   SimDriver sim(config);
-  struct Restore {
-    SimDriver& sim;
-    ~Restore() { sim.set_current_device(0); }
-  } restore{sim};
   int device = -1;
   REQUIRE(sim.current_device(&device) == cudaSuccess);
   CHECK(device == 0);
@@ -443,7 +440,7 @@ TEST_CASE("sim: set_current_device moves the implicit streams and event_create t
   REQUIRE(sim.stream_id(nullptr, &legacy0) == cudaSuccess);
   REQUIRE(sim.stream_id(cudaStreamPerThread, &per_thread0) == cudaSuccess);
 
-  REQUIRE(sim.set_current_device(1) == cudaSuccess);
+  sova::test::ScopedCurrentDevice on_device_1(sim, 1);  // device 0 again at the end
   REQUIRE(sim.current_device(&device) == cudaSuccess);
   CHECK(device == 1);
   for (cudaStream_t implicit : {cudaStream_t{nullptr}, cudaStreamLegacy, cudaStreamPerThread}) {
