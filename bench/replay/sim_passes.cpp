@@ -1,8 +1,9 @@
 // sova_sim_passes: replays a trace several times on sova's host simulation and
 // prints, after each pass, the pool's peak reserved memory over the trace's
 // peak live bytes and what the pass cost in driver work (chunks created and
-// remapped) and how many allocations its streams' caches served (the fast
-// path). A tool for placement and remapping work (docs/policies.md): on
+// remapped; the simulation's count of map, unmap and access calls, which on
+// the GPU cost ~10-30 us each) and how many allocations its streams' caches
+// served (the fast path). A tool for placement and remapping work (docs/policies.md): on
 // the simulation a pass takes seconds, a GPU run minutes.
 //
 //   sova_sim_passes TRACE [--policy=default|size_classes|buddy|best_fit]
@@ -149,16 +150,18 @@ int main(int argc, char** argv) {
       }
     };
     sova::PoolStats before = pool.stats();  // counters at the start of the pass
+    sova::SimCounters driver_before = sim.counters();
     for (int pass = 0; pass < o.passes; ++pass) {
       replay(placements);
       for (cudaStream_t s : streams) sim.stream_synchronize(s);
       const sova::PoolStats st = pool.stats();
+      const sova::SimCounters driver = sim.counters();
       auto in_pass = [](std::uint64_t now, std::uint64_t then) {
         return static_cast<unsigned long long>(now - then);
       };
       std::printf("pass %d: peak reserved %.0f MiB / trace peak %.0f MiB = %.3f; chunks created %llu, remapped %llu; "
                   "fast-path hits %llu of %llu allocations; released %llu, waits %llu; slow path: heap %llu, "
-                  "grown %llu, other %llu\n",
+                  "grown %llu, other %llu; driver: maps %llu, unmaps %llu, access %llu\n",
                   pass, st.reserved_high / 1048576.0, trace.peak_requested / 1048576.0,
                   static_cast<double>(st.reserved_high) / static_cast<double>(trace.peak_requested),
                   in_pass(st.chunks_mapped, before.chunks_mapped), in_pass(st.chunks_remapped, before.chunks_remapped),
@@ -167,8 +170,11 @@ int main(int argc, char** argv) {
                   in_pass(st.slow_from_heap + st.slow_from_heap_all, before.slow_from_heap + before.slow_from_heap_all),
                   in_pass(st.slow_grown + st.slow_after_synchronize, before.slow_grown + before.slow_after_synchronize),
                   in_pass(st.slow_from_other_streams + st.slow_with_wait,
-                          before.slow_from_other_streams + before.slow_with_wait));
+                          before.slow_from_other_streams + before.slow_with_wait),
+                  in_pass(driver.maps, driver_before.maps), in_pass(driver.unmaps, driver_before.unmaps),
+                  in_pass(driver.set_access_calls, driver_before.set_access_calls));
       before = st;
+      driver_before = driver;
     }
     if (placements != nullptr) std::fclose(placements);
     if (o.timed_passes > 0) {
