@@ -159,12 +159,13 @@ int main(int argc, char** argv) {
       auto in_pass = [](std::uint64_t now, std::uint64_t then) {
         return static_cast<unsigned long long>(now - then);
       };
-      std::printf("pass %d: peak reserved %.0f MiB / trace peak %.0f MiB = %.3f; chunks created %llu, remapped %llu; "
+      std::printf("pass %d: peak reserved %.0f MiB / trace peak %.0f MiB = %.3f; chunks created %llu, remapped %llu (to ghosts %llu); "
                   "fast-path hits %llu of %llu allocations; released %llu, waits %llu; slow path: heap %llu, "
                   "grown %llu, other %llu; driver: maps %llu, unmaps %llu, access %llu\n",
                   pass, st.reserved_high / 1048576.0, trace.peak_requested / 1048576.0,
                   static_cast<double>(st.reserved_high) / static_cast<double>(trace.peak_requested),
                   in_pass(st.chunks_mapped, before.chunks_mapped), in_pass(st.chunks_remapped, before.chunks_remapped),
+                  in_pass(st.remaps_to_ghosts, before.remaps_to_ghosts),
                   in_pass(st.fast_path_hits, before.fast_path_hits), in_pass(st.allocations, before.allocations),
                   in_pass(st.chunks_unmapped, before.chunks_unmapped), in_pass(st.remap_waits, before.remap_waits),
                   in_pass(st.slow_from_heap + st.slow_from_heap_all, before.slow_from_heap + before.slow_from_heap_all),

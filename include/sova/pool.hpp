@@ -175,6 +175,10 @@ struct PoolStats {
   std::uint64_t slow_with_wait_ns = 0;
   std::uint64_t slow_grown_ns = 0;
   std::uint64_t slow_after_synchronize_ns = 0;
+  /// Part of chunks_remapped: moves back to a place the chunk had left and
+  /// was still mapped at (a ghost mapping, docs/design.md): no driver call.
+  std::uint64_t remaps_to_ghosts = 0;
+  std::uint64_t ghost_mappings = 0;  ///< chunks' old mappings kept now (physical memory counted once)
 
   /// Peak reserved / peak used: the memory overhead of the pool since the
   /// high-water marks were last reset (1.0 = none; 0 when nothing was used).

@@ -199,6 +199,8 @@ typedef struct sovaMemPoolStats {
   uint64_t slowWithWaitNs;
   uint64_t slowGrownNs;
   uint64_t slowAfterSynchronizeNs;
+  uint64_t remapsToGhosts;      /**< part of chunksRemapped: moves back to a ghost mapping (no driver call) */
+  uint64_t ghostMappings;       /**< chunks' old mappings kept now */
 } sovaMemPoolStats;
 
 /** Fills *stats with `pool`'s statistics (see sovaMemPoolStats for the size

@@ -36,6 +36,7 @@ Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va
                 error);
   }
   chunk_of_granule_.assign(size_ / granularity_, kUnbacked);
+  ghost_of_granule_.assign(size_ / granularity_, kNone);
   backed_bits_.assign((chunk_of_granule_.size() + 63) / 64, 0);
 }
 
@@ -145,6 +146,7 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
 }
 
 void Arena::destroy_chunk(std::int32_t slot) noexcept {
+  drop_ghosts_of(slot);  // the memory goes back with the chunk's last mapping
   Chunk& chunk = chunks_[slot];
   const std::size_t bytes = chunk.granules * granularity_;
   driver_.unmap(base_ + chunk.first_granule * granularity_, bytes);
@@ -213,6 +215,7 @@ cudaError_t Arena::commit(std::size_t offset, std::size_t bytes, std::size_t chu
     const std::size_t run_start = granule;
     std::size_t run_end = granule;  // inclusive
     while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked) ++run_end;
+    drop_ghosts_in(run_start, run_end - run_start + 1);  // nothing else may be mapped there
     while (granule <= run_end) {
       const std::size_t granules =
           max_granules == 0 ? run_end - granule + 1 : std::min(max_granules, run_end - granule + 1);
@@ -292,7 +295,7 @@ std::vector<std::pair<std::size_t, std::size_t>> Arena::unbacked_runs(std::size_
   return runs;
 }
 
-cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access) noexcept {
+cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access, bool* mapped) noexcept {
   Chunk& chunk = chunks_[slot];
   const std::size_t bytes = chunk.granules * granularity_;
   if (to_granule + chunk.granules > chunk_of_granule_.size() ||
@@ -300,29 +303,116 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
     return cudaErrorInvalidValue;
   }
   const std::size_t from_granule = chunk.first_granule;
-  cudaError_t error = driver_.unmap(base_ + from_granule * granularity_, bytes);
-  if (error != cudaSuccess) return error;  // still mapped where it was: nothing changed
-  mark(from_granule, chunk.granules, kUnbacked);
-  chunk.first_granule = to_granule;
-  error = map_chunk(chunk, with_access);
-  if (error == cudaSuccess) {
+  if (mapped != nullptr) *mapped = false;
+  for (std::size_t i = 0; i < kGhostsPerChunk && chunk.ghosts[i] != kNone; ++i) {
+    const std::int32_t index = chunk.ghosts[i];
+    if (ghosts_[index].first_granule != to_granule) continue;
+    // Back to a place the chunk left: still mapped, with its access. The
+    // place it leaves becomes the ghost (the newest).
+    mark_ghost(to_granule, chunk.granules, kNone);
+    ghosts_[index].first_granule = from_granule;
+    mark_ghost(from_granule, chunk.granules, index);
+    std::rotate(chunk.ghosts.begin() + static_cast<std::ptrdiff_t>(i),
+                chunk.ghosts.begin() + static_cast<std::ptrdiff_t>(i) + 1,
+                std::find(chunk.ghosts.begin(), chunk.ghosts.end(), kNone));
+    mark(from_granule, chunk.granules, kUnbacked);
+    chunk.first_granule = to_granule;
     mark(to_granule, chunk.granules, slot);
     ++chunks_moved_;
+    ++ghost_moves_;
     bytes_moved_ += bytes;
     return cudaSuccess;
   }
-  // Put it back where it was; failing that, let it go (its old range is free).
+  // Anything else mapped at the new place goes first (ghosts of other chunks,
+  // or of this one at an overlapping place). The old mapping stays until the
+  // new one is made: on failure nothing has changed.
+  drop_ghosts_in(to_granule, chunk.granules);
+  chunk.first_granule = to_granule;
+  const cudaError_t error = map_chunk(chunk, with_access);
   chunk.first_granule = from_granule;
-  if (map_chunk(chunk, /*with_access=*/true) == cudaSuccess) {
-    mark(from_granule, chunk.granules, slot);
-    return error;
+  if (error != cudaSuccess) return error;
+  mark(from_granule, chunk.granules, kUnbacked);
+  keep_ghost(slot, from_granule);
+  chunk.first_granule = to_granule;
+  mark(to_granule, chunk.granules, slot);
+  ++chunks_moved_;
+  bytes_moved_ += bytes;
+  if (mapped != nullptr) *mapped = true;
+  return cudaSuccess;
+}
+
+std::size_t Arena::ghost_within(std::int32_t slot, std::size_t first_granule, std::size_t granules) const noexcept {
+  const Chunk& chunk = chunks_[slot];
+  for (const std::int32_t index : chunk.ghosts) {
+    if (index == kNone) break;
+    const std::size_t at = ghosts_[index].first_granule;
+    if (at >= first_granule && at + chunk.granules <= first_granule + granules &&
+        next_backed(at, at + chunk.granules) == at + chunk.granules) {
+      return at;
+    }
   }
-  driver_.physical_release(chunk.handle);
-  backed_bytes_ -= bytes;
-  ++chunks_unmapped_;
-  chunk = Chunk{};
-  free_chunk_slots_.push_back(slot);  // as in destroy_chunk: capacity >= chunks_.size(), no throw
-  return error;
+  return kNoGhost;
+}
+
+void Arena::mark_ghost(std::size_t first_granule, std::size_t granules, std::int32_t index) noexcept {
+  std::fill_n(ghost_of_granule_.begin() + static_cast<std::ptrdiff_t>(first_granule), granules, index);
+}
+
+void Arena::keep_ghost(std::int32_t slot, std::size_t first_granule) noexcept {
+  Chunk& chunk = chunks_[slot];
+  std::int32_t index = kNone;
+  try {
+    if (!free_ghost_slots_.empty()) {
+      index = free_ghost_slots_.back();
+      free_ghost_slots_.pop_back();
+    } else {
+      ghosts_.emplace_back();
+      index = static_cast<std::int32_t>(ghosts_.size() - 1);
+      free_ghost_slots_.reserve(ghosts_.size());  // drop_ghost's push_back never throws
+    }
+  } catch (const std::bad_alloc&) {
+    if (index != kNone) {
+      ghosts_.pop_back();
+      index = kNone;
+    }
+  }
+  if (index == kNone) {  // no host memory for the record: unmap, as without ghosts
+    driver_.unmap(base_ + first_granule * granularity_, chunk.granules * granularity_);
+    return;
+  }
+  if (chunk.ghosts.back() != kNone) drop_ghost(chunk.ghosts.front());  // the oldest
+  ghosts_[index] = Ghost{slot, first_granule};
+  mark_ghost(first_granule, chunk.granules, index);
+  *std::find(chunk.ghosts.begin(), chunk.ghosts.end(), kNone) = index;
+}
+
+void Arena::drop_ghost(std::int32_t index) noexcept {
+  const Ghost ghost = ghosts_[index];
+  Chunk& chunk = chunks_[ghost.slot];
+  driver_.unmap(base_ + ghost.first_granule * granularity_, chunk.granules * granularity_);
+  mark_ghost(ghost.first_granule, chunk.granules, kNone);
+  auto it = std::find(chunk.ghosts.begin(), chunk.ghosts.end(), index);
+  std::copy(it + 1, chunk.ghosts.end(), it);
+  chunk.ghosts.back() = kNone;
+  ghosts_[index] = Ghost{};
+  free_ghost_slots_.push_back(index);  // capacity reserved in keep_ghost: no throw
+  ++ghosts_unmapped_;
+}
+
+void Arena::drop_ghosts_in(std::size_t first, std::size_t granules) noexcept {
+  for (std::size_t g = first; g < first + granules; ++g) {
+    if (ghost_of_granule_[g] != kNone) drop_ghost(ghost_of_granule_[g]);
+  }
+}
+
+void Arena::drop_ghosts_of(std::int32_t slot) noexcept {
+  while (chunks_[slot].ghosts.front() != kNone) drop_ghost(chunks_[slot].ghosts.front());
+}
+
+void Arena::drop_all_ghosts() noexcept {
+  for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
+    if (chunks_[slot].granules != 0) drop_ghosts_of(static_cast<std::int32_t>(slot));
+  }
 }
 
 std::size_t Arena::backed_prefix(std::size_t offset, std::size_t bytes) const noexcept {
@@ -383,6 +473,8 @@ cudaError_t Arena::set_peer_access(const cudaMemAccessDesc* descs, std::size_t c
       peers.erase(std::remove_if(peers.begin(), peers.end(), same), peers.end());
       if (desc.flags != cudaMemAccessFlagsProtNone) peers.push_back(desc);
     }
+    // Ghosts keep the access they were mapped with: unmap them all.
+    drop_all_ghosts();
     // Apply to every mapped chunk; on failure restore the previous access.
     std::vector<cudaMemAccessDesc> apply = peers;
     for (std::size_t i = 0; i < count; ++i) {

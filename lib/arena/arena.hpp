@@ -13,6 +13,7 @@
 
 #include <sova/driver.hpp>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -73,14 +74,23 @@ class Arena {
   /// (first granule, count). Throws std::bad_alloc.
   std::vector<std::pair<std::size_t, std::size_t>> unbacked_runs(std::size_t offset, std::size_t bytes) const;
   /// Moves chunk `slot` so that it backs the granules from `to_granule` on,
-  /// which must all be unbacked: unmap, map at the new VA, and (with
-  /// `with_access`) set access there; without, the caller must grant_access
-  /// before the memory is used. The caller guarantees no work touches the
-  /// chunk's old range. On failure the chunk is mapped back where it was (with
-  /// access); if even that fails it is released (its old range becomes
-  /// unbacked). Either way nothing is left mapped at the new place, and the
-  /// driver's error is returned.
-  cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access = true) noexcept;
+  /// which must all be unbacked: map at the new VA (ghosts there unmapped
+  /// first) and, with `with_access`, set access there; without, the caller
+  /// must grant_access before the memory is used. The old place is kept as
+  /// a ghost. The caller guarantees no work touches the chunk's old range.
+  /// On failure nothing has changed (the chunk is still mapped where it
+  /// was, nothing is mapped at the new place) and the driver's error is
+  /// returned; cudaErrorInvalidValue if a granule there is backed.
+  /// A move back to a ghost of the chunk (a place it left, still mapped)
+  /// makes no driver call; `*mapped`, when given, says whether this move
+  /// mapped the chunk anew (and so needs grant_access without `with_access`).
+  cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access = true,
+                         bool* mapped = nullptr) noexcept;
+  /// Where chunk `slot` has a ghost lying wholly inside the unbacked granules
+  /// [first_granule, first_granule + granules): its first granule, or
+  /// kNoGhost. A move there costs nothing.
+  static constexpr std::size_t kNoGhost = ~std::size_t{0};
+  std::size_t ghost_within(std::int32_t slot, std::size_t first_granule, std::size_t granules) const noexcept;
   /// Unmaps and releases chunk `slot` (a ChunkRef's). The caller guarantees
   /// no pending work touches it. Returns its bytes.
   std::size_t release_chunk(std::int32_t slot) noexcept;
@@ -131,22 +141,50 @@ class Arena {
   std::uint64_t chunks_unmapped() const noexcept { return chunks_unmapped_; }
   std::uint64_t chunks_moved() const noexcept { return chunks_moved_; }
   std::uint64_t bytes_moved() const noexcept { return bytes_moved_; }
+  /// Moves that went back to a ghost (no driver call), and ghosts unmapped.
+  std::uint64_t ghost_moves() const noexcept { return ghost_moves_; }
+  std::uint64_t ghosts_unmapped() const noexcept { return ghosts_unmapped_; }
+  std::size_t live_ghosts() const noexcept { return ghosts_.size() - free_ghost_slots_.size(); }
   std::size_t live_chunks() const noexcept { return chunks_.size() - free_chunk_slots_.size(); }
 
  private:
+  static constexpr std::int32_t kUnbacked = -1;
+  static constexpr std::int32_t kNone = -1;
+  static constexpr std::size_t kGhostsPerChunk = 2;
   struct Chunk {
     std::size_t first_granule = 0;
     std::size_t granules = 0;  // 0 = slot unused
     PhysicalHandle handle = 0;
     std::uint64_t serial = 0;
+    /// Indices into ghosts_, oldest first; kNone past the last.
+    std::array<std::int32_t, kGhostsPerChunk> ghosts = [] {
+      std::array<std::int32_t, kGhostsPerChunk> none{};
+      none.fill(kNone);
+      return none;
+    }();
   };
-  static constexpr std::int32_t kUnbacked = -1;
+  /// A chunk's old mapping at [first_granule, first_granule + granules).
+  struct Ghost {
+    std::int32_t slot = kNone;  // the chunk; kNone: record unused
+    std::size_t first_granule = 0;
+  };
 
   cudaError_t create_chunk(std::size_t first_granule, std::size_t granules, std::int32_t* slot) noexcept;
   /// The most granules a new chunk may have under `chunk_limit` (bytes; 0:
   /// max_chunk alone); 0 = no limit.
   std::size_t chunk_granules(std::size_t chunk_limit) const noexcept;
   void destroy_chunk(std::int32_t slot) noexcept;
+  /// Keeps chunk `slot`'s mapping at `first_granule` (which it is leaving) as
+  /// a ghost, dropping its oldest ghost if it has kGhostsPerChunk; without
+  /// host memory for the record, unmaps it instead.
+  void keep_ghost(std::int32_t slot, std::size_t first_granule) noexcept;
+  /// Unmaps ghost `index` and forgets it.
+  void drop_ghost(std::int32_t index) noexcept;
+  /// Unmaps every ghost overlapping granules [first, first + granules).
+  void drop_ghosts_in(std::size_t first, std::size_t granules) noexcept;
+  void drop_ghosts_of(std::int32_t slot) noexcept;
+  void drop_all_ghosts() noexcept;
+  void mark_ghost(std::size_t first_granule, std::size_t granules, std::int32_t index) noexcept;
   /// Maps `chunk`'s handle at its first_granule; with `with_access`, sets
   /// access too (undoing the map if that fails).
   cudaError_t map_chunk(const Chunk& chunk, bool with_access) noexcept;
@@ -168,6 +206,9 @@ class Arena {
   std::vector<std::uint64_t> backed_bits_;      // bit g set: granule g backed (for skipping)
   std::vector<Chunk> chunks_;
   std::vector<std::int32_t> free_chunk_slots_;
+  std::vector<std::int32_t> ghost_of_granule_;  // kNone or index into ghosts_
+  std::vector<Ghost> ghosts_;
+  std::vector<std::int32_t> free_ghost_slots_;
   std::vector<cudaMemAccessDesc> peers_;  // devices other than the owner
   std::size_t backed_bytes_ = 0;
   std::size_t backed_high_ = 0;
@@ -175,6 +216,8 @@ class Arena {
   std::uint64_t chunks_unmapped_ = 0;
   std::uint64_t chunks_moved_ = 0;
   std::uint64_t bytes_moved_ = 0;
+  std::uint64_t ghost_moves_ = 0;
+  std::uint64_t ghosts_unmapped_ = 0;
   PhysicalProps props_;
   std::uint64_t next_serial_ = 1;
 };

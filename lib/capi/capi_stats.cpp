@@ -52,6 +52,8 @@ sovaMemPoolStats to_c(const sova::PoolStats& s) noexcept {
   out.slowWithWaitNs = s.slow_with_wait_ns;
   out.slowGrownNs = s.slow_grown_ns;
   out.slowAfterSynchronizeNs = s.slow_after_synchronize_ns;
+  out.remapsToGhosts = s.remaps_to_ghosts;
+  out.ghostMappings = s.ghost_mappings;
   return out;
 }
 

@@ -304,10 +304,12 @@ class PoolCore {
     std::size_t from_granule;
   };
   /// Moves whole chunks lying in safe free blocks under the unbacked granules
-  /// of [offset, offset + bytes), largest first where they fit, and appends
-  /// each move to `moves`. Best effort.
-  void remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
-                              std::vector<ChunkMove>& moves) noexcept;
+  /// of [offset, offset + bytes): first those with a ghost there (free: no
+  /// driver call, Arena), then largest first where they fit; appends each
+  /// move to `moves`. At most `max_moves` moves that map anew. Best effort.
+  /// Returns how many moves mapped anew (what remapping pays for).
+  std::size_t remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
+                                     std::vector<ChunkMove>& moves) noexcept;
   /// The chunks lying wholly inside free blocks that no pending free
   /// overlaps: what may move or be released. Throws std::bad_alloc.
   std::vector<Arena::ChunkRef> safe_free_chunks();

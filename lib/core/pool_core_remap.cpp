@@ -24,39 +24,61 @@ std::vector<Arena::ChunkRef> PoolCore::safe_free_chunks() {
   return chunks;
 }
 
-void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
-                                      std::vector<ChunkMove>& moves) noexcept {
-  if (max_moves == 0) return;  // before the scans below, which cost more than the miss itself
+std::size_t PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
+                                             std::vector<ChunkMove>& moves) noexcept {
+  if (max_moves == 0) return 0;  // before the scans below, which cost more than the miss itself
+  std::size_t mapped_moves = 0;
   try {
     std::vector<std::pair<std::size_t, std::size_t>> runs = arena_.unbacked_runs(offset, bytes);
-    if (runs.empty()) return;
+    if (runs.empty()) return 0;
     std::vector<Arena::ChunkRef> donors = safe_free_chunks();
-    if (donors.empty()) return;
-    const std::size_t moves_limit = moves.size() + max_moves;
+    if (donors.empty()) return 0;
+    moves.reserve(moves.size() + donors.size());  // recording a move below cannot throw
+    // Chunks that were mapped here before (a ghost): moving them back costs
+    // no driver call, so they go first, and cost no move.
+    bool ghost_moved = false;
+    for (Arena::ChunkRef& donor : donors) {
+      for (const auto& [granule, count] : runs) {
+        const std::size_t home = arena_.ghost_within(donor.slot, granule, count);
+        if (home == Arena::kNoGhost) continue;
+        if (arena_.move_chunk(donor.slot, home, /*with_access=*/false) == cudaSuccess) {
+          moves.push_back(ChunkMove{donor.slot, donor.first_granule});
+          donor.slot = -1;
+          ghost_moved = true;
+        }
+        break;
+      }
+    }
+    if (ghost_moved) runs = arena_.unbacked_runs(offset, bytes);
     // Largest first: fewest moves, and small chunks left for the gaps.
     std::sort(donors.begin(), donors.end(), [](const Arena::ChunkRef& a, const Arena::ChunkRef& b) {
       return a.granules != b.granules ? a.granules > b.granules : a.first_granule < b.first_granule;
     });
-    moves.reserve(moves.size() + donors.size());  // recording a move below cannot throw
     std::size_t next_donor = 0;
     for (auto [granule, count] : runs) {
       // Moved chunks fill the run from its start; access is granted once for
       // all of them (one ~32 us call instead of one per chunk).
       const std::size_t run_start = granule;
       const std::size_t moves_before = moves.size();
+      bool any_mapped = false;
       // Donors are sorted by size: skip those too large for what is left.
-      for (std::size_t i = next_donor; i < donors.size() && count != 0 && moves.size() < moves_limit; ++i) {
+      for (std::size_t i = next_donor; i < donors.size() && count != 0 && mapped_moves < max_moves; ++i) {
         Arena::ChunkRef& donor = donors[i];
         if (donor.slot < 0 || donor.granules > count) continue;
         const std::int32_t slot = donor.slot;
         donor.slot = -1;  // used, moved or lost
         if (i == next_donor) ++next_donor;
-        if (arena_.move_chunk(slot, granule, /*with_access=*/false) != cudaSuccess) continue;  // back, or released
+        bool mapped = false;
+        if (arena_.move_chunk(slot, granule, /*with_access=*/false, &mapped) != cudaSuccess) continue;  // unchanged
         moves.push_back(ChunkMove{slot, donor.first_granule});
+        if (mapped) {
+          ++mapped_moves;
+          any_mapped = true;
+        }
         granule += donor.granules;
         count -= donor.granules;
       }
-      if (moves.size() != moves_before && arena_.grant_access(run_start, granule - run_start) != cudaSuccess) {
+      if (any_mapped && arena_.grant_access(run_start, granule - run_start) != cudaSuccess) {
         // Not usable here: move this run's chunks back (with access).
         const std::vector<ChunkMove> failed(moves.begin() + static_cast<std::ptrdiff_t>(moves_before), moves.end());
         moves.resize(moves_before);
@@ -67,6 +89,7 @@ void PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes, std
     // Remapping is an optimisation: without host memory for its lists the
     // block is backed with new chunks instead.
   }
+  return mapped_moves;
 }
 
 std::size_t PoolCore::release_for_gap(std::size_t missing, std::size_t max_chunks) noexcept {
@@ -102,8 +125,9 @@ std::size_t PoolCore::release_for_gap(std::size_t missing, std::size_t max_chunk
 
 void PoolCore::undo_moves(const std::vector<ChunkMove>& moves) noexcept {
   for (auto it = moves.rbegin(); it != moves.rend(); ++it) {
-    // A failed move back leaves the chunk where it is (free memory of the
-    // failed block) or releases it: either way nothing is lost or mapped twice.
+    // Each chunk's old place is its newest ghost: the move back makes no
+    // driver call. A failed one leaves the chunk where it is (free memory of
+    // the failed block): nothing is lost or mapped twice.
     arena_.move_chunk(it->slot, it->from_granule);
   }
 }

@@ -90,6 +90,8 @@ PoolStats PoolCore::stats() {
   s.free_backed_bytes = std::min<std::uint64_t>(s.free_backed_bytes, s.reserved_current);
   s.chunks_remapped = arena_.chunks_moved();
   s.bytes_remapped = arena_.bytes_moved();
+  s.remaps_to_ghosts = arena_.ghost_moves();
+  s.ghost_mappings = arena_.live_ghosts();
   s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
   // A stream's own high-water mark is the pool's only while it is the only
   // stream: with several, a stream that frees others' blocks sees its count

@@ -84,7 +84,9 @@ _STAT_FIELDS = ["reservedCurrent", "reservedHigh", "usedCurrent", "usedHigh", "l
                 # the slow path's steps and their sampled host time (issue 12)
                 "slowFromHeap", "slowFromHeapAll", "slowFromOtherStreams", "slowWithWait",
                 "slowGrown", "slowAfterSynchronize", "slowFromHeapNs", "slowFromHeapAllNs",
-                "slowFromOtherStreamsNs", "slowWithWaitNs", "slowGrownNs", "slowAfterSynchronizeNs"]
+                "slowFromOtherStreamsNs", "slowWithWaitNs", "slowGrownNs", "slowAfterSynchronizeNs",
+                # moves back to a chunk's old mapping, and those mappings now
+                "remapsToGhosts", "ghostMappings"]
 
 
 class PoolStats(ctypes.Structure):

@@ -264,6 +264,7 @@ void SimMemory::fill_counters(SimCounters* out) const {
   out->unmaps = counts_.unmaps;
   out->set_access_calls = counts_.set_access_calls;
   out->reservations = reservations_.size();
+  out->mappings = mappings_.size();
 }
 
 }  // namespace sova::sim
