@@ -52,6 +52,16 @@ void Arena::mark(std::size_t first_granule, std::size_t granules, std::int32_t s
   }
 }
 
+std::size_t Arena::next_unbacked(std::size_t from, std::size_t end) const noexcept {
+  std::size_t g = from;
+  while (g < end) {
+    const std::uint64_t word = ~backed_bits_[g / 64] >> (g % 64);
+    if (word != 0) return std::min(end, g + static_cast<std::size_t>(std::countr_zero(word)));
+    g = (g / 64 + 1) * 64;
+  }
+  return end;
+}
+
 std::size_t Arena::next_backed(std::size_t from, std::size_t end) const noexcept {
   std::size_t g = from;
   while (g < end) {
@@ -419,8 +429,7 @@ std::size_t Arena::backed_prefix(std::size_t offset, std::size_t bytes) const no
   if (bytes == 0) return 0;
   const std::size_t first = offset / granularity_;
   const std::size_t end = (offset + bytes - 1) / granularity_ + 1;
-  std::size_t g = first;
-  while (g < end && chunk_of_granule_[g] != kUnbacked) ++g;
+  const std::size_t g = next_unbacked(first, end);
   if (g == end) return bytes;
   const std::size_t backed_end = g * granularity_;
   return backed_end > offset ? backed_end - offset : 0;
@@ -443,7 +452,7 @@ bool Arena::is_backed(std::size_t offset, std::size_t bytes) const noexcept {
   if (bytes == 0) return true;
   const std::size_t first = offset / granularity_;
   const std::size_t end = (offset + bytes - 1) / granularity_ + 1;
-  return backed_granules(first, end) == end - first;
+  return next_unbacked(first, end) == end;
 }
 
 std::size_t Arena::backed_bytes_in(std::size_t offset, std::size_t bytes) const noexcept {

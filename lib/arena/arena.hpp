@@ -193,6 +193,8 @@ class Arena {
   std::size_t backed_granules(std::size_t first, std::size_t end) const noexcept;
   /// The first backed granule in [from, end), or end.
   std::size_t next_backed(std::size_t from, std::size_t end) const noexcept;
+  /// The first unbacked granule in [from, end), or end.
+  std::size_t next_unbacked(std::size_t from, std::size_t end) const noexcept;
   std::vector<cudaMemAccessDesc> access_descs() const;
 
   Driver& driver_;
