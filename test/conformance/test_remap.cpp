@@ -215,3 +215,65 @@ TEST_CASE("thorough remapping moves 8 MiB pieces of freed blocks into a gap no w
   pool.deallocate(blocks[3], s);
   device.synchronize(s);
 }
+
+TEST_CASE("a chunk that moves back to where it was moves without a new mapping, its data intact",
+          "[conformance][remap][ghost]") {
+  // Eight 32 MiB blocks (a chunk each); the even ones freed. A 128 MiB
+  // request beyond the growth budget takes their four chunks (moves that
+  // map). Freed in turn, the chunks are wanted back where they came from by
+  // four 32 MiB requests, which best fit places in the four holes: each
+  // chunk is still mapped there (a ghost, docs/design.md), so the moves
+  // back map nothing (PoolStats::remaps_to_ghosts). Data written through
+  // every block reads back, on the GPU as on the simulation.
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  Pool pool(remap_options(device, true));
+  ScopedStream s(device);
+  constexpr std::size_t kBlock = 32 * kMiB;
+  std::array<void*, 8> blocks{};
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    blocks[i] = pool.allocate(kBlock, s);
+    device.fill(blocks[i], kBlock, 0x6057'0000u + static_cast<std::uint32_t>(i), s);
+  }
+  for (std::size_t i = 0; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  device.synchronize(s);
+  pool.stream_synchronized(s);
+
+  void* big = pool.allocate(4 * kBlock, s);
+  PoolStats stats = pool.stats();
+  REQUIRE(stats.chunks_remapped == 4);
+  CHECK(stats.remaps_to_ghosts == 0);
+  CHECK(stats.ghost_mappings == 4);
+  CHECK(stats.chunks_mapped == 8);
+  device.fill(big, 4 * kBlock, 0xB16B16u, s);
+  device.expect(big, 4 * kBlock, 0xB16B16u, s);
+  pool.deallocate(big, s);
+  device.synchronize(s);
+  pool.stream_synchronized(s);
+
+  for (std::size_t i = 0; i < blocks.size(); i += 2) {
+    void* again = pool.allocate(kBlock, s);
+    CHECK(again == blocks[i]);  // best fit: the lowest of the 32 MiB holes
+    blocks[i] = again;
+  }
+  stats = pool.stats();
+  CHECK(stats.chunks_remapped == 8);
+  CHECK(stats.remaps_to_ghosts == 4);
+  CHECK(stats.chunks_mapped == 8);  // nothing created
+  CHECK(stats.reserved_current == 8 * kBlock);
+  for (std::size_t i = 0; i < blocks.size(); i += 2) {
+    device.fill(blocks[i], kBlock, 0x6A1E'0000u + static_cast<std::uint32_t>(i), s);
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    const std::uint32_t tag = (i % 2 == 0 ? 0x6A1E'0000u : 0x6057'0000u) + static_cast<std::uint32_t>(i);
+    device.expect(blocks[i], kBlock, tag, s);
+  }
+  device.synchronize(s);
+  CHECK(device.mismatches() == 0);
+  pool.check_invariants();
+  for (void* p : blocks) pool.deallocate(p, s);
+  device.synchronize(s);
+  pool.trim_to(0);
+  CHECK(pool.stats().reserved_current == 0);
+  CHECK(pool.stats().ghost_mappings == 0);  // released with their chunks
+}
