@@ -91,6 +91,12 @@ class SOVA_API PlacementPolicy {
 /// PoolStats::cached_small_bytes counts them.
 inline constexpr std::size_t kSmallBlockLimit = std::size_t{1} << 20;
 
+/// Requests of at most this size get a size-class block under the default
+/// policy (four classes per power of two, as size_class_policy): a stream
+/// that allocates many nearby small sizes then finds a block of the class in
+/// its cache where an exact size would miss.
+inline constexpr std::size_t kSmallClassLimit = std::size_t{256} << 10;
+
 /// Best fit: exact sizes (rounded to 512), each block at the start of the
 /// smallest free range that holds it. Coalescing keeps free space whole.
 SOVA_API std::shared_ptr<const PlacementPolicy> best_fit_policy();
@@ -110,8 +116,9 @@ SOVA_API std::shared_ptr<const PlacementPolicy> size_class_policy();
 /// 6 MiB of physical memory, not 8.
 SOVA_API std::shared_ptr<const PlacementPolicy> buddy_policy();
 
-/// The default: exact sizes; small blocks (<= kSmallBlockLimit) placed as the
-/// size-class policy places them, larger ones by best fit. A pool made with
+/// The default: exact sizes above kSmallClassLimit, size classes up to it;
+/// small blocks (<= kSmallBlockLimit) placed as the size-class policy places
+/// them, larger ones by best fit. A pool made with
 /// Policy::default_policy also keeps small blocks in the upper half of its VA
 /// and larger ones in the lower half while both have room (it knows its VA;
 /// this object, which sees one free range at a time, does not), so that

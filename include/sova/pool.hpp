@@ -33,7 +33,7 @@ namespace sova {
 /// How a pool places blocks in its VA range (include/sova/placement.hpp
 /// describes each; docs/policies.md compares them).
 enum class Policy {
-  default_policy,  ///< exact sizes; small blocks slab-placed, large ones best fit
+  default_policy,  ///< size classes up to 256 KiB, exact above; small blocks slab-placed, large ones best fit
   size_classes,    ///< four size classes per power of two, slab-placed
   buddy,           ///< power-of-two blocks at buddy positions
   best_fit,        ///< exact sizes, best fit

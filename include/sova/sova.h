@@ -30,7 +30,7 @@ typedef struct sovaMemPool_st* sovaMemPool_t;
 
 /** Placement policy of a pool. */
 typedef enum sovaPolicy {
-  sovaPolicyDefault = 0,   /**< exact sizes; small blocks slab-placed, larger ones best fit */
+  sovaPolicyDefault = 0,   /**< size classes up to 256 KiB, exact above; small blocks slab-placed, larger ones best fit */
   sovaPolicySizeClass = 1, /**< four size classes per power of two, slab-placed */
   sovaPolicyBuddy = 2,     /**< power-of-two blocks at buddy positions */
   sovaPolicyBestFit = 3    /**< exact sizes, best fit */

@@ -46,7 +46,7 @@ class BuddyPolicy final : public PlacementPolicy {
 class DefaultPolicy final : public PlacementPolicy {
  public:
   const char* name() const noexcept override { return "default"; }
-  std::size_t block_size(std::size_t bytes) const noexcept override { return detail::round_exact(bytes); }
+  std::size_t block_size(std::size_t bytes) const noexcept override { return detail::round_default(bytes); }
   std::size_t place(FreeRange range, std::size_t size, std::size_t granularity) const noexcept override {
     return size <= kSmallBlockLimit ? place_in_one_granule(range, size, granularity)
                                     : place_at_start(range, size);
@@ -81,6 +81,7 @@ Placement::Placement(const PoolOptions& options, std::size_t upper_half)
   switch (options.policy) {
     case Policy::default_policy:
       policy_ = default_placement_policy();
+      rounding_ = Rounding::default_classes;
       where_ = Where::segregated;
       return;
     case Policy::best_fit:

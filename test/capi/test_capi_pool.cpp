@@ -400,9 +400,10 @@ TEST_CASE("capi: sovaMemPoolThoroughRemap backs a 32 MiB block with 8 MiB chunks
 TEST_CASE("capi: each sovaPolicy places blocks its own way", "[capi]") {
   sim();
   // Two 4500-byte blocks in a fresh pool lie one block size apart: exact
-  // sizes round to 4608, size classes to 5120, buddy to 8192.
+  // sizes round to 4608, size classes to 5120 (the default's too, up to
+  // kSmallClassLimit), buddy to 8192.
   const std::pair<sovaPolicy, std::ptrdiff_t> expected[] = {
-      {sovaPolicyDefault, 4608}, {sovaPolicyBestFit, 4608}, {sovaPolicySizeClass, 5120}, {sovaPolicyBuddy, 8192}};
+      {sovaPolicyDefault, 5120}, {sovaPolicyBestFit, 4608}, {sovaPolicySizeClass, 5120}, {sovaPolicyBuddy, 8192}};
   for (const auto& [policy, distance] : expected) {
     INFO("policy " << static_cast<int>(policy));
     sovaMemPoolProps props;

@@ -26,6 +26,17 @@ TEST_CASE("size classes: four per power of two, at most 25% over, monotonic", "[
   CHECK(classes_in_8k_16k == std::set<std::size_t>{10240, 12288, 14336, 16384});
 }
 
+TEST_CASE("the default rounds to size classes up to kSmallClassLimit, exactly above", "[core][policy]") {
+  CHECK(round_default(1) == 512);
+  CHECK(round_default(4500) == 5120);                    // a class
+  CHECK(round_default(kSmallClassLimit) == kSmallClassLimit);
+  CHECK(round_default(kSmallClassLimit - 1000) == kSmallClassLimit);
+  CHECK(round_default(kSmallClassLimit + 1) == kSmallClassLimit + 512);  // exact from here
+  CHECK(round_default(300000) == 300032);
+  CHECK(default_placement_policy()->block_size(4500) == 5120);  // the policy object agrees
+  CHECK(default_placement_policy()->block_size(300000) == 300032);
+}
+
 TEST_CASE("buddy sizes are powers of two, at least 512", "[core][policy]") {
   CHECK(round_to_power_of_two(1) == 512);
   CHECK(round_to_power_of_two(513) == 1024);
