@@ -354,10 +354,30 @@ class PoolCore {
   /// memory); the larger bound for every stream held 1.13x instead of 1.036x
   /// on random sizes up to 4 MiB, whose sizes recur by chance and whose cache
   /// serves almost nothing (issue 12, docs/notes/2026-11-23-real-workload-speed.md).
-  std::size_t kept_cache_bound(const StreamState* state) const noexcept {
+  /// Whether a miss keeps the stream's kept blocks where it can: with other
+  /// streams sharing the pool, or in a small pool (a live peak whose 1/64 is
+  /// under kKeptSmallCacheBytes, where the budget's floor is what pays for
+  /// them) whose stream's cache serves one allocation in kKeptReuseShare.
+  /// Then a fit that needs new memory within the budget grows instead of
+  /// flushing them, and a cache over its bound gives back its least recently
+  /// freed blocks, not all of them (pool_core_slow.cpp). Otherwise a stream
+  /// alone flushes them whole: growing instead cost a trace 0.3% more memory
+  /// (encoder_amp_train 1.009x -> 1.012x), and random sizes, whose cache
+  /// serves little, ~1% while their pool was still small (simulation).
+  bool keeps_small_caches(const StreamState* state) const noexcept {
+    if (stream_count_.load(std::memory_order_relaxed) > 1) return true;
+    return used_high_sampled_.load(std::memory_order_relaxed) / kGrowthSlackDivisor < kKeptSmallCacheBytes &&
+           cache_serves(state);
+  }
+  /// Whether the stream's cache serves at least one allocation in
+  /// kKeptReuseShare: where it does, its newest blocks are worth keeping.
+  static bool cache_serves(const StreamState* state) noexcept {
     const std::uint64_t hits = state->fast_hits.load(std::memory_order_relaxed);
     const std::uint64_t allocations = state->allocations.load(std::memory_order_relaxed);
-    if (hits * kKeptReuseShare < allocations) return kKeptSmallCacheBytes;
+    return hits * kKeptReuseShare >= allocations;
+  }
+  std::size_t kept_cache_bound(const StreamState* state) const noexcept {
+    if (!cache_serves(state)) return kKeptSmallCacheBytes;
     return std::max<std::size_t>(kKeptSmallCacheBytes,
                                  used_high_sampled_.load(std::memory_order_relaxed) / kGrowthSlackDivisor);
   }

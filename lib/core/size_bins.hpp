@@ -108,6 +108,20 @@ class SizeBins {
     kept_bytes_.store(0, std::memory_order_relaxed);
     compact_if_stale();
   }
+  /// Unlinks the kept blocks least recently freed until the kept ones hold at
+  /// most `target` bytes, and hands each to take(block). Walks the kept list.
+  template <class Take>
+  void take_oldest_kept(std::size_t target, Take take) {
+    Block* oldest = kept_;
+    while (oldest != nullptr && oldest->list_next != nullptr) oldest = oldest->list_next;
+    while (oldest != nullptr && kept_bytes() > target) {
+      Block* newer = oldest->list_prev;
+      unlink(slot_of(oldest), oldest);
+      take(oldest);
+      oldest = newer;
+    }
+    compact_if_stale();
+  }
   /// Unlinks every block for which keep(block, recurring) is false and hands
   /// it to take(block); `recurring` says whether its size is marked
   /// recurring (note_allocation). Walks every cached block.
