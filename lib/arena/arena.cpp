@@ -73,13 +73,25 @@ std::size_t Arena::next_backed(std::size_t from, std::size_t end) const noexcept
 }
 
 cudaError_t Arena::grant_access(std::size_t first_granule, std::size_t granules) noexcept {
+  cudaError_t error;
   try {
     const std::vector<cudaMemAccessDesc> descs = access_descs();
-    return driver_.set_access(base_ + first_granule * granularity_, granules * granularity_, descs.data(),
-                              descs.size());
+    error = driver_.set_access(base_ + first_granule * granularity_, granules * granularity_, descs.data(),
+                               descs.size());
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;
   }
+  if (error != cudaSuccess) return error;
+  for (std::size_t g = first_granule; g < first_granule + granules;) {
+    const std::int32_t slot = chunk_of_granule_[g];
+    if (slot == kUnbacked) {
+      ++g;
+      continue;
+    }
+    chunks_[slot].accessible = true;
+    g = chunks_[slot].first_granule + chunks_[slot].granules;
+  }
+  return cudaSuccess;
 }
 
 cudaError_t Arena::map_chunk(const Chunk& chunk, bool with_access) noexcept {
@@ -87,7 +99,13 @@ cudaError_t Arena::map_chunk(const Chunk& chunk, bool with_access) noexcept {
   const std::size_t bytes = chunk.granules * granularity_;
   cudaError_t error = driver_.map(va, bytes, chunk.handle);
   if (error != cudaSuccess || !with_access) return error;
-  error = grant_access(chunk.first_granule, chunk.granules);
+  // Not grant_access: the chunk is not marked at its new place yet.
+  try {
+    const std::vector<cudaMemAccessDesc> descs = access_descs();
+    error = driver_.set_access(va, bytes, descs.data(), descs.size());
+  } catch (const std::bad_alloc&) {
+    error = cudaErrorMemoryAllocation;
+  }
   if (error != cudaSuccess) driver_.unmap(va, bytes);
   return error;
 }
@@ -316,11 +334,13 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
   if (mapped != nullptr) *mapped = false;
   for (std::size_t i = 0; i < kGhostsPerChunk && chunk.ghosts[i] != kNone; ++i) {
     const std::int32_t index = chunk.ghosts[i];
-    if (ghosts_[index].first_granule != to_granule) continue;
+    if (ghosts_[index].first_granule != to_granule || !ghosts_[index].accessible) continue;
     // Back to a place the chunk left: still mapped, with its access. The
     // place it leaves becomes the ghost (the newest).
     mark_ghost(to_granule, chunk.granules, kNone);
     ghosts_[index].first_granule = from_granule;
+    ghosts_[index].accessible = chunk.accessible;
+    chunk.accessible = true;
     mark_ghost(from_granule, chunk.granules, index);
     std::rotate(chunk.ghosts.begin() + static_cast<std::ptrdiff_t>(i),
                 chunk.ghosts.begin() + static_cast<std::ptrdiff_t>(i) + 1,
@@ -342,8 +362,9 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
   chunk.first_granule = from_granule;
   if (error != cudaSuccess) return error;
   mark(from_granule, chunk.granules, kUnbacked);
-  keep_ghost(slot, from_granule);
+  keep_ghost(slot, from_granule, chunk.accessible);
   chunk.first_granule = to_granule;
+  chunk.accessible = with_access;
   mark(to_granule, chunk.granules, slot);
   ++chunks_moved_;
   bytes_moved_ += bytes;
@@ -356,7 +377,7 @@ std::size_t Arena::ghost_within(std::int32_t slot, std::size_t first_granule, st
   for (const std::int32_t index : chunk.ghosts) {
     if (index == kNone) break;
     const std::size_t at = ghosts_[index].first_granule;
-    if (at >= first_granule && at + chunk.granules <= first_granule + granules &&
+    if (ghosts_[index].accessible && at >= first_granule && at + chunk.granules <= first_granule + granules &&
         next_backed(at, at + chunk.granules) == at + chunk.granules) {
       return at;
     }
@@ -368,7 +389,7 @@ void Arena::mark_ghost(std::size_t first_granule, std::size_t granules, std::int
   std::fill_n(ghost_of_granule_.begin() + static_cast<std::ptrdiff_t>(first_granule), granules, index);
 }
 
-void Arena::keep_ghost(std::int32_t slot, std::size_t first_granule) noexcept {
+void Arena::keep_ghost(std::int32_t slot, std::size_t first_granule, bool accessible) noexcept {
   Chunk& chunk = chunks_[slot];
   std::int32_t index = kNone;
   try {
@@ -391,7 +412,7 @@ void Arena::keep_ghost(std::int32_t slot, std::size_t first_granule) noexcept {
     return;
   }
   if (chunk.ghosts.back() != kNone) drop_ghost(chunk.ghosts.front());  // the oldest
-  ghosts_[index] = Ghost{slot, first_granule};
+  ghosts_[index] = Ghost{slot, first_granule, accessible};
   mark_ghost(first_granule, chunk.granules, index);
   *std::find(chunk.ghosts.begin(), chunk.ghosts.end(), kNone) = index;
 }

@@ -156,6 +156,9 @@ class Arena {
     std::size_t granules = 0;  // 0 = slot unused
     PhysicalHandle handle = 0;
     std::uint64_t serial = 0;
+    /// Its mapping has its access (set_access done): a mapping made without
+    /// has none until grant_access covers it, and a ghost left by it none.
+    bool accessible = false;
     /// Indices into ghosts_, oldest first; kNone past the last.
     std::array<std::int32_t, kGhostsPerChunk> ghosts = [] {
       std::array<std::int32_t, kGhostsPerChunk> none{};
@@ -167,6 +170,7 @@ class Arena {
   struct Ghost {
     std::int32_t slot = kNone;  // the chunk; kNone: record unused
     std::size_t first_granule = 0;
+    bool accessible = false;    // a move back needs no access call (else: not used)
   };
 
   cudaError_t create_chunk(std::size_t first_granule, std::size_t granules, std::int32_t* slot) noexcept;
@@ -177,7 +181,7 @@ class Arena {
   /// Keeps chunk `slot`'s mapping at `first_granule` (which it is leaving) as
   /// a ghost, dropping its oldest ghost if it has kGhostsPerChunk; without
   /// host memory for the record, unmaps it instead.
-  void keep_ghost(std::int32_t slot, std::size_t first_granule) noexcept;
+  void keep_ghost(std::int32_t slot, std::size_t first_granule, bool accessible) noexcept;
   /// Unmaps ghost `index` and forgets it.
   void drop_ghost(std::int32_t index) noexcept;
   /// Unmaps every ghost overlapping granules [first, first + granules).

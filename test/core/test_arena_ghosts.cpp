@@ -165,3 +165,36 @@ TEST_CASE("arena: a change of peer access unmaps every ghost", "[core][arena][re
   REQUIRE(sim.access_at(arena.base(), 1, &flags) == cudaSuccess);
   CHECK(flags == cudaMemAccessFlagsProtReadWrite);
 }
+
+TEST_CASE("arena: a place left before its access was granted is no ghost to move back to",
+          "[core][arena][remap][ghost]") {
+  // Remapping maps moved chunks without access and grants it over the run
+  // once; if that call fails they move back. The places they leave then hold
+  // mappings without access: a move back there for free would hand out
+  // memory the device cannot reach.
+  SimDriver sim(small_sim());
+  Arena arena(sim, 0, kG, 200 * kG, 0, 4 * kG);
+  REQUIRE(arena.commit(0, 2 * kG) == cudaSuccess);
+  const std::int32_t slot = only_chunk_in(arena, 0, 2);
+  REQUIRE(arena.move_chunk(slot, 150, /*with_access=*/false) == cudaSuccess);  // no grant follows
+  bool mapped = true;
+  REQUIRE(arena.move_chunk(slot, 0, /*with_access=*/true, &mapped) == cudaSuccess);
+  CHECK(!mapped);  // back to 0, which had its access
+  CHECK(arena.live_ghosts() == 1);
+  CHECK(arena.ghost_within(slot, 100, 100) == Arena::kNoGhost);  // 150 has no access
+
+  const std::size_t unmaps = sim.counters().unmaps;
+  REQUIRE(arena.move_chunk(slot, 150, /*with_access=*/true, &mapped) == cudaSuccess);
+  CHECK(mapped);                                // mapped anew, with access
+  CHECK(sim.counters().unmaps == unmaps + 1);   // the mapping without access went first
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+  REQUIRE(sim.access_at(arena.base() + 150 * kG, 0, &flags) == cudaSuccess);
+  CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+
+  // Granted later, a place is a ghost like any other.
+  REQUIRE(arena.move_chunk(slot, 40, /*with_access=*/false) == cudaSuccess);
+  REQUIRE(arena.grant_access(40, 2) == cudaSuccess);
+  REQUIRE(arena.move_chunk(slot, 150, /*with_access=*/true, &mapped) == cudaSuccess);
+  CHECK(!mapped);
+  CHECK(arena.ghost_within(slot, 30, 20) == 40);
+}
