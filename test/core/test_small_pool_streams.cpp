@@ -50,10 +50,13 @@ TEST_CASE("streams cycling through 64 nearby small sizes mostly hit their caches
   // kSmallClassLimit make them 25 (11-24% missed); a cache over its bound
   // giving back its least recently freed blocks instead of all of them, and
   // a small pool's only stream growing within the budget instead of
-  // flushing them, make it 3-5%. Blocks up to 25% larger than their
-  // requests, and yet no more memory reserved than exact sizes took (4, 34
-  // and 128 MiB: fewer misses, less churn), but for one granule more with
-  // one stream.
+  // flushing them, make it 3% with one stream (deterministic) and 3-8%
+  // with several (how soon other streams' frees complete varies with the
+  // simulation's stream threads: 3.4-8.2% over runs here, so the bound
+  // there checks the classes, not the last few points). Blocks up to 25%
+  // larger than their requests, and yet no more memory reserved than exact
+  // sizes took (4, 34 and 128 MiB: fewer misses, less churn), but for one
+  // granule more with one stream.
   SimDriver sim(small_sim());
   PoolOptions options = options_on(sim);
   options.release_threshold = ~std::uint64_t{0};
@@ -62,7 +65,7 @@ TEST_CASE("streams cycling through 64 nearby small sizes mostly hit their caches
     double most_missed;
     std::uint64_t exact_sizes_reserved_mib;
   };
-  for (const Case c : {Case{1, 0.08, 4 + 2}, Case{4, 0.08, 34}, Case{16, 0.08, 128}}) {
+  for (const Case c : {Case{1, 0.05, 4 + 2}, Case{4, 0.15, 34}, Case{16, 0.15, 128}}) {
     const int streams = c.streams;
     INFO(streams << " streams");
     Pool pool(options);
