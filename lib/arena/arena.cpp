@@ -72,16 +72,18 @@ std::size_t Arena::next_backed(std::size_t from, std::size_t end) const noexcept
   return end;
 }
 
-cudaError_t Arena::grant_access(std::size_t first_granule, std::size_t granules) noexcept {
-  cudaError_t error;
+cudaError_t Arena::set_access_over(std::size_t first_granule, std::size_t granules) noexcept {
   try {
     const std::vector<cudaMemAccessDesc> descs = access_descs();
-    error = driver_.set_access(base_ + first_granule * granularity_, granules * granularity_, descs.data(),
-                               descs.size());
+    return driver_.set_access(base_ + first_granule * granularity_, granules * granularity_, descs.data(),
+                              descs.size());
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;
   }
-  if (error != cudaSuccess) return error;
+}
+
+cudaError_t Arena::grant_access(std::size_t first_granule, std::size_t granules) noexcept {
+  if (const cudaError_t error = set_access_over(first_granule, granules); error != cudaSuccess) return error;
   for (std::size_t g = first_granule; g < first_granule + granules;) {
     const std::int32_t slot = chunk_of_granule_[g];
     if (slot == kUnbacked) {
@@ -100,12 +102,7 @@ cudaError_t Arena::map_chunk(const Chunk& chunk, bool with_access) noexcept {
   cudaError_t error = driver_.map(va, bytes, chunk.handle);
   if (error != cudaSuccess || !with_access) return error;
   // Not grant_access: the chunk is not marked at its new place yet.
-  try {
-    const std::vector<cudaMemAccessDesc> descs = access_descs();
-    error = driver_.set_access(va, bytes, descs.data(), descs.size());
-  } catch (const std::bad_alloc&) {
-    error = cudaErrorMemoryAllocation;
-  }
+  error = set_access_over(chunk.first_granule, chunk.granules);
   if (error != cudaSuccess) driver_.unmap(va, bytes);
   return error;
 }
@@ -427,7 +424,6 @@ void Arena::drop_ghost(std::int32_t index) noexcept {
   chunk.ghosts.back() = kNone;
   ghosts_[index] = Ghost{};
   free_ghost_slots_.push_back(index);  // capacity reserved in keep_ghost: no throw
-  ++ghosts_unmapped_;
 }
 
 void Arena::drop_ghosts_in(std::size_t first, std::size_t granules) noexcept {

@@ -141,9 +141,8 @@ class Arena {
   std::uint64_t chunks_unmapped() const noexcept { return chunks_unmapped_; }
   std::uint64_t chunks_moved() const noexcept { return chunks_moved_; }
   std::uint64_t bytes_moved() const noexcept { return bytes_moved_; }
-  /// Moves that went back to a ghost (no driver call), and ghosts unmapped.
+  /// Moves that went back to a ghost (no driver call).
   std::uint64_t ghost_moves() const noexcept { return ghost_moves_; }
-  std::uint64_t ghosts_unmapped() const noexcept { return ghosts_unmapped_; }
   std::size_t live_ghosts() const noexcept { return ghosts_.size() - free_ghost_slots_.size(); }
   std::size_t live_chunks() const noexcept { return chunks_.size() - free_chunk_slots_.size(); }
 
@@ -200,6 +199,9 @@ class Arena {
   /// The first unbacked granule in [from, end), or end.
   std::size_t next_unbacked(std::size_t from, std::size_t end) const noexcept;
   std::vector<cudaMemAccessDesc> access_descs() const;
+  /// The owner's and the peers' access over mapped granules (one driver
+  /// call); grant_access also marks the chunks there accessible.
+  cudaError_t set_access_over(std::size_t first_granule, std::size_t granules) noexcept;
 
   Driver& driver_;
   int device_;
@@ -223,7 +225,6 @@ class Arena {
   std::uint64_t chunks_moved_ = 0;
   std::uint64_t bytes_moved_ = 0;
   std::uint64_t ghost_moves_ = 0;
-  std::uint64_t ghosts_unmapped_ = 0;
   PhysicalProps props_;
   std::uint64_t next_serial_ = 1;
 };

@@ -345,15 +345,6 @@ class PoolCore {
   /// Whether reserved memory exceeds what is in use by more than what is in
   /// use (and by at least 64 MiB): then the slow path waits before it grows.
   bool holds_too_much_free_memory() noexcept;
-  /// How many bytes of kept blocks (SizeBins::kept_bytes) a miss on `state`
-  /// leaves cached: kKeptSmallCacheBytes; or, for a stream whose cache serves
-  /// at least one allocation in kKeptReuseShare (its blocks come back: a
-  /// training step), the growth slack over the live peak where that is more.
-  /// A fixed 4 MiB made a GPT's step flush its recurring small blocks on most
-  /// misses (25% of allocations served by the fast path against 57%, the same
-  /// memory); the larger bound for every stream held 1.13x instead of 1.036x
-  /// on random sizes up to 4 MiB, whose sizes recur by chance and whose cache
-  /// serves almost nothing (issue 12, docs/notes/2026-11-23-real-workload-speed.md).
   /// Whether a miss keeps the stream's kept blocks where it can: with other
   /// streams sharing the pool, or in a small pool (a live peak whose 1/64 is
   /// under kKeptSmallCacheBytes, where the budget's floor is what pays for
@@ -376,6 +367,15 @@ class PoolCore {
     const std::uint64_t allocations = state->allocations.load(std::memory_order_relaxed);
     return hits * kKeptReuseShare >= allocations;
   }
+  /// How many bytes of kept blocks (SizeBins::kept_bytes) a miss on `state`
+  /// leaves cached: kKeptSmallCacheBytes; or, for a stream whose cache serves
+  /// at least one allocation in kKeptReuseShare (its blocks come back: a
+  /// training step), the growth slack over the live peak where that is more.
+  /// A fixed 4 MiB made a GPT's step flush its recurring small blocks on most
+  /// misses (25% of allocations served by the fast path against 57%, the same
+  /// memory); the larger bound for every stream held 1.13x instead of 1.036x
+  /// on random sizes up to 4 MiB, whose sizes recur by chance and whose cache
+  /// serves almost nothing (issue 12, docs/notes/2026-11-23-real-workload-speed.md).
   std::size_t kept_cache_bound(const StreamState* state) const noexcept {
     if (!cache_serves(state)) return kKeptSmallCacheBytes;
     return std::max<std::size_t>(kKeptSmallCacheBytes,

@@ -16,30 +16,49 @@
 using namespace sova;
 using namespace sova::test;
 
+namespace {
+
+// sova_sim_mixed's loop on a fresh pool: `streams` streams of `classes`
+// sizes, a warm-up, then 20,000 measured pairs. What the measured part
+// missed, and the pool's statistics after it.
+struct MixedRun {
+  double missed_share;
+  PoolStats after;
+};
+
+MixedRun run_mixed(SimDriver& sim, const PoolOptions& options, int streams, std::size_t classes) {
+  constexpr std::size_t kMeasured = 20000;
+  Pool pool(options);
+  std::vector<cudaStream_t> handles;
+  for (int i = 0; i < streams; ++i) handles.push_back(sim.create_stream());
+  sova_bench::InterleavedMixed loop(pool, handles, classes);
+  loop.run(4096 * static_cast<std::size_t>(streams));  // warm-up
+  const PoolStats before = pool.stats();
+  loop.run(kMeasured);
+  const PoolStats after = pool.stats();
+  const auto misses = static_cast<double>(sova_bench::InterleavedMixed::misses(before, after));
+  loop.free_all();
+  for (cudaStream_t s : handles) {
+    sim.stream_synchronize(s);
+    sim.destroy_stream(s);
+  }
+  return MixedRun{misses / static_cast<double>(kMeasured), after};
+}
+
+}  // namespace
+
 TEST_CASE("streams cycling through 16 small sizes keep their caches in a small pool", "[core][issue12]") {
   SimDriver sim(small_sim());
   PoolOptions options = options_on(sim);
   options.release_threshold = ~std::uint64_t{0};
   for (const int streams : {2, 4, 16}) {
     INFO(streams << " streams");
-    Pool pool(options);
-    std::vector<cudaStream_t> handles;
-    for (int i = 0; i < streams; ++i) handles.push_back(sim.create_stream());
-    sova_bench::InterleavedMixed loop(pool, handles, /*classes=*/16);  // sova_sim_mixed's loop
-    loop.run(4096 * static_cast<std::size_t>(streams));  // warm-up
-    const PoolStats before = pool.stats();
-    loop.run(20000);
-    const PoolStats after = pool.stats();
-    const auto misses = static_cast<double>(sova_bench::InterleavedMixed::misses(before, after));
-    CHECK(misses / 20000.0 < 0.02);
+    const MixedRun run = run_mixed(sim, options, streams, /*classes=*/16);
+    CHECK(run.missed_share < 0.02);
     // Within the budget: the live peak plus 4 MiB a stream and a granule.
-    CHECK(after.reserved_high <= after.used_high + static_cast<std::uint64_t>(streams) * (std::uint64_t{4} << 20) +
-                                     (std::uint64_t{2} << 20));
-    loop.free_all();
-    for (cudaStream_t s : handles) {
-      sim.stream_synchronize(s);
-      sim.destroy_stream(s);
-    }
+    CHECK(run.after.reserved_high <= run.after.used_high +
+                                         static_cast<std::uint64_t>(streams) * (std::uint64_t{4} << 20) +
+                                         (std::uint64_t{2} << 20));
   }
 }
 
@@ -66,23 +85,9 @@ TEST_CASE("streams cycling through 64 nearby small sizes mostly hit their caches
     std::uint64_t exact_sizes_reserved_mib;
   };
   for (const Case c : {Case{1, 0.05, 4 + 2}, Case{4, 0.15, 34}, Case{16, 0.15, 128}}) {
-    const int streams = c.streams;
-    INFO(streams << " streams");
-    Pool pool(options);
-    std::vector<cudaStream_t> handles;
-    for (int i = 0; i < streams; ++i) handles.push_back(sim.create_stream());
-    sova_bench::InterleavedMixed loop(pool, handles, /*classes=*/64);
-    loop.run(4096 * static_cast<std::size_t>(streams));  // warm-up
-    const PoolStats before = pool.stats();
-    loop.run(20000);
-    const PoolStats after = pool.stats();
-    const auto misses = static_cast<double>(sova_bench::InterleavedMixed::misses(before, after));
-    CHECK(misses / 20000.0 < c.most_missed);
-    CHECK(after.reserved_high <= (c.exact_sizes_reserved_mib << 20));
-    loop.free_all();
-    for (cudaStream_t s : handles) {
-      sim.stream_synchronize(s);
-      sim.destroy_stream(s);
-    }
+    INFO(c.streams << " streams");
+    const MixedRun run = run_mixed(sim, options, c.streams, /*classes=*/64);
+    CHECK(run.missed_share < c.most_missed);
+    CHECK(run.after.reserved_high <= (c.exact_sizes_reserved_mib << 20));
   }
 }
