@@ -203,22 +203,31 @@ TEST_CASE("cuda driver: failed creates return the runtime's error and change not
   Driver& d = cuda_driver();
   const DeviceInfo info = device0();
   const std::size_t gran = info.granularity;
-  std::size_t free_before = 0, free_after = 0, total_b = 0;
-  REQUIRE(d.memory_info(0, &free_before, &total_b) == cudaSuccess);
-
-  PhysicalHandle h = 12345;
-  const std::size_t oversize = (2 * info.total_memory + gran - 1) / gran * gran;
-  CHECK(d.physical_create(0, oversize, &h) == cudaErrorMemoryAllocation);
-  CHECK(h == 12345);
-  CHECK(d.physical_create(0, gran + 4096, &h) == cudaErrorInvalidValue);  // not a granule multiple
-  CHECK(h == 12345);
   int count = 0;
   REQUIRE(d.device_count(&count) == cudaSuccess);
-  CHECK(d.physical_create(count, gran, &h) == cudaErrorInvalidDevice);
-  CHECK(h == 12345);
+  const std::size_t oversize = (2 * info.total_memory + gran - 1) / gran * gran;
+  PhysicalHandle h = 12345;
 
-  REQUIRE(d.memory_info(0, &free_after, &total_b) == cudaSuccess);
-  CHECK(free_after + gran >= free_before);  // nothing was kept (one granule of noise allowed)
+  // Device memory is shared with the suite's other tests, which meson runs at
+  // the same time in other processes: one try can see their allocations. A
+  // leak shows in every try; another process's allocation does not (seen on
+  // the H100: 4 MiB less free once, 2026-11-24).
+  bool nothing_kept = false;
+  for (int attempt = 0; attempt < 5 && !nothing_kept; ++attempt) {
+    std::size_t free_before = 0, free_after = 0, total_b = 0;
+    REQUIRE(d.memory_info(0, &free_before, &total_b) == cudaSuccess);
+    CHECK(d.physical_create(0, oversize, &h) == cudaErrorMemoryAllocation);
+    CHECK(h == 12345);
+    CHECK(d.physical_create(0, gran + 4096, &h) == cudaErrorInvalidValue);  // not a granule multiple
+    CHECK(h == 12345);
+    CHECK(d.physical_create(count, gran, &h) == cudaErrorInvalidDevice);
+    CHECK(h == 12345);
+    REQUIRE(d.memory_info(0, &free_after, &total_b) == cudaSuccess);
+    // One granule of noise allowed.
+    nothing_kept = free_after + gran >= free_before;
+    if (!nothing_kept) UNSCOPED_INFO("try " << attempt << ": " << free_before - free_after << " bytes less free");
+  }
+  CHECK(nothing_kept);
   CHECK(cudaGetLastError() == cudaSuccess);  // and the runtime saw no error
 
   // The device is still fully usable.

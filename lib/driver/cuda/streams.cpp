@@ -36,13 +36,20 @@ cudaError_t CudaDriver::event_create(EventHandle* event) noexcept {
 
 cudaError_t CudaDriver::event_create_on(int device, EventHandle* event) noexcept {
   if (event == nullptr) return cudaErrorInvalidValue;
-  // The device is the current one (one GPU, or a thread already on the
-  // pool's device): exactly event_create, with no context switch.
+  // The thread has a context and it is the device's: exactly event_create,
+  // with no context switch (one GPU, or a thread already on the pool's device).
+  const EntryPoints& cu = entry_points();
+  CUcontext context = nullptr;
   int current = -1;
-  if (current_device(&current) == cudaSuccess && current == device) return event_create(event);
-  // Another: the runtime creates events in the thread's current context, so
-  // make the device's primary context current for the call (also refuses a
-  // bad ordinal), and give the caller's back afterwards.
+  if (cu.status == cudaSuccess && cu.ctx_get_current(&context) == CUDA_SUCCESS &&
+      context != nullptr && current_device(&current) == cudaSuccess && current == device) {
+    return event_create(event);
+  }
+  // Another device, or no context yet (a thread that never touched CUDA: the
+  // runtime would make device 0's primary context current for it and leave it
+  // so, which the pool must not do to its callers): make the device's primary
+  // context current for the call (also refuses a bad ordinal), and give the
+  // caller's back afterwards.
   ScopedContext ctx(device);
   if (ctx.status() != cudaSuccess) return ctx.status();
   return event_create(event);
