@@ -24,8 +24,9 @@ class InterleavedMixed {
   static constexpr std::size_t kWindow = 8;
 
   /// Allocates every stream's window (the pool throws as allocate does).
-  InterleavedMixed(sova::Pool& pool, std::vector<cudaStream_t> streams, std::size_t classes)
-      : pool_(pool), streams_(std::move(streams)), classes_(classes), live_(streams_.size()) {
+  InterleavedMixed(sova::Pool& pool, std::vector<cudaStream_t> streams, std::size_t classes,
+                   std::uint32_t seed = 1234)
+      : pool_(pool), streams_(std::move(streams)), classes_(classes), rng_(seed), live_(streams_.size()) {
     for (std::size_t s = 0; s < streams_.size(); ++s)
       for (void*& p : live_[s]) p = pool_.allocate(next_size(), streams_[s]);
   }
@@ -61,7 +62,7 @@ class InterleavedMixed {
   sova::Pool& pool_;
   std::vector<cudaStream_t> streams_;
   std::size_t classes_;
-  std::mt19937 rng_{1234};
+  std::mt19937 rng_;
   std::vector<std::array<void*, kWindow>> live_;
 };
 

@@ -72,6 +72,20 @@ void BM_threads_mixed(benchmark::State& state) {
         state.counters["slow_per_pair"] = per_pair(after.allocations - after.fast_path_hits,
                                                    before.allocations - before.fast_path_hits);
         state.counters["grown_per_pair"] = per_pair(after.slow_grown, before.slow_grown);
+        // Host time in the slow path (an estimate, PoolStats), all threads' misses.
+        const auto slow_ns = [](const sova::PoolStats& s) {
+          return s.slow_from_heap_ns + s.slow_from_heap_all_ns + s.slow_from_other_streams_ns + s.slow_with_wait_ns +
+                 s.slow_grown_ns + s.slow_after_synchronize_ns;
+        };
+        state.counters["slow_ns_per_pair"] = per_pair(slow_ns(after), slow_ns(before));
+        // What the pool knows of streams: each run of a case makes new ones.
+        state.counters["stream_states"] = static_cast<double>(after.stream_states);
+        state.counters["active_streams"] = static_cast<double>(after.active_streams);
+        state.counters["reserved_MiB"] = static_cast<double>(after.reserved_current) / (1 << 20);
+        state.counters["heap_ns_per_pair"] = per_pair(after.slow_from_heap_ns, before.slow_from_heap_ns);
+        state.counters["others_ns_per_pair"] =
+            per_pair(after.slow_from_other_streams_ns + after.slow_with_wait_ns + after.slow_from_heap_all_ns,
+                     before.slow_from_other_streams_ns + before.slow_with_wait_ns + before.slow_from_heap_all_ns);
         state.counters["events_per_pair"] = per_pair(after.events_recorded, before.events_recorded);
         state.counters["driver_work_per_pair"] =
             per_pair(after.chunks_mapped + after.chunks_remapped + after.chunks_unmapped + after.remap_waits +

@@ -179,6 +179,14 @@ struct PoolStats {
   /// was still mapped at (a ghost mapping, docs/design.md): no driver call.
   std::uint64_t remaps_to_ghosts = 0;
   std::uint64_t ghost_mappings = 0;  ///< chunks' old mappings kept now (physical memory counted once)
+  /// Stream states the pool holds: one per stream it has seen, and the states
+  /// of destroyed streams whose handles were reused (retired). A stream the
+  /// program destroys stays counted; its blocks come back to the other streams.
+  std::uint64_t stream_states = 0;
+  std::uint64_t retired_streams = 0;  ///< of them, retired: their stream is known gone
+  /// Streams that allocated in the last ~200 ms, as the pool last counted
+  /// them on a miss (at least 1): what decides whether its streams share it.
+  std::uint64_t active_streams = 0;
 
   /// Peak reserved / peak used: the memory overhead of the pool since the
   /// high-water marks were last reset (1.0 = none; 0 when nothing was used).

@@ -62,6 +62,7 @@ struct SimCounters {
   std::size_t reservations = 0;      ///< live VA reservations
   std::size_t mappings = 0;          ///< live mappings (map calls not yet unmapped)
   std::size_t events_recorded = 0;
+  std::size_t event_queries = 0;     ///< event_query calls (each a driver call on a GPU)
   std::size_t stream_waits = 0;
   std::size_t device_synchronizes = 0;
 };

@@ -54,6 +54,9 @@ sovaMemPoolStats to_c(const sova::PoolStats& s) noexcept {
   out.slowAfterSynchronizeNs = s.slow_after_synchronize_ns;
   out.remapsToGhosts = s.remaps_to_ghosts;
   out.ghostMappings = s.ghost_mappings;
+  out.streamStates = s.stream_states;
+  out.retiredStreams = s.retired_streams;
+  out.activeStreams = s.active_streams;
   return out;
 }
 

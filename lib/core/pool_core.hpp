@@ -61,6 +61,14 @@ inline constexpr int kPendingSkips = 4;
 /// event per free or per miss (0.4 us each on H100, docs/notes).
 inline constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 
+/// A stream that made no allocation or free for this long counts as
+/// inactive: it does not make the pool "shared" for the miss rules, other
+/// streams' misses take its kept blocks, and its frees that no fence covers
+/// are completed by a device synchronize on the release worker's thread
+/// (PoolCore::track_stream_activity). Long against a step of work on a
+/// stream, short against a program's phases.
+inline constexpr std::int64_t kActivityWindowNs = 200'000'000;
+
 /// The fast path serves blocks of at most this size from the stream's cache
 /// by exact size; a larger block only when it is the one this stream freed
 /// last (a loop that frees and reallocates one buffer stays on the fast
@@ -165,6 +173,20 @@ class PoolCore {
   /// free happened since the last call, releases memory above the release
   /// threshold whose frees are known complete (release_worker.hpp says why).
   void release_if_idle() noexcept;
+  /// Called by the release worker every kReleasePeriod, before
+  /// release_if_idle: marks each stream state active if its stream allocated
+  /// or freed in the last kActivityWindowNs (retired states never are), sets
+  /// active_streams_; then, where an inactive state holds frees that no fence
+  /// covers, synchronizes the device on the worker's thread and makes them
+  /// known complete, so that the other streams can reuse their memory. A
+  /// program that destroys a stream does not tell the pool, and no fence can
+  /// be recorded on a handle that may be gone: without this, such frees (and
+  /// the blocks the stream kept) stayed out of reach until an out-of-memory
+  /// synchronize or a trim — a stream made anew for each run of a loop found
+  /// its predecessors' last frees in its way and missed, and the pool grew
+  /// (threads_mixed on the H100: 20-32 MiB reserved for 2 MiB live after a
+  /// few runs, 2026-11-24).
+  void track_stream_activity() noexcept;
 
   cudaError_t set_attribute(cudaMemPoolAttr attr, const void* value) noexcept;
   cudaError_t get_attribute(cudaMemPoolAttr attr, void* value) noexcept;
@@ -269,10 +291,16 @@ class PoolCore {
     /// while those hold at most kKeptSmallCacheBytes; else all
     all_but_recurring_small,
   };
-  /// Moves `state`'s cached blocks of class `which` into the heap, recording
-  /// a fence on `stream` when one is due (the caller is that stream's own
-  /// allocation), and drops its pending ranges whose frees are complete.
-  void flush_cache_to_heap(StreamState* state, cudaStream_t stream, CacheFlush which) noexcept;
+  /// Before a miss takes the heap lock: records a fence on `stream` when one
+  /// is due (the caller is that stream's own allocation) and polls the
+  /// stream's fences. Outside the heap lock because both are driver calls
+  /// (0.4 us each on the H100, more when 16 threads call the driver at once),
+  /// and every other thread's miss waited for them. state->lock only.
+  void refresh_own_fences(StreamState* state, cudaStream_t stream) noexcept;
+  /// Moves `state`'s cached blocks of class `which` into the heap (as far as
+  /// refresh_own_fences last found them complete), and drops its pending
+  /// ranges whose frees are complete.
+  void flush_cache_to_heap(StreamState* state, CacheFlush which) noexcept;
   /// Moves other streams' frees known complete into the heap (without their
   /// kept blocks unless `kept_too`); requests fences where frees are not yet
   /// covered by one.
@@ -342,6 +370,8 @@ class PoolCore {
   /// what creating one costs, so remapping below the budget would only trade
   /// speed for memory that is within the slack anyway).
   bool within_growth_budget(std::size_t offset, std::size_t need) noexcept;
+  /// The device synchronize of track_stream_activity for `idle` states.
+  void reclaim_idle_streams(const std::vector<StreamState*>& idle) noexcept;
   /// Whether reserved memory exceeds what is in use by more than what is in
   /// use (and by at least 64 MiB): then the slow path waits before it grows.
   bool holds_too_much_free_memory() noexcept;
@@ -356,7 +386,7 @@ class PoolCore {
   /// (encoder_amp_train 1.009x -> 1.012x), and random sizes, whose cache
   /// serves little, ~1% while their pool was still small (simulation).
   bool keeps_small_caches(const StreamState* state) const noexcept {
-    if (stream_count_.load(std::memory_order_relaxed) > 1) return true;
+    if (active_streams_.load(std::memory_order_relaxed) > 1) return true;
     return used_high_sampled_.load(std::memory_order_relaxed) / kGrowthSlackDivisor < kKeptSmallCacheBytes &&
            cache_serves(state);
   }
@@ -437,7 +467,17 @@ class PoolCore {
   /// States of destroyed streams whose handles were reused: still holding
   /// cached and pending blocks, reclaimed through fences and synchronizes.
   std::vector<std::unique_ptr<StreamState>> retired_streams_;
+  /// States ever made, retired ones included: while it is 1, the one stream's
+  /// own high-water mark is the pool's (stats()).
   std::atomic<std::size_t> stream_count_{0};
+  /// Streams that allocated or freed in the last kActivityWindowNs (at least
+  /// 1), as track_stream_activity last found: what the miss rules that depend
+  /// on sharing read (keeps_small_caches, the growth budget's slack). A state
+  /// stays in the pool after its stream is destroyed (the pool is not told),
+  /// so counting every state made a lone stream, created anew for each of a
+  /// benchmark's runs, follow the rules for a shared pool.
+  std::atomic<std::size_t> active_streams_{0};
+  std::int64_t activity_counted_ns_ = 0;  ///< heap lock
   /// Every state ever made, retired ones included, newest first, linked
   /// through StreamState::older: read without a lock (states live as long as
   /// the pool), so that used_now() on the slow path takes no mutex.

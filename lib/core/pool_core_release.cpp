@@ -1,6 +1,11 @@
 // Giving physical memory back: trim and the release threshold.
 #include "core/pool_core.hpp"
 
+#include "core/clock.hpp"
+
+#include <algorithm>
+#include <vector>
+
 namespace sova::detail {
 
 std::size_t PoolCore::release_free_memory(std::size_t keep, bool may_cross) noexcept {
@@ -31,6 +36,56 @@ cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {
     release_free_memory(bytes_to_keep);
   }
   return cudaSuccess;
+}
+
+void PoolCore::track_stream_activity() noexcept {
+  const std::int64_t now = now_ns();
+  std::size_t active = 0;
+  std::vector<StreamState*> idle;
+  try {
+    for_each_state([&](StreamState* s) {
+      const std::uint64_t activity = s->allocations.load(std::memory_order_relaxed) +
+                                     s->deallocations.load(std::memory_order_relaxed);
+      if (activity != s->activity_seen || s->last_active_ns == 0) {
+        s->activity_seen = activity;
+        s->last_active_ns = now;
+      }
+      const bool is_active = !s->retired.load(std::memory_order_relaxed) && now - s->last_active_ns < kActivityWindowNs;
+      s->active.store(is_active, std::memory_order_relaxed);
+      active += is_active ? 1 : 0;
+      // The legacy stream lives as long as the process: harvest_streams
+      // fences it itself.
+      if (!is_active && !s->is_legacy) {
+        std::lock_guard<SpinLock> lock(s->lock);
+        if (s->open_epoch_has_frees) idle.push_back(s);
+      }
+    });
+  } catch (...) {
+    return;  // out of host memory: next period
+  }
+  active_streams_.store(std::max<std::size_t>(active, 1), std::memory_order_relaxed);
+  if (!idle.empty()) reclaim_idle_streams(idle);
+}
+
+void PoolCore::reclaim_idle_streams(const std::vector<StreamState*>& idle) noexcept {
+  std::vector<std::uint64_t> cutoffs(idle.size());
+  // As synchronize_everything, for these states only: frees stamped before
+  // the synchronize began are complete once it returns; later ones (the
+  // stream came back) are not.
+  for (std::size_t i = 0; i < idle.size(); ++i) {
+    std::lock_guard<SpinLock> lock(idle[i]->lock);
+    cutoffs[i] = close_epoch_locked(idle[i]);
+  }
+  if (driver_.device_synchronize(device_) != cudaSuccess) return;
+  for (std::size_t i = 0; i < idle.size(); ++i) {
+    std::lock_guard<SpinLock> lock(idle[i]->lock);
+    mark_complete_through_locked(idle[i], cutoffs[i]);
+    idle[i]->frozen.store(false, std::memory_order_relaxed);
+  }
+  // Into the heap now (an inactive state's kept blocks too), their pending
+  // ranges dropped.
+  std::lock_guard<HeapMutex> heap(heap_mutex_);
+  harvest_streams(nullptr);
 }
 
 void PoolCore::release_if_idle() noexcept {

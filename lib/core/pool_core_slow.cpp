@@ -28,6 +28,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
                                     StreamState* state, cudaStream_t stream) noexcept {
   thread_local std::uint32_t t_slow_calls = 0;
   const std::int64_t start = (t_slow_calls++ % kSlowTimingEvery) == 0 ? now_ns() : 0;
+  refresh_own_fences(state, stream);
   std::lock_guard<HeapMutex> lock(heap_mutex_);
   for (int attempt = 0; attempt < 2; ++attempt) {
     SlowStep step = SlowStep::heap;
@@ -87,7 +88,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   //    few small sizes missed on every allocation, each miss flushing the
   //    block the next one wanted. They are flushed too when the fit would grow.
   if (state->cache.blocks() != 0 || !state->pending.empty()) {
-    flush_cache_to_heap(state, stream, CacheFlush::all_but_recurring_small);
+    flush_cache_to_heap(state, CacheFlush::all_but_recurring_small);
   }
   *step = SlowStep::heap;
   const Fit fit = best_fit(state, size);
@@ -109,7 +110,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   const bool keep_kept = fit.block != nullptr && state->cache.kept_bytes() != 0 && keeps_small_caches(state) &&
                          within_growth_budget(fit.at, need);
   if (state->cache.blocks() != 0 && !keep_kept) {
-    flush_cache_to_heap(state, stream, CacheFlush::all);
+    flush_cache_to_heap(state, CacheFlush::all);
     *step = SlowStep::heap_all;
     if (Block* block = take_if_backed(best_fit(state, size))) return block;
   }
@@ -135,8 +136,8 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   return nullptr;
 }
 
-void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, CacheFlush which) noexcept {
-  state->lock.lock();
+void PoolCore::refresh_own_fences(StreamState* state, cudaStream_t stream) noexcept {
+  std::lock_guard<SpinLock> lock(state->lock);
   // This is the stream's own call, so its handle is valid: cover its open
   // epoch with a fence if another stream asked for one, or none was recorded
   // for kFenceIntervalNs. Not on every miss: the stream itself may use its
@@ -148,6 +149,10 @@ void PoolCore::flush_cache_to_heap(StreamState* state, cudaStream_t stream, Cach
     record_fence_locked(state, stream);
   }
   poll_fences_locked(state);
+}
+
+void PoolCore::flush_cache_to_heap(StreamState* state, CacheFlush which) noexcept {
+  state->lock.lock();
   const std::uint64_t safe_epoch = state->safe_epoch;
   // Read under the lock: frees and fast-path hits on this stream from other
   // threads change it (issue 17, defect 5).
@@ -214,8 +219,14 @@ void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
     if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
       other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_everything
     }
+    // A retired state's stream is gone, an inactive one's has not allocated
+    // for kActivityWindowNs: their kept blocks would wait for allocations
+    // that may never come, so they go with the rest (left, a destroyed
+    // stream's stayed out of the heap until a device synchronize).
+    const bool take_kept = kept_too || !other->active.load(std::memory_order_relaxed) ||
+                           other->retired.load(std::memory_order_relaxed);
     Block* list = detach(other->cache, [&](Block* b, bool recurring) {
-      return b->epoch <= safe_epoch && (kept_too || !(recurring && b->size <= kSmallBlockLimit));
+      return b->epoch <= safe_epoch && (take_kept || !(recurring && b->size <= kSmallBlockLimit));
     });
     if (other->open_epoch_has_frees && !other->is_legacy) {
       other->fence_requested.store(true, std::memory_order_relaxed);
@@ -376,7 +387,8 @@ bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexce
   // classes: 30% of allocations missed, 0.0% with the floor, for 2 MiB more).
   // Pools with a live peak above 64 x 4 MiB per stream are unaffected: every
   // recorded trace.
-  const std::uint64_t streams = std::min<std::uint64_t>(stream_count_.load(std::memory_order_relaxed), kSlackStreams);
+  const std::uint64_t streams =
+      std::min<std::uint64_t>(active_streams_.load(std::memory_order_relaxed), kSlackStreams);
   const std::uint64_t slack = std::max<std::uint64_t>(live_peak / kGrowthSlackDivisor, streams * kKeptSmallCacheBytes);
   const std::uint64_t budget = live_peak + slack + arena_.granularity();
   return arena_.backed_bytes() + missing <= budget;

@@ -92,6 +92,12 @@ PoolStats PoolCore::stats() {
   s.bytes_remapped = arena_.bytes_moved();
   s.remaps_to_ghosts = arena_.ghost_moves();
   s.ghost_mappings = arena_.live_ghosts();
+  s.stream_states = stream_count_.load(std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(streams_mutex_);
+    s.retired_streams = retired_streams_.size();
+  }
+  s.active_streams = active_streams_.load(std::memory_order_relaxed);
   s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
   // A stream's own high-water mark is the pool's only while it is the only
   // stream: with several, a stream that frees others' blocks sees its count

@@ -69,6 +69,9 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
         publish_state(fresh.get());
         slot = std::move(fresh);
         stream_count_.fetch_add(1, std::memory_order_relaxed);
+        // Active until the next count says otherwise (heap lock not held: a
+        // hint, corrected within kActivityWindowNs).
+        active_streams_.fetch_add(1, std::memory_order_relaxed);
       }
       state = slot.get();
     } catch (...) {
@@ -106,17 +109,19 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
       fresh->stream_id = id;
       retired_streams_.reserve(retired_streams_.size() + 1);
       slot->retired.store(true, std::memory_order_relaxed);
+      slot->active.store(false, std::memory_order_relaxed);
       retired_streams_.push_back(std::move(slot));
       publish_state(fresh.get());
       slot = std::move(fresh);
-      stream_count_.fetch_add(1, std::memory_order_relaxed);
+      stream_count_.fetch_add(1, std::memory_order_relaxed);  // active_streams_: one replaces one
     }
     current = slot.get();
   } catch (...) {
     return nullptr;
   }
   // The retired state's open epoch can never be fenced (its stream is gone):
-  // its blocks come back through the out-of-memory synchronize or trim.
+  // its blocks come back through the release worker's synchronize
+  // (track_stream_activity), the out-of-memory synchronize, or trim.
   for (RecentStream& recent : t_recent) {
     if (recent.pool_uid == uid_ && recent.state == state) recent.state = current;
   }

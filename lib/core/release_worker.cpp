@@ -67,6 +67,7 @@ class ReleaseWorker {
       for (std::size_t i = 0; i < pools_.size() && !stop_; ++i) {
         busy_ = pools_[i];
         lock.unlock();
+        busy_->track_stream_activity();
         busy_->release_if_idle();
         lock.lock();
         busy_ = nullptr;

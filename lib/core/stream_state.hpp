@@ -76,6 +76,13 @@ struct StreamState {
   /// through a device synchronize, so the slow path stops looking at it
   /// (every miss would otherwise lock and scan it, for nothing).
   std::atomic<bool> frozen{false};
+  /// Whether the stream allocated or freed in the last kActivityWindowNs, as
+  /// the release worker last saw (PoolCore::track_stream_activity); a new
+  /// state starts active. Retired states are never active.
+  std::atomic<bool> active{true};
+  // ---- the release worker's own -------------------------------------------
+  std::uint64_t activity_seen = 0;  ///< allocations + deallocations at its last look
+  std::int64_t last_active_ns = 0;  ///< when it last saw them change
 
   // ---- guarded by the pool's heap lock -------------------------------------
   /// Heap ranges freed on this stream whose frees are not yet known complete.

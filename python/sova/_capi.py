@@ -86,7 +86,9 @@ _STAT_FIELDS = ["reservedCurrent", "reservedHigh", "usedCurrent", "usedHigh", "l
                 "slowGrown", "slowAfterSynchronize", "slowFromHeapNs", "slowFromHeapAllNs",
                 "slowFromOtherStreamsNs", "slowWithWaitNs", "slowGrownNs", "slowAfterSynchronizeNs",
                 # moves back to a chunk's old mapping, and those mappings now
-                "remapsToGhosts", "ghostMappings"]
+                "remapsToGhosts", "ghostMappings",
+                # stream states held, retired, and active (allocated in the last ~200 ms)
+                "streamStates", "retiredStreams", "activeStreams"]
 
 
 class PoolStats(ctypes.Structure):

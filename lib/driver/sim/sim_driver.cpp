@@ -75,6 +75,7 @@ SimCounters SimDriver::counters() const {
   SimCounters c;
   state_->memory.fill_counters(&c);
   c.events_recorded = state_->events_recorded.load();
+  c.event_queries = state_->event_queries.load();
   c.stream_waits = state_->stream_waits.load();
   c.device_synchronizes = state_->device_synchronizes.load();
   return c;

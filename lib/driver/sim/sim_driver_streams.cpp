@@ -42,6 +42,7 @@ cudaError_t SimDriver::event_record(EventHandle event, cudaStream_t stream) noex
 }
 
 cudaError_t SimDriver::event_query(EventHandle event) noexcept {
+  state_->event_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     std::optional<sim::Point> at;
     const cudaError_t e = state_->events.get(event, &at);

@@ -31,6 +31,7 @@ struct SimDriver::State {
   std::shared_ptr<sim::SimStreams> streams;
   sim::SimEvents events;
   std::atomic<std::size_t> events_recorded{0};
+  std::atomic<std::size_t> event_queries{0};
   std::atomic<std::size_t> stream_waits{0};
   std::atomic<std::size_t> device_synchronizes{0};
 };

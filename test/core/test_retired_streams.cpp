@@ -1,0 +1,118 @@
+// Streams that go quiet or are destroyed (the pool is not told): the release
+// worker marks a stream inactive after kActivityWindowNs without an
+// allocation or free, and makes its frees that no fence covers known
+// complete with a synchronize on its own thread
+// (PoolCore::track_stream_activity), so that other streams get that memory
+// back without growing, and without the program synchronizing. A destroyed
+// stream whose handle a new stream reuses is retired at once (the stream
+// checks see the new stream id).
+#include "core/sim_pool_fixture.hpp"
+
+#include <chrono>
+#include <thread>
+
+namespace {
+
+constexpr std::size_t kMiB = std::size_t{1} << 20;
+
+// Waits up to `limit` for the pool's heap to hold a free, backed block of at
+// least `bytes` (what the retired stream's frees, coalesced, make).
+bool heap_offers(const sova::Pool& pool, std::size_t bytes, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pool.stats().largest_free_block >= bytes) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST_CASE("a destroyed stream's unfenced frees reach other streams once its handle is reused", "[core][streams]") {
+  sova::SimDriver sim(sova::test::small_sim());
+  sova::Pool pool(sova::test::options_on(sim));  // stream checks on: the default
+
+  cudaStream_t first = sim.create_stream();
+  void* blocks[3] = {};
+  // 1 MiB: below a granule, so the frees record no fence of their own.
+  for (void*& p : blocks) p = pool.allocate(kMiB, first);
+  for (void* p : blocks) pool.deallocate(p, first);
+  REQUIRE(sim.stream_synchronize(first) == cudaSuccess);  // the program knows; the pool is not told
+  sim.destroy_stream(first);
+
+  cudaStream_t second = sim.create_stream();
+  REQUIRE(second == first);  // the handle comes back (as CUDA's pointers do)
+  void* small = pool.allocate(4096, second);  // the new stream id: the old state is retired
+  const std::uint64_t reserved = sova::test::reserved_of(pool);
+  const std::uint64_t synchronizes = pool.stats().device_synchronizes;
+
+  // The worker runs every 20 ms; its synchronize completes the retired frees.
+  CHECK(heap_offers(pool, 3 * kMiB, std::chrono::milliseconds(2000)));
+
+  cudaStream_t other = sim.create_stream();
+  void* again[3] = {};
+  for (void*& p : again) p = pool.allocate(kMiB, other);
+  CHECK(sova::test::reserved_of(pool) == reserved);  // reused, not grown
+  CHECK(pool.stats().device_synchronizes == synchronizes);  // no out-of-memory synchronize either
+  for (void* p : again) pool.deallocate(p, other);
+  pool.deallocate(small, second);
+  REQUIRE(sim.stream_synchronize(other) == cudaSuccess);
+  REQUIRE(sim.stream_synchronize(second) == cudaSuccess);
+  sim.destroy_stream(other);
+  sim.destroy_stream(second);
+}
+
+TEST_CASE("an idle stream's unfenced frees and kept blocks reach other streams", "[core][streams]") {
+  sova::SimDriver sim(sova::test::small_sim());
+  sova::Pool pool(sova::test::options_on(sim));
+  cudaStream_t quiet = sim.create_stream();
+  void* blocks[3] = {};
+  for (void*& p : blocks) p = pool.allocate(kMiB, quiet);
+  for (void* p : blocks) pool.deallocate(p, quiet);
+  const std::uint64_t reserved = sova::test::reserved_of(pool);
+  // Nothing more on `quiet`, which stays alive: after ~200 ms it counts as
+  // inactive, and the worker's synchronize completes its frees (its period
+  // is 20 ms: a second is five windows).
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+
+  cudaStream_t busy = sim.create_stream();
+  void* again[3] = {};
+  for (void*& p : again) p = pool.allocate(kMiB, busy);
+  CHECK(sova::test::reserved_of(pool) == reserved);  // reused, not grown
+  for (void* p : again) pool.deallocate(p, busy);
+  REQUIRE(sim.stream_synchronize(busy) == cudaSuccess);
+  REQUIRE(sim.stream_synchronize(quiet) == cudaSuccess);
+  sim.destroy_stream(busy);
+  sim.destroy_stream(quiet);
+}
+
+TEST_CASE("a stream made anew for each run leaves one active stream, the others retired", "[core][streams]") {
+  // A benchmark's runs, or a program's phases: each creates its stream,
+  // allocates, synchronizes and destroys it; CUDA hands the handle out again.
+  // Counting every state as a stream made the pool follow the rules for
+  // streams that share it (threads_mixed on the H100: 7x the misses).
+  sova::SimDriver sim(sova::test::small_sim());
+  sova::Pool pool(sova::test::options_on(sim));
+  constexpr int kRuns = 5;
+  for (int run = 0; run < kRuns; ++run) {
+    cudaStream_t s = sim.create_stream();
+    void* p = pool.allocate(64 * 1024, s);
+    pool.deallocate(p, s);
+    REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+    sim.destroy_stream(s);
+  }
+  sova::PoolStats stats = pool.stats();
+  CHECK(stats.stream_states == kRuns);
+  CHECK(stats.retired_streams == kRuns - 1);
+
+  // The count is taken on a miss, once per ~200 ms window.
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  cudaStream_t s = sim.create_stream();
+  void* p = pool.allocate(3 * 64 * 1024, s);  // a size not cached: a miss
+  stats = pool.stats();
+  CHECK(stats.retired_streams == kRuns);
+  CHECK(stats.active_streams == 1);
+  pool.deallocate(p, s);
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  sim.destroy_stream(s);
+}
