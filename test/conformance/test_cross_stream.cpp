@@ -7,6 +7,9 @@
 // mismatches (the negative control shows the check does catch that).
 #include "conformance/pool_fixture.hpp"
 
+#include <chrono>
+#include <thread>
+
 using namespace sova;
 using namespace sova::test;
 using namespace std::chrono_literals;
@@ -335,4 +338,47 @@ TEST_CASE("after stream_synchronized, another stream reuses the frees without a 
     pool.deallocate(filler, b);
     pool.check_invariants();
   }
+}
+
+TEST_CASE("a quiet stream's last frees reach another stream once its work is done, without a synchronize by the program",
+          "[conformance]") {
+  // The pool is not told when a stream goes quiet or is destroyed; after
+  // ~200 ms without a call on it, the release worker synchronizes the device
+  // on its own thread and makes the stream's unfenced frees complete
+  // (docs/design.md, "Quiet streams"). A's work outlasts that window by far:
+  // until it ends, B must not get A's block (the worker's synchronize is
+  // still waiting), and after it B must get it without growing.
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  Pool pool(options_on(device));
+  set_reuse(pool, true, false);  // opportunistic only: no wait inserted on B
+  ScopedStream a(device);
+  ScopedStream b(device);
+  constexpr std::size_t kSmall = std::size_t{1} << 20;  // small: no fence of its own
+  void* p = pool.allocate(kSmall, a);
+  void* filler = pool.allocate(kSmall, b);  // fills p's granule: B cannot use backed memory beside p
+  device.fill(p, kSmall, kTagA, a);
+  device.busy(a, 1500ms);
+  device.expect(p, kSmall, kTagA, a);
+  pool.deallocate(p, a);  // A's last call
+  const auto freed = std::chrono::steady_clock::now();
+
+  std::this_thread::sleep_until(freed + 700ms);  // A inactive, its work still running
+  void* early = pool.allocate(kSmall, b);
+  device.fill(early, kSmall, kTagB, b);
+  CHECK(early != p);
+  const std::uint64_t reserved = attribute(pool, cudaMemPoolAttrReservedMemCurrent);
+
+  std::this_thread::sleep_until(freed + 2500ms);  // A's work done, the worker's synchronize returned
+  void* q = pool.allocate(kSmall, b);
+  device.fill(q, kSmall, kTagB, b);
+  CHECK(q == p);
+  CHECK(attribute(pool, cudaMemPoolAttrReservedMemCurrent) == reserved);  // reused, not grown
+  const PoolStats stats = pool.stats();
+  CHECK(stats.device_synchronizes == 0);  // no out-of-memory synchronize
+  CHECK(stats.cross_stream_waits == 0);
+  device.synchronize_device();
+  CHECK(device.mismatches() == 0);
+  for (void* block : {q, early, filler}) pool.deallocate(block, b);
+  pool.check_invariants();
 }
