@@ -282,8 +282,7 @@ class PoolCore {
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
                             StreamState* state, cudaStream_t stream) noexcept;
   /// Steps 1 and 2 of the ladder; `step` says which served the block.
-  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream,
-                             SlowStep* step) noexcept;
+  Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, SlowStep* step) noexcept;
   /// Which cached blocks a miss moves into the heap.
   enum class CacheFlush {
     all,

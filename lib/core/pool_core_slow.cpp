@@ -32,7 +32,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
   std::lock_guard<HeapMutex> lock(heap_mutex_);
   for (int attempt = 0; attempt < 2; ++attempt) {
     SlowStep step = SlowStep::heap;
-    Block* block = find_without_growth(size, need, state, stream, &step);
+    Block* block = find_without_growth(size, need, state, &step);
     // Internal dependencies come after growth: a wait ties this stream to
     // another's running work (the serialization of rmm#850), growth costs once.
     // Unless the pool already holds more free memory than is in use (at least
@@ -75,7 +75,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
 }
 
 Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state,
-                                     cudaStream_t stream, SlowStep* step) noexcept {
+                                     SlowStep* step) noexcept {
   auto take_if_backed = [&](Fit fit) {
     return fit.block != nullptr && arena_.is_backed(fit.at, need) ? carve(fit, size) : nullptr;
   };
