@@ -128,16 +128,28 @@ inline constexpr std::size_t kThoroughMaxChunk = std::size_t{16} << 20;
 inline constexpr std::size_t kThoroughChunksPerBlock = 16;
 
 /// A miss keeps the stream's cached small blocks of recurring sizes while
-/// they hold at most this much, or 1/kGrowthSlackDivisor of the live peak
-/// where that is more (pool_core_slow.cpp says why; kept_cache_bound()).
+/// they hold at most this much (pool_core_slow.cpp says why; kept_cache_bound()).
 inline constexpr std::size_t kKeptSmallCacheBytes = std::size_t{4} << 20;
-/// ... where the stream's cache serves at least one allocation in this many.
+/// ... or, where the stream's cache serves at least one allocation in
+/// kKeptReuseShare, 1/kGrowthSlackDivisor of the live peak where that is
+/// more; and, where several streams are active, at least this much, with a
+/// growth budget's slack of as much per stream (kept_small_floor). Streams
+/// cycling through 64 sizes of up to 256 KiB (threads_mixed; 25 of the
+/// default policy's size classes) keep ~6 MiB each: with 4 MiB they missed
+/// on 3-8% of their allocations, and with 16 threads each miss queued for
+/// the shared heap (3 M pairs/s on the H100); with 8 MiB, 0.1%
+/// (simulation), for up to 28 MiB more reserved in pools whose live peak is
+/// under 512 MiB. One stream keeps 4 MiB: its misses queue for nothing, and
+/// 8 MiB made thorough remapping of gpt_decode (live peak 507 MiB) move 60%
+/// more chunks for the same memory. Larger pools are unaffected (the 1/64
+/// is more): every recorded trace places identically.
+inline constexpr std::size_t kServingKeptCacheBytes = std::size_t{8} << 20;
 inline constexpr std::uint64_t kKeptReuseShare = 8;
 
 /// Reserved memory may grow with new physical memory up to the live peak plus
 /// 1/64 of it (1.6%) and a granule; beyond, free chunks are remapped first.
 inline constexpr std::uint64_t kGrowthSlackDivisor = 64;
-/// ... or plus kKeptSmallCacheBytes per stream, for at most this many
+/// ... or plus kept_small_floor() per stream, for at most this many
 /// streams, where that is more (small pools: within_growth_budget says why).
 inline constexpr std::uint64_t kSlackStreams = 16;
 
@@ -399,7 +411,8 @@ class PoolCore {
   /// How many bytes of kept blocks (SizeBins::kept_bytes) a miss on `state`
   /// leaves cached: kKeptSmallCacheBytes; or, for a stream whose cache serves
   /// at least one allocation in kKeptReuseShare (its blocks come back: a
-  /// training step), the growth slack over the live peak where that is more.
+  /// training step, a thread's loop), kept_small_floor() or the growth
+  /// slack over the live peak, whichever is more.
   /// A fixed 4 MiB made a GPT's step flush its recurring small blocks on most
   /// misses (25% of allocations served by the fast path against 57%, the same
   /// memory); the larger bound for every stream held 1.13x instead of 1.036x
@@ -407,8 +420,15 @@ class PoolCore {
   /// serves almost nothing (issue 12, docs/notes/2026-11-23-real-workload-speed.md).
   std::size_t kept_cache_bound(const StreamState* state) const noexcept {
     if (!cache_serves(state)) return kKeptSmallCacheBytes;
-    return std::max<std::size_t>(kKeptSmallCacheBytes,
+    return std::max<std::size_t>(kept_small_floor(),
                                  used_high_sampled_.load(std::memory_order_relaxed) / kGrowthSlackDivisor);
+  }
+  /// What a serving cache may keep of small blocks whatever the live peak,
+  /// and the growth slack per stream: kServingKeptCacheBytes where several
+  /// streams are active (their misses queue for the heap), else
+  /// kKeptSmallCacheBytes.
+  std::size_t kept_small_floor() const noexcept {
+    return active_streams_.load(std::memory_order_relaxed) > 1 ? kServingKeptCacheBytes : kKeptSmallCacheBytes;
   }
   /// Whether any stream caches blocks or has frees pending in the heap. Heap lock held.
   bool frees_held_anywhere() noexcept;

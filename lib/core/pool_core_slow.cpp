@@ -379,17 +379,17 @@ bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexce
   const std::uint64_t live_peak =
       std::max<std::uint64_t>(used_high_sampled_.load(std::memory_order_relaxed), used_now() + need);
   // The slack: 1/64 of the live peak, but never less than what the streams'
-  // caches may keep of recurring small blocks on a miss (kKeptSmallCacheBytes
+  // caches may keep of recurring small blocks on a miss (kept_small_floor()
   // each, for up to kSlackStreams streams). Without that floor a small pool
   // shared by streams could not hold its streams' kept blocks: a miss whose
   // fit needed a new granule flushed them, and the stream missed on its next
   // ~20 allocations (threads_mixed on the simulation, 2 streams of 16 size
   // classes: 30% of allocations missed, 0.0% with the floor, for 2 MiB more).
-  // Pools with a live peak above 64 x 4 MiB per stream are unaffected: every
+  // Pools with a live peak above 64 x 8 MiB per stream are unaffected: every
   // recorded trace.
   const std::uint64_t streams =
       std::min<std::uint64_t>(active_streams_.load(std::memory_order_relaxed), kSlackStreams);
-  const std::uint64_t slack = std::max<std::uint64_t>(live_peak / kGrowthSlackDivisor, streams * kKeptSmallCacheBytes);
+  const std::uint64_t slack = std::max<std::uint64_t>(live_peak / kGrowthSlackDivisor, streams * kept_small_floor());
   const std::uint64_t budget = live_peak + slack + arena_.granularity();
   return arena_.backed_bytes() + missing <= budget;
 }
