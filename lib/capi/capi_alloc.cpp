@@ -4,8 +4,8 @@
 // Budget: a malloc/free pair costs ~50-100 ns, most of it in Pool. What this
 // layer adds: one ReadSection per call (two thread-private stores, ~1 ns);
 // one atomic load per table (the device's current pool, the handle's slot);
-// for sovaMallocAsync the driver's stream_device (cuStreamGetDevice; for the
-// special handles cudaGetDevice); for a free,
+// for sovaMallocAsync, where the driver has several devices, its stream_device
+// (cuStreamGetDevice; for the special handles cudaGetDevice); for a free,
 // Pool::contains over the listed pools but the last (none when there is one
 // pool). No lock, no write to a line other threads write, no allocation.
 // Measured on the sim, host of 2 cores: ~5 ns per pair over Pool's own
@@ -55,8 +55,12 @@ inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t str
   }
   cudaError_t err;
   if (Driver* driver = g_state.driver.load(std::memory_order_acquire)) [[likely]] {
-    int device;
-    err = driver->stream_device(stream, &device);  // cudaMallocAsync: the stream's device's current pool
+    // cudaMallocAsync: the stream's device's current pool. With one device
+    // there is nothing to ask; an invalid handle is then refused by the pool's
+    // stream checks (and not at all where a pool has them off, as
+    // sovaMallocFromPoolAsync never asks).
+    int device = 0;
+    err = g_state.one_device.load(std::memory_order_relaxed) ? cudaSuccess : driver->stream_device(stream, &device);
     if (err == cudaSuccess) [[likely]] {
       ReadSection section;
       if (PoolEntry* e = g_state.devices.current(device)) [[likely]] {

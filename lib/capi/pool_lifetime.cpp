@@ -30,6 +30,8 @@ Driver* pools_driver() noexcept {
   if (d == nullptr) {
     enable_asymmetric_fence();  // before any pool makes a read section matter
     d = &sova::detail::lock_process_driver();
+    int count = 0;
+    g_state.one_device.store(d->device_count(&count) == cudaSuccess && count == 1, std::memory_order_relaxed);
     g_state.driver.store(d, std::memory_order_release);
     // The C API's first pool: SOVA_LOG, if set, starts the allocation log.
     sova::detail::log_start_from_environment();
