@@ -68,6 +68,11 @@ inline constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 /// (PoolCore::track_stream_activity). Long against a step of work on a
 /// stream, short against a program's phases.
 inline constexpr std::int64_t kActivityWindowNs = 200'000'000;
+/// The release worker's synchronize for inactive streams runs at most this
+/// often per pool: it waits for all the device's queued work, and a program
+/// whose side stream goes quiet every step would otherwise have the worker
+/// wait (and spin, under the default scheduling) every step.
+inline constexpr std::int64_t kReclaimIntervalNs = 1'000'000'000;
 
 /// The fast path serves blocks of at most this size from the stream's cache
 /// by exact size; a larger block only when it is the one this stream freed
@@ -496,6 +501,7 @@ class PoolCore {
   /// so counting every state made a lone stream, created anew for each of a
   /// benchmark's runs, follow the rules for a shared pool.
   std::atomic<std::size_t> active_streams_{0};
+  std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last reclaim_idle_streams
   std::int64_t activity_counted_ns_ = 0;  ///< heap lock
   /// Every state ever made, retired ones included, newest first, linked
   /// through StreamState::older: read without a lock (states live as long as

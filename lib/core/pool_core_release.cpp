@@ -64,7 +64,10 @@ void PoolCore::track_stream_activity() noexcept {
     return;  // out of host memory: next period
   }
   active_streams_.store(std::max<std::size_t>(active, 1), std::memory_order_relaxed);
-  if (!idle.empty()) reclaim_idle_streams(idle);
+  if (!idle.empty() && (reclaimed_ns_ == 0 || now - reclaimed_ns_ >= kReclaimIntervalNs)) {
+    reclaimed_ns_ = now;
+    reclaim_idle_streams(idle);
+  }
 }
 
 void PoolCore::reclaim_idle_streams(const std::vector<StreamState*>& idle) noexcept {
