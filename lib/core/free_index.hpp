@@ -28,7 +28,13 @@ class FreeIndex {
 
   /// Throws std::bad_alloc when the node cache is empty and the system has no memory.
   void insert(Block* block) { set_.insert(block); }
-  void erase(Block* block) noexcept { set_.erase(block); }
+  /// Keys are unique (size, then offset): one descent with find, where
+  /// erase(key) descends twice for the equal range (3.8% of a replay's host
+  /// time on the simulation, perf).
+  void erase(Block* block) noexcept {
+    const auto it = set_.find(block);
+    if (it != set_.end()) set_.erase(it);
+  }
   bool contains(Block* block) const noexcept { return set_.find(block) != set_.end(); }
   std::size_t size() const noexcept { return set_.size(); }
 
