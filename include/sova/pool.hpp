@@ -184,8 +184,9 @@ struct PoolStats {
   /// program destroys stays counted; its blocks come back to the other streams.
   std::uint64_t stream_states = 0;
   std::uint64_t retired_streams = 0;  ///< of them, retired: their stream is known gone
-  /// Streams that allocated in the last ~200 ms, as the pool last counted
-  /// them on a miss (at least 1): what decides whether its streams share it.
+  /// Streams that allocated or freed in the last ~200 ms, as the pool's
+  /// release worker last counted them (every 20 ms; at least 1): what decides
+  /// whether its streams share it.
   std::uint64_t active_streams = 0;
 
   /// Peak reserved / peak used: the memory overhead of the pool since the

@@ -386,8 +386,6 @@ class PoolCore {
   /// what creating one costs, so remapping below the budget would only trade
   /// speed for memory that is within the slack anyway).
   bool within_growth_budget(std::size_t offset, std::size_t need) noexcept;
-  /// The device synchronize of track_stream_activity for `idle` states.
-  void reclaim_idle_streams(const std::vector<StreamState*>& idle) noexcept;
   /// Whether reserved memory exceeds what is in use by more than what is in
   /// use (and by at least 64 MiB): then the slow path waits before it grows.
   bool holds_too_much_free_memory() noexcept;
@@ -439,6 +437,10 @@ class PoolCore {
   bool frees_held_anywhere() noexcept;
   /// Synchronizes the device; afterwards every free made so far is complete.
   void synchronize_everything() noexcept;
+  /// Closes `states`' epochs, synchronizes the device, then marks every free
+  /// stamped before it complete and thaws the states. False (nothing marked)
+  /// when the synchronize fails or host memory runs out. No heap lock needed.
+  bool synchronize_streams(const std::vector<StreamState*>& states) noexcept;
   /// Makes a block taken by the slow path live for `state`; `grown`: the
   /// allocation created or remapped memory (the used high-water mark is
   /// sampled then, and one in kUsedSampleEvery otherwise).
@@ -501,8 +503,7 @@ class PoolCore {
   /// so counting every state made a lone stream, created anew for each of a
   /// benchmark's runs, follow the rules for a shared pool.
   std::atomic<std::size_t> active_streams_{0};
-  std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last reclaim_idle_streams
-  std::int64_t activity_counted_ns_ = 0;  ///< heap lock
+  std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last synchronize for inactive streams
   /// Every state ever made, retired ones included, newest first, linked
   /// through StreamState::older: read without a lock (states live as long as
   /// the pool), so that used_now() on the slow path takes no mutex.

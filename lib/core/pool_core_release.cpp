@@ -64,29 +64,13 @@ void PoolCore::track_stream_activity() noexcept {
     return;  // out of host memory: next period
   }
   active_streams_.store(std::max<std::size_t>(active, 1), std::memory_order_relaxed);
-  if (!idle.empty() && (reclaimed_ns_ == 0 || now - reclaimed_ns_ >= kReclaimIntervalNs)) {
-    reclaimed_ns_ = now;
-    reclaim_idle_streams(idle);
-  }
-}
-
-void PoolCore::reclaim_idle_streams(const std::vector<StreamState*>& idle) noexcept {
-  std::vector<std::uint64_t> cutoffs(idle.size());
-  // As synchronize_everything, for these states only: frees stamped before
-  // the synchronize began are complete once it returns; later ones (the
-  // stream came back) are not.
-  for (std::size_t i = 0; i < idle.size(); ++i) {
-    std::lock_guard<SpinLock> lock(idle[i]->lock);
-    cutoffs[i] = close_epoch_locked(idle[i]);
-  }
-  if (driver_.device_synchronize(device_) != cudaSuccess) return;
-  for (std::size_t i = 0; i < idle.size(); ++i) {
-    std::lock_guard<SpinLock> lock(idle[i]->lock);
-    mark_complete_through_locked(idle[i], cutoffs[i]);
-    idle[i]->frozen.store(false, std::memory_order_relaxed);
-  }
-  // Into the heap now (an inactive state's kept blocks too), their pending
-  // ranges dropped.
+  if (idle.empty() || (reclaimed_ns_ != 0 && now - reclaimed_ns_ < kReclaimIntervalNs)) return;
+  reclaimed_ns_ = now;
+  // The out-of-memory path's synchronize, for these states only (a stream
+  // that came back meanwhile keeps its later frees pending); then their
+  // blocks, kept ones too (inactive), go to the heap and their pending
+  // ranges are dropped.
+  if (!synchronize_streams(idle)) return;
   std::lock_guard<HeapMutex> heap(heap_mutex_);
   harvest_streams(nullptr);
 }

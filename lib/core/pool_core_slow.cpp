@@ -217,7 +217,7 @@ void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
     poll_fences_locked(other);
     const std::uint64_t safe_epoch = other->safe_epoch;
     if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
-      other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_everything
+      other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_streams
     }
     // A retired state's stream is gone, an inactive one's has not allocated
     // for kActivityWindowNs: their kept blocks would wait for allocations
@@ -408,28 +408,37 @@ bool PoolCore::frees_held_anywhere() noexcept {
   return held;
 }
 
-void PoolCore::synchronize_everything() noexcept {
-  std::vector<StreamState*> streams;
+bool PoolCore::synchronize_streams(const std::vector<StreamState*>& states) noexcept {
   std::vector<std::uint64_t> cutoffs;
   try {
+    cutoffs.resize(states.size());
+  } catch (...) {
+    return false;
+  }
+  // Close every epoch first: frees stamped before the synchronize began are
+  // complete once it returns; later ones are not.
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    std::lock_guard<SpinLock> lock(states[i]->lock);
+    cutoffs[i] = close_epoch_locked(states[i]);
+  }
+  if (driver_.device_synchronize(device_) != cudaSuccess) return false;
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    std::lock_guard<SpinLock> lock(states[i]->lock);
+    mark_complete_through_locked(states[i], cutoffs[i]);
+    states[i]->frozen.store(false, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+void PoolCore::synchronize_everything() noexcept {
+  std::vector<StreamState*> streams;
+  try {
     streams = all_streams();
-    cutoffs.resize(streams.size());
   } catch (...) {
     return;
   }
-  // Close every stream's epoch first: frees stamped before the synchronize
-  // began are complete once it returns; later ones are not.
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    std::lock_guard<SpinLock> lock(streams[i]->lock);
-    cutoffs[i] = close_epoch_locked(streams[i]);
-  }
-  if (driver_.device_synchronize(device_) != cudaSuccess) return;
+  if (!synchronize_streams(streams)) return;
   ++device_synchronizes_;
-  for (StreamState* s : streams) s->frozen.store(false, std::memory_order_relaxed);
-  for (std::size_t i = 0; i < streams.size(); ++i) {
-    std::lock_guard<SpinLock> lock(streams[i]->lock);
-    mark_complete_through_locked(streams[i], cutoffs[i]);
-  }
   harvest_streams(nullptr);
 }
 

@@ -82,7 +82,7 @@ TEST_CASE("streams cycling through 64 nearby small sizes hit their caches", "[co
   for (const int streams : {1, 4, 16}) {
     INFO(streams << " streams");
     const MixedRun run = run_mixed(sim, options, streams, /*classes=*/64);
-    const std::uint64_t per_stream = std::uint64_t{streams == 1 ? 4 : 8} << 20;
+    const std::uint64_t per_stream = (streams == 1 ? std::uint64_t{4} : std::uint64_t{8}) << 20;
     CHECK(run.missed_share < (streams == 1 ? 0.05 : 0.02));
     CHECK(run.after.reserved_high <=
           run.after.used_high + static_cast<std::uint64_t>(streams) * per_stream + (std::uint64_t{2} << 20));
