@@ -185,8 +185,8 @@ struct PoolStats {
   std::uint64_t stream_states = 0;
   std::uint64_t retired_streams = 0;  ///< of them, retired: their stream is known gone
   /// Streams that allocated or freed in the last ~200 ms, as the pool's
-  /// release worker last counted them (every 20 ms; at least 1): what decides
-  /// whether its streams share it.
+  /// release worker last counted them (every 20 ms), plus streams made since:
+  /// what decides whether its streams share it.
   std::uint64_t active_streams = 0;
 
   /// Peak reserved / peak used: the memory overhead of the pool since the

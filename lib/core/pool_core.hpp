@@ -496,9 +496,9 @@ class PoolCore {
   /// States ever made, retired ones included: while it is 1, the one stream's
   /// own high-water mark is the pool's (stats()).
   std::atomic<std::size_t> stream_count_{0};
-  /// Streams that allocated or freed in the last kActivityWindowNs (at least
-  /// 1), as track_stream_activity last found: what the miss rules that depend
-  /// on sharing read (keeps_small_caches, the growth budget's slack). A state
+  /// Streams that allocated or freed in the last kActivityWindowNs, as
+  /// track_stream_activity last found, plus streams made since: what the miss
+  /// rules that depend on sharing read (keeps_small_caches, the growth budget's slack). A state
   /// stays in the pool after its stream is destroyed (the pool is not told),
   /// so counting every state made a lone stream, created anew for each of a
   /// benchmark's runs, follow the rules for a shared pool.

@@ -63,7 +63,9 @@ void PoolCore::track_stream_activity() noexcept {
   } catch (...) {
     return;  // out of host memory: next period
   }
-  active_streams_.store(std::max<std::size_t>(active, 1), std::memory_order_relaxed);
+  // The count itself, 0 included: a floor of 1 here, with the next new
+  // stream's increment on top, made one stream count as two.
+  active_streams_.store(active, std::memory_order_relaxed);
   if (idle.empty() || (reclaimed_ns_ != 0 && now - reclaimed_ns_ < kReclaimIntervalNs)) return;
   reclaimed_ns_ = now;
   // The out-of-memory path's synchronize, for these states only (a stream

@@ -388,7 +388,7 @@ bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexce
   // Pools with a live peak above 64 x 8 MiB per stream are unaffected: every
   // recorded trace.
   const std::uint64_t streams =
-      std::min<std::uint64_t>(active_streams_.load(std::memory_order_relaxed), kSlackStreams);
+      std::clamp<std::uint64_t>(active_streams_.load(std::memory_order_relaxed), 1, kSlackStreams);
   const std::uint64_t slack = std::max<std::uint64_t>(live_peak / kGrowthSlackDivisor, streams * kept_small_floor());
   const std::uint64_t budget = live_peak + slack + arena_.granularity();
   return arena_.backed_bytes() + missing <= budget;

@@ -66,12 +66,14 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
         fresh->key = key;
         fresh->is_legacy = key == kLegacyKey;
         if (check_streams_ && !fresh->is_legacy) driver_.stream_id(stream, &fresh->stream_id);
+        // Counted active before it is published: the release worker's count,
+        // if it sees the state, then stores it among the others, and if it
+        // does not, stores one too few until its next pass (20 ms) — never
+        // one too many.
+        active_streams_.fetch_add(1, std::memory_order_relaxed);
         publish_state(fresh.get());
         slot = std::move(fresh);
         stream_count_.fetch_add(1, std::memory_order_relaxed);
-        // Active until the next count says otherwise (heap lock not held: a
-        // hint, corrected within kActivityWindowNs).
-        active_streams_.fetch_add(1, std::memory_order_relaxed);
       }
       state = slot.get();
     } catch (...) {
@@ -109,11 +111,17 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
       fresh->stream_id = id;
       retired_streams_.reserve(retired_streams_.size() + 1);
       slot->retired.store(true, std::memory_order_relaxed);
-      slot->active.store(false, std::memory_order_relaxed);
+      // The fresh state is active. Where the retired one was counted active,
+      // one replaces one; where it was not (its stream had gone quiet before
+      // the handle came back), the fresh one is added, before it is published
+      // (stream_state_slow says why).
+      if (!slot->active.exchange(false, std::memory_order_relaxed)) {
+        active_streams_.fetch_add(1, std::memory_order_relaxed);
+      }
       retired_streams_.push_back(std::move(slot));
       publish_state(fresh.get());
       slot = std::move(fresh);
-      stream_count_.fetch_add(1, std::memory_order_relaxed);  // active_streams_: one replaces one
+      stream_count_.fetch_add(1, std::memory_order_relaxed);
     }
     current = slot.get();
   } catch (...) {
