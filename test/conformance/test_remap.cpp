@@ -283,3 +283,48 @@ TEST_CASE("a chunk that moves back to where it was moves without a new mapping, 
   CHECK(pool.stats().reserved_current == 0);
   CHECK(pool.stats().ghost_mappings == 0);  // released with their chunks
 }
+
+TEST_CASE("remapping moves the highest free chunks, so the holes the best fit fills next stay backed",
+          "[conformance][remap]") {
+  // Twelve 32 MiB blocks (a chunk each); the even ones freed: six free
+  // chunks. A 128 MiB request beyond the growth budget takes four of them.
+  // Taken from the top (blocks 10, 8, 6, 4), the two lowest holes keep
+  // their chunks, and the next 32 MiB request, which best fit places in the
+  // lowest hole, needs no driver work. Taken from the bottom, as sova did
+  // before, that hole was the one just unbacked: each block then pulled the
+  // next chunk up, a chain of moves (docs/notes/2026-11-24-donor-order.md).
+  TestDevice& device = test_device();
+  device.reset_mismatches();
+  Pool pool(remap_options(device, true));
+  ScopedStream s(device);
+  constexpr std::size_t kBlock = 32 * kMiB;
+  std::array<void*, 12> blocks{};
+  for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i] = pool.allocate(kBlock, s);
+  for (std::size_t i = 0; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  device.synchronize(s);
+  pool.stream_synchronized(s);
+
+  void* big = pool.allocate(4 * kBlock, s);
+  PoolStats stats = pool.stats();
+  REQUIRE(stats.chunks_remapped == 4);
+  REQUIRE(stats.reserved_current == 12 * kBlock);
+  const std::uint64_t mapped_before = stats.chunks_mapped;
+
+  void* next = pool.allocate(kBlock, s);
+  CHECK(next == blocks[0]);  // best fit: the lowest 32 MiB hole
+  stats = pool.stats();
+  CHECK(stats.chunks_remapped == 4);  // backed already: nothing moved ...
+  CHECK(stats.chunks_mapped == mapped_before);  // ... or created
+  CHECK(stats.reserved_current == 12 * kBlock);
+  device.fill(next, kBlock, 0x4E57u, s);
+  device.fill(big, 4 * kBlock, 0xB16B16u, s);
+  device.expect(next, kBlock, 0x4E57u, s);
+  device.expect(big, 4 * kBlock, 0xB16B16u, s);
+  device.synchronize(s);
+  CHECK(device.mismatches() == 0);
+  pool.check_invariants();
+  pool.deallocate(next, s);
+  pool.deallocate(big, s);
+  for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  device.synchronize(s);
+}
