@@ -108,6 +108,7 @@ cudaError_t Arena::map_chunk(const Chunk& chunk, bool with_access) noexcept {
 }
 
 Arena::~Arena() {
+  settler_ = nullptr;  // the caller guarantees the device no longer touches any of it
   for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
     if (chunks_[slot].granules != 0) destroy_chunk(static_cast<std::int32_t>(slot));
   }
@@ -170,8 +171,8 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
   return cudaSuccess;
 }
 
-void Arena::destroy_chunk(std::int32_t slot) noexcept {
-  drop_ghosts_of(slot);  // the memory goes back with the chunk's last mapping
+bool Arena::destroy_chunk(std::int32_t slot) noexcept {
+  if (!drop_ghosts_of(slot)) return false;  // the memory goes back with the chunk's last mapping
   Chunk& chunk = chunks_[slot];
   const std::size_t bytes = chunk.granules * granularity_;
   driver_.unmap(base_ + chunk.first_granule * granularity_, bytes);
@@ -181,12 +182,12 @@ void Arena::destroy_chunk(std::int32_t slot) noexcept {
   ++chunks_unmapped_;
   chunk = Chunk{};
   free_chunk_slots_.push_back(slot);  // capacity never shrinks below chunks_.size(): no throw
+  return true;
 }
 
 std::size_t Arena::release_chunk(std::int32_t slot) noexcept {
   const std::size_t bytes = chunks_[slot].granules * granularity_;
-  destroy_chunk(slot);
-  return bytes;
+  return destroy_chunk(slot) ? bytes : 0;
 }
 
 std::size_t Arena::chunk_granules(std::size_t chunk_limit) const noexcept {
@@ -240,7 +241,10 @@ cudaError_t Arena::commit(std::size_t offset, std::size_t bytes, std::size_t chu
     const std::size_t run_start = granule;
     std::size_t run_end = granule;  // inclusive
     while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked) ++run_end;
-    drop_ghosts_in(run_start, run_end - run_start + 1);  // nothing else may be mapped there
+    if (!drop_ghosts_in(run_start, run_end - run_start + 1)) {  // nothing else may be mapped there
+      undo();
+      return cudaErrorNotReady;
+    }
     while (granule <= run_end) {
       const std::size_t granules =
           max_granules == 0 ? run_end - granule + 1 : std::min(max_granules, run_end - granule + 1);
@@ -277,8 +281,7 @@ std::size_t Arena::release_within(std::size_t offset, std::size_t bytes, std::si
     if (wholly_inside) {
       const std::size_t chunk_bytes = chunk.granules * granularity_;
       if (!may_cross && backed_bytes_ < keep_at_least + chunk_bytes) break;  // would fall below what the caller keeps
-      destroy_chunk(slot);
-      released += chunk_bytes;
+      if (destroy_chunk(slot)) released += chunk_bytes;
     }
     granule = chunk.first_granule + chunk.granules;
   }
@@ -320,7 +323,9 @@ std::vector<std::pair<std::size_t, std::size_t>> Arena::unbacked_runs(std::size_
   return runs;
 }
 
-cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access, bool* mapped) noexcept {
+cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access, bool* mapped,
+                              const GhostPin* pin) noexcept {
+  const GhostPin leaving = pin != nullptr ? *pin : GhostPin{};
   Chunk& chunk = chunks_[slot];
   const std::size_t bytes = chunk.granules * granularity_;
   if (to_granule + chunk.granules > chunk_of_granule_.size() ||
@@ -337,6 +342,7 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
     mark_ghost(to_granule, chunk.granules, kNone);
     ghosts_[index].first_granule = from_granule;
     ghosts_[index].accessible = chunk.accessible;
+    ghosts_[index].pin = leaving;  // the place it came back to is in use again: not unmapped
     chunk.accessible = true;
     mark_ghost(from_granule, chunk.granules, index);
     std::rotate(chunk.ghosts.begin() + static_cast<std::ptrdiff_t>(i),
@@ -350,16 +356,29 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
     bytes_moved_ += bytes;
     return cudaSuccess;
   }
-  // Anything else mapped at the new place goes first (ghosts of other chunks,
-  // or of this one at an overlapping place). The old mapping stays until the
-  // new one is made: on failure nothing has changed.
-  drop_ghosts_in(to_granule, chunk.granules);
+  // Room for the ghost of the place it leaves (its oldest goes), and nothing
+  // else mapped at the new place (ghosts of other chunks, or of this one at
+  // an overlapping place): both unmap ghosts, each after its pin settles.
+  // The old mapping stays until the new one is made: on failure nothing has
+  // changed but ghosts gone.
+  if (chunk.ghosts.back() != kNone && !drop_ghost(chunk.ghosts.front())) return cudaErrorNotReady;
+  if (!drop_ghosts_in(to_granule, chunk.granules)) return cudaErrorNotReady;
+  const std::int32_t record = acquire_ghost_record();
+  // Without a record the old place is unmapped at once: not while work may use it.
+  if (record == kNone && leaving.owner != nullptr) return cudaErrorMemoryAllocation;
   chunk.first_granule = to_granule;
   const cudaError_t error = map_chunk(chunk, with_access);
   chunk.first_granule = from_granule;
-  if (error != cudaSuccess) return error;
+  if (error != cudaSuccess) {
+    if (record != kNone) free_ghost_slots_.push_back(record);  // capacity reserved: no throw
+    return error;
+  }
   mark(from_granule, chunk.granules, kUnbacked);
-  keep_ghost(slot, from_granule, chunk.accessible);
+  if (record != kNone) {
+    keep_ghost(record, slot, from_granule, chunk.accessible, leaving);
+  } else {
+    driver_.unmap(base_ + from_granule * granularity_, bytes);  // as without ghosts
+  }
   chunk.first_granule = to_granule;
   chunk.accessible = with_access;
   mark(to_granule, chunk.granules, slot);
@@ -386,36 +405,37 @@ void Arena::mark_ghost(std::size_t first_granule, std::size_t granules, std::int
   std::fill_n(ghost_of_granule_.begin() + static_cast<std::ptrdiff_t>(first_granule), granules, index);
 }
 
-void Arena::keep_ghost(std::int32_t slot, std::size_t first_granule, bool accessible) noexcept {
-  Chunk& chunk = chunks_[slot];
-  std::int32_t index = kNone;
+std::int32_t Arena::acquire_ghost_record() noexcept {
   try {
     if (!free_ghost_slots_.empty()) {
-      index = free_ghost_slots_.back();
+      const std::int32_t index = free_ghost_slots_.back();
       free_ghost_slots_.pop_back();
-    } else {
-      ghosts_.emplace_back();
-      index = static_cast<std::int32_t>(ghosts_.size() - 1);
+      return index;
+    }
+    ghosts_.emplace_back();
+    try {
       free_ghost_slots_.reserve(ghosts_.size());  // drop_ghost's push_back never throws
-    }
-  } catch (const std::bad_alloc&) {
-    if (index != kNone) {
+    } catch (const std::bad_alloc&) {
       ghosts_.pop_back();
-      index = kNone;
+      return kNone;
     }
+    return static_cast<std::int32_t>(ghosts_.size() - 1);
+  } catch (const std::bad_alloc&) {
+    return kNone;
   }
-  if (index == kNone) {  // no host memory for the record: unmap, as without ghosts
-    driver_.unmap(base_ + first_granule * granularity_, chunk.granules * granularity_);
-    return;
-  }
-  if (chunk.ghosts.back() != kNone) drop_ghost(chunk.ghosts.front());  // the oldest
-  ghosts_[index] = Ghost{slot, first_granule, accessible};
+}
+
+void Arena::keep_ghost(std::int32_t index, std::int32_t slot, std::size_t first_granule, bool accessible,
+                       const GhostPin& pin) noexcept {
+  Chunk& chunk = chunks_[slot];
+  ghosts_[index] = Ghost{slot, first_granule, accessible, pin};
   mark_ghost(first_granule, chunk.granules, index);
   *std::find(chunk.ghosts.begin(), chunk.ghosts.end(), kNone) = index;
 }
 
-void Arena::drop_ghost(std::int32_t index) noexcept {
+bool Arena::drop_ghost(std::int32_t index) noexcept {
   const Ghost ghost = ghosts_[index];
+  if (ghost.pin.owner != nullptr && settler_ != nullptr && !settler_(settler_context_, ghost.pin)) return false;
   Chunk& chunk = chunks_[ghost.slot];
   driver_.unmap(base_ + ghost.first_granule * granularity_, chunk.granules * granularity_);
   mark_ghost(ghost.first_granule, chunk.granules, kNone);
@@ -423,23 +443,29 @@ void Arena::drop_ghost(std::int32_t index) noexcept {
   std::copy(it + 1, chunk.ghosts.end(), it);
   chunk.ghosts.back() = kNone;
   ghosts_[index] = Ghost{};
-  free_ghost_slots_.push_back(index);  // capacity reserved in keep_ghost: no throw
+  free_ghost_slots_.push_back(index);  // capacity reserved in acquire_ghost_record: no throw
+  return true;
 }
 
-void Arena::drop_ghosts_in(std::size_t first, std::size_t granules) noexcept {
+bool Arena::drop_ghosts_in(std::size_t first, std::size_t granules) noexcept {
   for (std::size_t g = first; g < first + granules; ++g) {
-    if (ghost_of_granule_[g] != kNone) drop_ghost(ghost_of_granule_[g]);
+    if (ghost_of_granule_[g] != kNone && !drop_ghost(ghost_of_granule_[g])) return false;
   }
+  return true;
 }
 
-void Arena::drop_ghosts_of(std::int32_t slot) noexcept {
-  while (chunks_[slot].ghosts.front() != kNone) drop_ghost(chunks_[slot].ghosts.front());
+bool Arena::drop_ghosts_of(std::int32_t slot) noexcept {
+  while (chunks_[slot].ghosts.front() != kNone) {
+    if (!drop_ghost(chunks_[slot].ghosts.front())) return false;
+  }
+  return true;
 }
 
-void Arena::drop_all_ghosts() noexcept {
+bool Arena::drop_all_ghosts() noexcept {
   for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
-    if (chunks_[slot].granules != 0) drop_ghosts_of(static_cast<std::int32_t>(slot));
+    if (chunks_[slot].granules != 0 && !drop_ghosts_of(static_cast<std::int32_t>(slot))) return false;
   }
+  return true;
 }
 
 std::size_t Arena::backed_prefix(std::size_t offset, std::size_t bytes) const noexcept {
@@ -500,7 +526,7 @@ cudaError_t Arena::set_peer_access(const cudaMemAccessDesc* descs, std::size_t c
       if (desc.flags != cudaMemAccessFlagsProtNone) peers.push_back(desc);
     }
     // Ghosts keep the access they were mapped with: unmap them all.
-    drop_all_ghosts();
+    if (!drop_all_ghosts()) return cudaErrorNotReady;
     // Apply to every mapped chunk; on failure restore the previous access.
     std::vector<cudaMemAccessDesc> apply = peers;
     for (std::size_t i = 0; i < count; ++i) {

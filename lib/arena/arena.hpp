@@ -73,6 +73,26 @@ class Arena {
   /// The runs of unbacked granules overlapping [offset, offset + bytes), as
   /// (first granule, count). Throws std::bad_alloc.
   std::vector<std::pair<std::size_t, std::size_t>> unbacked_runs(std::size_t offset, std::size_t bytes) const;
+  /// Work that may still use a place a chunk leaves: its frees there, not yet
+  /// known complete, all of one stream (the pool's stream state: opaque
+  /// here) up to `epoch`. A move whose old place has such frees is safe for
+  /// the physical memory (the new block belongs to that same stream, whose
+  /// work runs in order) but not for the old VA, which must stay mapped
+  /// until that work is done: a pinned ghost.
+  struct GhostPin {
+    const void* owner = nullptr;  ///< nullptr: nothing pending there
+    std::uint64_t epoch = 0;
+  };
+  /// Called before a pinned ghost is unmapped, under the caller's lock: true
+  /// once the pin's work is complete (it may wait for it), false when that
+  /// cannot be made sure; the ghost then stays, and what needed it gone
+  /// fails (move_chunk, commit: cudaErrorNotReady; release_chunk: 0).
+  using GhostSettler = bool (*)(void* context, const GhostPin& pin) noexcept;
+  void set_ghost_settler(GhostSettler settler, void* context) noexcept {
+    settler_ = settler;
+    settler_context_ = context;
+  }
+
   /// Moves chunk `slot` so that it backs the granules from `to_granule` on,
   /// which must all be unbacked: map at the new VA (ghosts there unmapped
   /// first) and, with `with_access`, set access there; without, the caller
@@ -84,15 +104,21 @@ class Arena {
   /// A move back to a ghost of the chunk (a place it left, still mapped)
   /// makes no driver call; `*mapped`, when given, says whether this move
   /// mapped the chunk anew (and so needs grant_access without `with_access`).
+  ///
+  /// `pin`: work that may still use the old place (frees there that are not
+  /// known complete, all of one stream; GhostPin). The old mapping then stays
+  /// until the settler says that work is done: a ghost is never unmapped
+  /// before. cudaErrorNotReady when a ghost in the way could not be settled.
   cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access = true,
-                         bool* mapped = nullptr) noexcept;
+                         bool* mapped = nullptr, const GhostPin* pin = nullptr) noexcept;
   /// Where chunk `slot` has a ghost lying wholly inside the unbacked granules
   /// [first_granule, first_granule + granules): its first granule, or
   /// kNoGhost. A move there costs nothing.
   static constexpr std::size_t kNoGhost = ~std::size_t{0};
   std::size_t ghost_within(std::int32_t slot, std::size_t first_granule, std::size_t granules) const noexcept;
   /// Unmaps and releases chunk `slot` (a ChunkRef's). The caller guarantees
-  /// no pending work touches it. Returns its bytes.
+  /// no pending work touches it where it is; its ghosts' pins are settled
+  /// first. Returns its bytes, or 0 (nothing released) when a pin could not be.
   std::size_t release_chunk(std::int32_t slot) noexcept;
   /// How many chunks commit() would create to back [offset, offset + bytes)
   /// with the same `chunk_limit`.
@@ -170,23 +196,30 @@ class Arena {
     std::int32_t slot = kNone;  // the chunk; kNone: record unused
     std::size_t first_granule = 0;
     bool accessible = false;    // a move back needs no access call (else: not used)
+    GhostPin pin;               // work that may still use it (owner nullptr: none)
   };
 
   cudaError_t create_chunk(std::size_t first_granule, std::size_t granules, std::int32_t* slot) noexcept;
   /// The most granules a new chunk may have under `chunk_limit` (bytes; 0:
   /// max_chunk alone); 0 = no limit.
   std::size_t chunk_granules(std::size_t chunk_limit) const noexcept;
-  void destroy_chunk(std::int32_t slot) noexcept;
-  /// Keeps chunk `slot`'s mapping at `first_granule` (which it is leaving) as
-  /// a ghost, dropping its oldest ghost if it has kGhostsPerChunk; without
-  /// host memory for the record, unmaps it instead.
-  void keep_ghost(std::int32_t slot, std::size_t first_granule, bool accessible) noexcept;
-  /// Unmaps ghost `index` and forgets it.
-  void drop_ghost(std::int32_t index) noexcept;
-  /// Unmaps every ghost overlapping granules [first, first + granules).
-  void drop_ghosts_in(std::size_t first, std::size_t granules) noexcept;
-  void drop_ghosts_of(std::int32_t slot) noexcept;
-  void drop_all_ghosts() noexcept;
+  /// False (nothing released) when one of its ghosts' pins cannot be settled.
+  bool destroy_chunk(std::int32_t slot) noexcept;
+  /// A free ghost record, or kNone without host memory for one.
+  std::int32_t acquire_ghost_record() noexcept;
+  /// Makes record `index` chunk `slot`'s newest ghost, at `first_granule`
+  /// (the place it is leaving); the chunk has room (fewer than
+  /// kGhostsPerChunk ghosts).
+  void keep_ghost(std::int32_t index, std::int32_t slot, std::size_t first_granule, bool accessible,
+                  const GhostPin& pin) noexcept;
+  /// Unmaps ghost `index` and forgets it, after its pin is settled; false
+  /// (the ghost stays) when the pin cannot be.
+  bool drop_ghost(std::int32_t index) noexcept;
+  /// Unmaps every ghost overlapping granules [first, first + granules);
+  /// false when one of them stays (drop_ghost).
+  bool drop_ghosts_in(std::size_t first, std::size_t granules) noexcept;
+  bool drop_ghosts_of(std::int32_t slot) noexcept;
+  bool drop_all_ghosts() noexcept;
   void mark_ghost(std::size_t first_granule, std::size_t granules, std::int32_t index) noexcept;
   /// Maps `chunk`'s handle at its first_granule; with `with_access`, sets
   /// access too (undoing the map if that fails).
@@ -227,6 +260,8 @@ class Arena {
   std::uint64_t ghost_moves_ = 0;
   PhysicalProps props_;
   std::uint64_t next_serial_ = 1;
+  GhostSettler settler_ = nullptr;  ///< nullptr: pins are not checked (no pool, or its end)
+  void* settler_context_ = nullptr;
 };
 
 }  // namespace sova::detail

@@ -106,6 +106,9 @@ PoolCore::PoolCore(const PoolOptions& options)
     map_.set(upper->offset, upper);
     free_.insert(upper);
   }
+  arena_.set_ghost_settler(
+      [](void* self, const Arena::GhostPin& pin) noexcept { return static_cast<PoolCore*>(self)->settle_ghost(pin); },
+      this);
   register_for_release(this);
 }
 

@@ -347,16 +347,25 @@ class PoolCore {
     std::int32_t slot;
     std::size_t from_granule;
   };
-  /// Moves whole chunks lying in safe free blocks under the unbacked granules
-  /// of [offset, offset + bytes): first those with a ghost there (free: no
-  /// driver call, Arena), then largest first where they fit; appends each
-  /// move to `moves`. At most `max_moves` moves that map anew. Best effort.
-  /// Returns how many moves mapped anew (what remapping pays for).
-  std::size_t remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
+  /// Moves whole chunks lying in free blocks safe for `user` (the allocating
+  /// stream: its own pending frees allowed, each move then pinning the
+  /// place it leaves, pin_for) under the unbacked granules of [offset,
+  /// offset + bytes): first those with a ghost there (free: no driver call,
+  /// Arena), then largest first where they fit; appends each move to
+  /// `moves`. At most `max_moves` moves that map anew. Best effort. Returns
+  /// how many moves mapped anew (what remapping pays for).
+  std::size_t remap_free_chunks_into(StreamState* user, std::size_t offset, std::size_t bytes, std::size_t max_moves,
                                      std::vector<ChunkMove>& moves) noexcept;
-  /// The chunks lying wholly inside free blocks that no pending free
-  /// overlaps: what may move or be released. Throws std::bad_alloc.
-  std::vector<Arena::ChunkRef> safe_free_chunks();
+  /// The chunks lying wholly inside free blocks that no pending free of a
+  /// stream other than `user` overlaps (nullptr: of any stream): what may
+  /// move for `user` (nullptr: be released). Throws std::bad_alloc.
+  std::vector<Arena::ChunkRef> safe_free_chunks(const StreamState* user);
+  /// The pin of a move of `chunk` for `user`: the latest epoch of `user`'s
+  /// pending frees overlapping where it lies (none: no pin).
+  Arena::GhostPin pin_for(StreamState* user, const Arena::ChunkRef& chunk) const noexcept;
+  /// Arena's GhostSettler: makes the pin's frees complete (a poll of the
+  /// owner's fences, else a device synchronize). Heap lock held.
+  bool settle_ghost(const Arena::GhostPin& pin) noexcept;
   /// Releases safe free chunks, at most `max_chunks`, so that `missing`
   /// bytes can be created without reserved memory growing: the smallest
   /// chunk that covers them, else the largest until they are covered.

@@ -14,24 +14,56 @@
 
 namespace sova::detail {
 
-std::vector<Arena::ChunkRef> PoolCore::safe_free_chunks() {
+std::vector<Arena::ChunkRef> PoolCore::safe_free_chunks(const StreamState* user) {
   std::vector<Arena::ChunkRef> chunks;
   for (const Block* free_block : free_) {
-    // Not from a block with a pending free in it: work may still read its chunks.
-    if (pending_elsewhere(nullptr, free_block->offset, free_block->size)) continue;
+    // Not from a block with another stream's pending free in it: work there
+    // may still read its chunks, unordered with `user`'s.
+    if (pending_elsewhere(user, free_block->offset, free_block->size)) continue;
     arena_.chunks_within(free_block->offset, free_block->size, chunks);
   }
   return chunks;
 }
 
-std::size_t PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t bytes, std::size_t max_moves,
-                                             std::vector<ChunkMove>& moves) noexcept {
+Arena::GhostPin PoolCore::pin_for(StreamState* user, const Arena::ChunkRef& chunk) const noexcept {
+  const std::size_t g = arena_.granularity();
+  const std::uint64_t epoch =
+      user->pending.empty() ? 0 : user->pending.latest_overlapping(chunk.first_granule * g, chunk.granules * g);
+  return epoch == 0 ? Arena::GhostPin{} : Arena::GhostPin{user, epoch};
+}
+
+bool PoolCore::settle_ghost(const Arena::GhostPin& pin) noexcept {
+  // The owner is a state of this pool (states live as long as it does). Its
+  // frees there may be complete already, by a fence the stream recorded.
+  auto* owner = static_cast<StreamState*>(const_cast<void*>(pin.owner));
+  {
+    std::lock_guard<SpinLock> lock(owner->lock);
+    poll_fences_locked(owner);
+    if (owner->safe_epoch >= pin.epoch) return true;
+  }
+  // Else wait for them: a device synchronize, the one wait valid whatever
+  // became of the stream (it may have been destroyed since). Counted as a
+  // remapping wait.
+  try {
+    if (!synchronize_streams(std::vector<StreamState*>{owner})) return false;
+  } catch (const std::bad_alloc&) {
+    return false;  // the ghost stays, and the operation needing it gone fails
+  }
+  ++remap_waits_;
+  return true;
+}
+
+std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offset, std::size_t bytes,
+                                             std::size_t max_moves, std::vector<ChunkMove>& moves) noexcept {
   if (max_moves == 0) return 0;  // before the scans below, which cost more than the miss itself
   std::size_t mapped_moves = 0;
   try {
     std::vector<std::pair<std::size_t, std::size_t>> runs = arena_.unbacked_runs(offset, bytes);
     if (runs.empty()) return 0;
-    std::vector<Arena::ChunkRef> donors = safe_free_chunks();
+    // Chunks holding `user`'s own pending frees may move too: the block is
+    // `user`'s, so its work there runs after what those frees wait for, and
+    // the old place stays mapped (a pinned ghost) until that is done.
+    std::vector<Arena::ChunkRef> donors = safe_free_chunks(user);
     if (donors.empty()) return 0;
     moves.reserve(moves.size() + donors.size());  // recording a move below cannot throw
     // Chunks that were mapped here before (a ghost): moving them back costs
@@ -41,7 +73,8 @@ std::size_t PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t byt
       for (const auto& [granule, count] : runs) {
         const std::size_t home = arena_.ghost_within(donor.slot, granule, count);
         if (home == Arena::kNoGhost) continue;
-        if (arena_.move_chunk(donor.slot, home, /*with_access=*/false) == cudaSuccess) {
+        const Arena::GhostPin pin = pin_for(user, donor);
+        if (arena_.move_chunk(donor.slot, home, /*with_access=*/false, nullptr, &pin) == cudaSuccess) {
           moves.push_back(ChunkMove{donor.slot, donor.first_granule});
           donor.slot = -1;
           ghost_moved = true;
@@ -75,7 +108,8 @@ std::size_t PoolCore::remap_free_chunks_into(std::size_t offset, std::size_t byt
         donor.slot = -1;  // used, moved or lost
         if (i == next_donor) ++next_donor;
         bool mapped = false;
-        if (arena_.move_chunk(slot, granule, /*with_access=*/false, &mapped) != cudaSuccess) continue;  // unchanged
+        const Arena::GhostPin pin = pin_for(user, donor);
+        if (arena_.move_chunk(slot, granule, /*with_access=*/false, &mapped, &pin) != cudaSuccess) continue;  // unchanged
         moves.push_back(ChunkMove{slot, donor.first_granule});
         if (mapped) {
           ++mapped_moves;
@@ -102,7 +136,7 @@ std::size_t PoolCore::release_for_gap(std::size_t missing, std::size_t max_chunk
   if (max_chunks == 0) return 0;
   std::vector<Arena::ChunkRef> chunks;
   try {
-    chunks = safe_free_chunks();
+    chunks = safe_free_chunks(nullptr);  // released: unmapped at once
   } catch (const std::bad_alloc&) {
     return 0;  // an optimisation: the gap is created instead
   }

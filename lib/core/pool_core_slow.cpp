@@ -355,7 +355,7 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
     return;  // no host memory for the lists either: the block is created
   }
   auto move_free_chunks = [&] {
-    const std::size_t moved = remap_free_chunks_into(offset, need, std::min(max_moves, remap_units_left()), moves);
+    const std::size_t moved = remap_free_chunks_into(state, offset, need, std::min(max_moves, remap_units_left()), moves);
     max_moves -= moved;
     spend_remap_units(moved);
   };

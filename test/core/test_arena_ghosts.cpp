@@ -198,3 +198,58 @@ TEST_CASE("arena: a place left before its access was granted is no ghost to move
   CHECK(!mapped);
   CHECK(arena.ghost_within(slot, 30, 20) == 40);
 }
+
+namespace {
+// A settler that records what it was asked and answers `allow`.
+struct RecordingSettler {
+  bool allow = false;
+  std::vector<std::uint64_t> asked;  // the pins' epochs, in order
+  static bool settle(void* self, const Arena::GhostPin& pin) noexcept {
+    auto* me = static_cast<RecordingSettler*>(self);
+    me->asked.push_back(pin.epoch);
+    return me->allow;
+  }
+};
+}  // namespace
+
+TEST_CASE("arena: a pinned ghost is unmapped only once its settler says its work is done",
+          "[core][arena][remap][ghost]") {
+  SimDriver sim(small_sim());
+  Arena arena(sim, 0, kG, 200 * kG, 0, 4 * kG);
+  RecordingSettler settler;
+  arena.set_ghost_settler(&RecordingSettler::settle, &settler);
+  int owner = 0;  // any address: opaque to the arena
+  const Arena::GhostPin pin{&owner, 7};
+  REQUIRE(arena.commit(0, 2 * kG) == cudaSuccess);
+  const std::int32_t slot = only_chunk_in(arena, 0, 2);
+  REQUIRE(arena.move_chunk(slot, 150, true, nullptr, &pin) == cudaSuccess);  // leaves a pinned ghost at 0
+  CHECK(settler.asked.empty());  // moving away asks nothing
+
+  // Refused: whatever needs the old place fails, and nothing changes.
+  const DriverCalls before(sim);
+  CHECK(arena.commit(0, 2 * kG) == cudaErrorNotReady);
+  REQUIRE(arena.commit(20 * kG, 2 * kG) == cudaSuccess);
+  const std::int32_t other = only_chunk_in(arena, 20, 2);
+  CHECK(arena.move_chunk(other, 0) == cudaErrorNotReady);
+  CHECK(arena.release_chunk(slot) == 0);  // its ghost is pinned: not released either
+  CHECK(settler.asked == std::vector<std::uint64_t>{7, 7, 7});
+  CHECK(arena.live_ghosts() == 1);
+  CHECK(!arena.is_backed(0, 2 * kG));
+  CHECK(arena.is_backed(150 * kG, 2 * kG));
+  CHECK(arena.is_backed(20 * kG, 2 * kG));
+  CHECK(sim.counters().unmaps == before.unmaps);  // the ghost stayed mapped throughout
+  CHECK(arena.ghost_within(slot, 0, 2) == 0);     // and the chunk may still go back to it
+
+  // Moving back to the pinned ghost needs no unmap, so no settling.
+  REQUIRE(arena.move_chunk(slot, 0) == cudaSuccess);
+  CHECK(settler.asked.size() == 3);
+  REQUIRE(arena.move_chunk(slot, 150) == cudaSuccess);  // pinned no more: the new ghost has no pin
+
+  // Allowed: the ghost goes, then the mapping is made.
+  settler.allow = true;
+  REQUIRE(arena.move_chunk(slot, 0, true, nullptr, &pin) == cudaSuccess);  // back to 0, pinning 150
+  CHECK(arena.commit(150 * kG, 2 * kG) == cudaSuccess);
+  CHECK(settler.asked.size() == 4);
+  CHECK(arena.live_ghosts() == 0);
+  CHECK(arena.is_backed(150 * kG, 2 * kG));
+}
