@@ -152,8 +152,11 @@ struct PoolStats {
   std::uint64_t cross_stream_waits = 0;   ///< stream waits inserted (internal dependencies)
   std::uint64_t events_recorded = 0;
   std::uint64_t device_synchronizes = 0;  ///< last-resort syncs before reporting out of memory
-  /// Host waits on the allocating stream so that the chunks under its own
-  /// recent frees could be remapped (only beyond the growth budget, docs/design.md).
+  /// Host waits that remapping made (only beyond the growth budget,
+  /// docs/design.md): on the allocating stream, so that its recent frees
+  /// complete; and device synchronizes before unmapping the old place of a
+  /// chunk moved from under such frees while work may still use it ("Pinned
+  /// ghosts").
   std::uint64_t remap_waits = 0;
 
   /// Allocations the fast path did not serve (allocations - fast_path_hits),

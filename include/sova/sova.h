@@ -183,7 +183,7 @@ typedef struct sovaMemPoolStats {
   uint64_t crossStreamWaits;    /**< stream waits inserted (internal dependencies) */
   uint64_t eventsRecorded;      /**< events recorded to close stream epochs */
   uint64_t deviceSynchronizes;  /**< last-resort device syncs before reporting out of memory */
-  uint64_t remapWaits;          /**< host waits on a stream so its frees could be remapped */
+  uint64_t remapWaits;          /**< host waits remapping made (a stream's frees; a moved chunk's old place) */
   /* Allocations the fast path did not serve, by the slow path's step that
    * served them, and the sampled host time of each step in ns
    * (sova::PoolStats::slow_*). */
