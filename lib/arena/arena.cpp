@@ -38,6 +38,7 @@ Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va
   chunk_of_granule_.assign(size_ / granularity_, kUnbacked);
   ghost_of_granule_.assign(size_ / granularity_, kNone);
   backed_bits_.assign((chunk_of_granule_.size() + 63) / 64, 0);
+  backed_words_.assign((backed_bits_.size() + 63) / 64, 0);
 }
 
 void Arena::mark(std::size_t first_granule, std::size_t granules, std::int32_t slot) noexcept {
@@ -48,6 +49,14 @@ void Arena::mark(std::size_t first_granule, std::size_t granules, std::int32_t s
       backed_bits_[g / 64] &= ~bit;
     } else {
       backed_bits_[g / 64] |= bit;
+    }
+  }
+  for (std::size_t w = first_granule / 64; w <= (first_granule + granules - 1) / 64 && granules != 0; ++w) {
+    const std::uint64_t bit = std::uint64_t{1} << (w % 64);
+    if (backed_bits_[w] == 0) {
+      backed_words_[w / 64] &= ~bit;
+    } else {
+      backed_words_[w / 64] |= bit;
     }
   }
 }
@@ -67,7 +76,19 @@ std::size_t Arena::next_backed(std::size_t from, std::size_t end) const noexcept
   while (g < end) {
     const std::uint64_t word = backed_bits_[g / 64] >> (g % 64);
     if (word != 0) return std::min(end, g + static_cast<std::size_t>(std::countr_zero(word)));
-    g = (g / 64 + 1) * 64;
+    // The next word with a backed granule, from the summary: an arena is
+    // mostly unbacked VA (its never-used tail), and remapping looks for
+    // chunks across every free block on each miss that needs backing.
+    std::size_t w = g / 64 + 1;
+    while (w * 64 < end) {
+      const std::uint64_t words = w % 64 == 0 ? backed_words_[w / 64] : backed_words_[w / 64] >> (w % 64);
+      if (words != 0) {
+        w += static_cast<std::size_t>(std::countr_zero(words));
+        break;
+      }
+      w = (w / 64 + 1) * 64;
+    }
+    g = w * 64;
   }
   return end;
 }

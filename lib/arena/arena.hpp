@@ -245,6 +245,7 @@ class Arena {
   std::size_t max_chunk_granules_;  ///< 0 = a whole run in one chunk
   std::vector<std::int32_t> chunk_of_granule_;  // kUnbacked or index into chunks_
   std::vector<std::uint64_t> backed_bits_;      // bit g set: granule g backed (for skipping)
+  std::vector<std::uint64_t> backed_words_;     // bit w set: backed_bits_[w] != 0 (for skipping further)
   std::vector<Chunk> chunks_;
   std::vector<std::int32_t> free_chunk_slots_;
   std::vector<std::int32_t> ghost_of_granule_;  // kNone or index into ghosts_

@@ -107,3 +107,40 @@ TEST_CASE("arena: a chunk limit per commit, within max_chunk", "[core][arena]") 
   REQUIRE(arena.commit(10 * kG, 8 * kG, 16 * kG) == cudaSuccess);
   CHECK(arena.live_chunks() == 5);
 }
+
+TEST_CASE("arena: chunks far apart in a large arena are all found, across the summary's words",
+          "[core][arena]") {
+  // Past 64 x 64 granules the backed bitmap's summary (one bit per word) has
+  // more than one word: chunks at 3, 4101 (second summary word), 8255 (the
+  // last granule of the third) and none between.
+  SimDriver sim(small_sim());
+  const std::size_t granules = 3 * 64 * 64;
+  Arena arena(sim, 0, kG, granules * kG, 0, 4 * kG);
+  for (const std::size_t g : {std::size_t{3}, std::size_t{4101}, std::size_t{8255}}) {
+    REQUIRE(arena.commit(g * kG, kG) == cudaSuccess);
+  }
+  auto first_granules = [&](std::size_t from, std::size_t count) {
+    std::vector<Arena::ChunkRef> chunks;
+    arena.chunks_within(from * kG, count * kG, chunks);
+    std::vector<std::size_t> firsts;
+    for (const Arena::ChunkRef& c : chunks) firsts.push_back(c.first_granule);
+    return firsts;
+  };
+  CHECK(first_granules(0, granules) == std::vector<std::size_t>{3, 4101, 8255});
+  CHECK(first_granules(4, granules - 4) == std::vector<std::size_t>{4101, 8255});
+  CHECK(first_granules(4102, 8255 - 4102) == std::vector<std::size_t>{});  // stops before the last
+  CHECK(arena.backed_bytes_in(0, granules * kG) == 3 * kG);
+  CHECK(arena.unbacked_runs(0, granules * kG).size() == 4);
+
+  // Released, the middle one is gone from the summary too; moved, found anew.
+  std::vector<Arena::ChunkRef> middle;
+  arena.chunks_within(4101 * kG, kG, middle);
+  REQUIRE(middle.size() == 1);
+  CHECK(arena.release_chunk(middle[0].slot) == kG);
+  CHECK(first_granules(0, granules) == std::vector<std::size_t>{3, 8255});
+  std::vector<Arena::ChunkRef> first;
+  arena.chunks_within(3 * kG, kG, first);
+  REQUIRE(arena.move_chunk(first[0].slot, 6000) == cudaSuccess);
+  CHECK(first_granules(0, granules) == std::vector<std::size_t>{6000, 8255});
+  CHECK(arena.backed_prefix(6000 * kG, 2 * kG) == kG);
+}
