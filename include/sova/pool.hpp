@@ -154,9 +154,8 @@ struct PoolStats {
   std::uint64_t device_synchronizes = 0;  ///< last-resort syncs before reporting out of memory
   /// Host waits that remapping made (only beyond the growth budget,
   /// docs/design.md): on the allocating stream, so that its recent frees
-  /// complete; and device synchronizes before unmapping the old place of a
-  /// chunk moved from under such frees while work may still use it ("Pinned
-  /// ghosts").
+  /// complete; and before unmapping the old place of a chunk moved from
+  /// under such frees while work may still use it ("Pinned ghosts").
   std::uint64_t remap_waits = 0;
 
   /// Allocations the fast path did not serve (allocations - fast_path_hits),

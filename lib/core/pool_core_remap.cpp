@@ -36,21 +36,35 @@ bool PoolCore::settle_ghost(const Arena::GhostPin& pin) noexcept {
   // The owner is a state of this pool (states live as long as it does). Its
   // frees there may be complete already, by a fence the stream recorded.
   auto* owner = static_cast<StreamState*>(const_cast<void*>(pin.owner));
+  EventHandle covering = nullptr;
   {
     std::lock_guard<SpinLock> lock(owner->lock);
     poll_fences_locked(owner);
     if (owner->safe_epoch >= pin.epoch) return true;
+    for (const Fence& fence : owner->fences) {
+      if (fence.epoch >= pin.epoch) {
+        covering = fence.event;
+        break;
+      }
+    }
   }
-  // Else wait for them: a device synchronize, the one wait valid whatever
-  // became of the stream (it may have been destroyed since). Counted as a
-  // remapping wait.
+  ++remap_waits_;
+  // A fence covers them (cover_from_free_memory records one before moving):
+  // wait for it alone, not for the lock (other threads may free on that
+  // stream meanwhile). Should the event be polled, recycled and recorded
+  // again by another thread before this waits, it waits longer: still safe.
+  if (covering != nullptr && driver_.event_synchronize(covering) == cudaSuccess) {
+    std::lock_guard<SpinLock> lock(owner->lock);
+    poll_fences_locked(owner);
+    if (owner->safe_epoch >= pin.epoch) return true;
+  }
+  // Else a device synchronize, the one wait valid whatever became of the
+  // stream (it may have been destroyed since). Counted as a remapping wait.
   try {
-    if (!synchronize_streams(std::vector<StreamState*>{owner})) return false;
+    return synchronize_streams(std::vector<StreamState*>{owner});
   } catch (const std::bad_alloc&) {
     return false;  // the ghost stays, and the operation needing it gone fails
   }
-  ++remap_waits_;
-  return true;
 }
 
 std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offset, std::size_t bytes,

@@ -359,6 +359,15 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
     max_moves -= moved;
     spend_remap_units(moved);
   };
+  // Chunks under this stream's own recent frees may move, their old places
+  // pinned until those frees complete (docs/design.md, "Pinned ghosts"). A
+  // fence over them now (this is the stream's own call: its handle is valid)
+  // lets a pin settle later by a poll, or by waiting for this stream alone,
+  // instead of a device synchronize.
+  if (!state->pending.empty()) {
+    std::lock_guard<SpinLock> lock(state->lock);
+    if (state->open_epoch_has_frees) record_fence_locked(state, stream);
+  }
   move_free_chunks();
   // The wait helps step 3 too (released chunks must be safe), so it does not
   // depend on moves being left: without it, a block that had used its moves
