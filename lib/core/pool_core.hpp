@@ -529,7 +529,8 @@ class PoolCore {
   }
 
   std::mutex events_mutex_;
-  std::vector<EventHandle> spare_events_;
+  std::vector<EventHandle> spare_events_;  ///< capacity >= events_made_ (return_event cannot fail)
+  std::size_t events_made_ = 0;            ///< guarded by events_mutex_
 
   std::atomic<std::uint64_t> release_threshold_;
   std::atomic<bool> reuse_follow_event_dependencies_;

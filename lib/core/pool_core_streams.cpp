@@ -149,16 +149,23 @@ EventHandle PoolCore::acquire_event() noexcept {
   // On the pool's device, whatever the calling thread's current device: the
   // fence is recorded on a stream of the pool's device (issue 16).
   if (driver_.event_create_on(device_, &event) != cudaSuccess) return nullptr;
+  // Room among the spares for every event made, so that return_event never
+  // fails, and so never destroys one: an event stays valid as long as the
+  // pool (a pinned ghost's settle may wait on a fence's event after another
+  // thread has polled and returned it).
+  try {
+    std::lock_guard<std::mutex> lock(events_mutex_);
+    spare_events_.reserve(++events_made_);
+  } catch (...) {
+    driver_.event_destroy(event);
+    return nullptr;  // no fence this time
+  }
   return event;
 }
 
 void PoolCore::return_event(EventHandle event) noexcept {
-  try {
-    std::lock_guard<std::mutex> lock(events_mutex_);
-    spare_events_.push_back(event);
-  } catch (...) {
-    driver_.event_destroy(event);
-  }
+  std::lock_guard<std::mutex> lock(events_mutex_);
+  spare_events_.push_back(event);  // capacity reserved in acquire_event: no throw
 }
 
 void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noexcept {
