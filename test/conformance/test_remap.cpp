@@ -334,11 +334,11 @@ TEST_CASE("remapping moves the highest free chunks, so the holes the best fit fi
 TEST_CASE("a chunk under the stream's own recent frees moves at once, its old place mapped until their work is done",
           "[conformance][remap][ghost]") {
   // Twelve 32 MiB blocks; the even ones are read by work queued behind
-  // half a second of other work, then freed: their frees are pending. A
-  // 128 MiB request on the same stream, beyond the growth budget, takes
-  // four of their chunks without waiting (the block is the stream's own:
-  // its work runs after those reads), and each chunk's old place stays
-  // mapped, pinned, while the reads may run. Three 32 MiB requests then
+  // 1.5 s of other work (long enough for a loaded, sanitized run), then
+  // freed: their frees are pending. A 128 MiB request on the same stream,
+  // beyond the growth budget, takes four of their chunks without waiting
+  // (the block is the stream's own: its work runs after those reads), and
+  // each chunk's old place stays mapped, pinned, while the reads may run. Three 32 MiB requests then
   // fill the holes; the third lands on a pinned old place, and backing it
   // must wait for the reads before unmapping what they read (on the GPU an
   // illegal address otherwise, on the simulation a fault).
@@ -354,7 +354,7 @@ TEST_CASE("a chunk under the stream's own recent frees moves at once, its old pl
   }
   device.synchronize(s);
   pool.stream_synchronized(s);
-  device.busy(s, std::chrono::milliseconds(500));
+  device.busy(s, std::chrono::milliseconds(1500));
   for (std::size_t i = 0; i < blocks.size(); i += 2) {
     device.expect(blocks[i], kBlock, 0x0BE5'0000u + static_cast<std::uint32_t>(i), s);
     pool.deallocate(blocks[i], s);

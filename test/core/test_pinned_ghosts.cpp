@@ -24,8 +24,8 @@ TEST_CASE("a pinned ghost in the way waits for its stream's fence, not for the d
   for (void*& b : blocks) b = pool.allocate(kBlock, s);
   sim.stream_synchronize(s);
   pool.stream_synchronized(s);
-  // The even blocks' frees stay pending behind 300 ms of work.
-  sim.delay(s, std::chrono::milliseconds(300));
+  // The even blocks' frees stay pending behind 1.5 s of work (long enough for a loaded, sanitized run).
+  sim.delay(s, std::chrono::milliseconds(1500));
   for (std::size_t i = 0; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
 
   const SimCounters before = sim.counters();
