@@ -42,6 +42,7 @@ Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va
 }
 
 void Arena::mark(std::size_t first_granule, std::size_t granules, std::int32_t slot) noexcept {
+  if (granules == 0) return;
   std::fill_n(chunk_of_granule_.begin() + static_cast<std::ptrdiff_t>(first_granule), granules, slot);
   for (std::size_t g = first_granule; g < first_granule + granules; ++g) {
     const std::uint64_t bit = std::uint64_t{1} << (g % 64);
@@ -51,7 +52,7 @@ void Arena::mark(std::size_t first_granule, std::size_t granules, std::int32_t s
       backed_bits_[g / 64] |= bit;
     }
   }
-  for (std::size_t w = first_granule / 64; w <= (first_granule + granules - 1) / 64 && granules != 0; ++w) {
+  for (std::size_t w = first_granule / 64; w <= (first_granule + granules - 1) / 64; ++w) {
     const std::uint64_t bit = std::uint64_t{1} << (w % 64);
     if (backed_bits_[w] == 0) {
       backed_words_[w / 64] &= ~bit;
@@ -363,7 +364,7 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
     mark_ghost(to_granule, chunk.granules, kNone);
     ghosts_[index].first_granule = from_granule;
     ghosts_[index].accessible = chunk.accessible;
-    ghosts_[index].pin = leaving;  // the place it came back to is in use again: not unmapped
+    ghosts_[index].pin = leaving;  // the old pin went with the place it came back to, which stays mapped
     chunk.accessible = true;
     mark_ghost(from_granule, chunk.granules, index);
     std::rotate(chunk.ghosts.begin() + static_cast<std::ptrdiff_t>(i),

@@ -364,7 +364,8 @@ class PoolCore {
   /// pending frees overlapping where it lies (none: no pin).
   Arena::GhostPin pin_for(StreamState* user, const Arena::ChunkRef& chunk) const noexcept;
   /// Arena's GhostSettler: makes the pin's frees complete (a poll of the
-  /// owner's fences, else a device synchronize). Heap lock held.
+  /// owner's fences, else a wait for the fence that covers them, else a
+  /// device synchronize). Heap lock held.
   bool settle_ghost(const Arena::GhostPin& pin) noexcept;
   /// Releases safe free chunks, at most `max_chunks`, so that `missing`
   /// bytes can be created without reserved memory growing: the smallest
@@ -506,11 +507,12 @@ class PoolCore {
   /// own high-water mark is the pool's (stats()).
   std::atomic<std::size_t> stream_count_{0};
   /// Streams that allocated or freed in the last kActivityWindowNs, as
-  /// track_stream_activity last found, plus streams made since: what the miss
-  /// rules that depend on sharing read (keeps_small_caches, the growth budget's slack). A state
-  /// stays in the pool after its stream is destroyed (the pool is not told),
-  /// so counting every state made a lone stream, created anew for each of a
-  /// benchmark's runs, follow the rules for a shared pool.
+  /// track_stream_activity last found, plus streams made since: what the
+  /// miss rules that depend on sharing read (keeps_small_caches, the growth
+  /// budget's slack). A state stays in the pool after its stream is
+  /// destroyed (the pool is not told), so counting every state made a lone
+  /// stream, created anew for each of a benchmark's runs, follow the rules
+  /// for a shared pool.
   std::atomic<std::size_t> active_streams_{0};
   std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last synchronize for inactive streams
   /// Every state ever made, retired ones included, newest first, linked
