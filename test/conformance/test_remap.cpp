@@ -59,6 +59,33 @@ PoolOptions remap_options(TestDevice& device, bool remap) {
   return options;
 }
 
+// N blocks of 32 MiB, each its own chunk (the unit remapping moves), block i
+// filled with `tag + i` when `tag` is not 0: what the tests of moving whole
+// chunks start from.
+constexpr std::size_t kChunkBlock = 32 * kMiB;
+template <std::size_t N>
+std::array<void*, N> allocate_chunk_blocks(TestDevice& device, Pool& pool, cudaStream_t s, std::uint32_t tag) {
+  std::array<void*, N> blocks{};
+  for (std::size_t i = 0; i < N; ++i) {
+    blocks[i] = pool.allocate(kChunkBlock, s);
+    if (tag != 0) device.fill(blocks[i], kChunkBlock, tag + static_cast<std::uint32_t>(i), s);
+  }
+  return blocks;
+}
+
+// Frees the even blocks and waits for the stream: their chunks are free and safe to move.
+template <std::size_t N>
+void free_even_blocks_complete(TestDevice& device, Pool& pool, cudaStream_t s, const std::array<void*, N>& blocks) {
+  for (std::size_t i = 0; i < N; i += 2) pool.deallocate(blocks[i], s);
+  device.synchronize(s);
+  pool.stream_synchronized(s);
+}
+
+template <std::size_t N>
+void free_odd_blocks(Pool& pool, cudaStream_t s, const std::array<void*, N>& blocks) {
+  for (std::size_t i = 1; i < N; i += 2) pool.deallocate(blocks[i], s);
+}
+
 }  // namespace
 
 TEST_CASE("free chunks in pieces are remapped under a larger request", "[conformance][remap]") {
@@ -237,15 +264,9 @@ TEST_CASE("a chunk that moves back to where it was moves without a new mapping, 
   device.reset_mismatches();
   Pool pool(remap_options(device, true));
   ScopedStream s(device);
-  constexpr std::size_t kBlock = 32 * kMiB;
-  std::array<void*, 8> blocks{};
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    blocks[i] = pool.allocate(kBlock, s);
-    device.fill(blocks[i], kBlock, 0x6057'0000u + static_cast<std::uint32_t>(i), s);
-  }
-  for (std::size_t i = 0; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
-  device.synchronize(s);
-  pool.stream_synchronized(s);
+  constexpr std::size_t kBlock = kChunkBlock;
+  std::array<void*, 8> blocks = allocate_chunk_blocks<8>(device, pool, s, 0x6057'0000u);
+  free_even_blocks_complete(device, pool, s, blocks);
 
   void* big = pool.allocate(4 * kBlock, s);
   PoolStats stats = pool.stats();
@@ -299,12 +320,9 @@ TEST_CASE("remapping moves the highest free chunks, so the holes the best fit fi
   device.reset_mismatches();
   Pool pool(remap_options(device, true));
   ScopedStream s(device);
-  constexpr std::size_t kBlock = 32 * kMiB;
-  std::array<void*, 12> blocks{};
-  for (std::size_t i = 0; i < blocks.size(); ++i) blocks[i] = pool.allocate(kBlock, s);
-  for (std::size_t i = 0; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
-  device.synchronize(s);
-  pool.stream_synchronized(s);
+  constexpr std::size_t kBlock = kChunkBlock;
+  const std::array<void*, 12> blocks = allocate_chunk_blocks<12>(device, pool, s, /*tag=*/0);
+  free_even_blocks_complete(device, pool, s, blocks);
 
   void* big = pool.allocate(4 * kBlock, s);
   PoolStats stats = pool.stats();
@@ -327,7 +345,7 @@ TEST_CASE("remapping moves the highest free chunks, so the holes the best fit fi
   pool.check_invariants();
   pool.deallocate(next, s);
   pool.deallocate(big, s);
-  for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  free_odd_blocks(pool, s, blocks);
   device.synchronize(s);
 }
 
@@ -338,20 +356,16 @@ TEST_CASE("a chunk under the stream's own recent frees moves at once, its old pl
   // freed: their frees are pending. A 128 MiB request on the same stream,
   // beyond the growth budget, takes four of their chunks without waiting
   // (the block is the stream's own: its work runs after those reads), and
-  // each chunk's old place stays mapped, pinned, while the reads may run. Three 32 MiB requests then
-  // fill the holes; the third lands on a pinned old place, and backing it
+  // each chunk's old place stays mapped, pinned, while the reads may run.
+  // Three 32 MiB requests then fill the holes; the third lands on a pinned old place, and backing it
   // must wait for the reads before unmapping what they read (on the GPU an
   // illegal address otherwise, on the simulation a fault).
   TestDevice& device = test_device();
   device.reset_mismatches();
   Pool pool(remap_options(device, true));
   ScopedStream s(device);
-  constexpr std::size_t kBlock = 32 * kMiB;
-  std::array<void*, 12> blocks{};
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    blocks[i] = pool.allocate(kBlock, s);
-    device.fill(blocks[i], kBlock, 0x0BE5'0000u + static_cast<std::uint32_t>(i), s);
-  }
+  constexpr std::size_t kBlock = kChunkBlock;
+  const std::array<void*, 12> blocks = allocate_chunk_blocks<12>(device, pool, s, 0x0BE5'0000u);
   device.synchronize(s);
   pool.stream_synchronized(s);
   device.busy(s, std::chrono::milliseconds(1500));
@@ -375,9 +389,13 @@ TEST_CASE("a chunk under the stream's own recent frees moves at once, its old pl
   CHECK(stats.remap_waits == 1);
 
   device.fill(big, 4 * kBlock, 0xB16B16u, s);
-  for (std::size_t i = 0; i < holes.size(); ++i) device.fill(holes[i], kBlock, 0x4013'0000u + static_cast<std::uint32_t>(i), s);
+  for (std::size_t i = 0; i < holes.size(); ++i) {
+    device.fill(holes[i], kBlock, 0x4013'0000u + static_cast<std::uint32_t>(i), s);
+  }
   device.expect(big, 4 * kBlock, 0xB16B16u, s);
-  for (std::size_t i = 0; i < holes.size(); ++i) device.expect(holes[i], kBlock, 0x4013'0000u + static_cast<std::uint32_t>(i), s);
+  for (std::size_t i = 0; i < holes.size(); ++i) {
+    device.expect(holes[i], kBlock, 0x4013'0000u + static_cast<std::uint32_t>(i), s);
+  }
   for (std::size_t i = 1; i < blocks.size(); i += 2) {
     device.expect(blocks[i], kBlock, 0x0BE5'0000u + static_cast<std::uint32_t>(i), s);
   }
@@ -386,7 +404,7 @@ TEST_CASE("a chunk under the stream's own recent frees moves at once, its old pl
   pool.check_invariants();
   pool.deallocate(big, s);
   for (void* p : holes) pool.deallocate(p, s);
-  for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  free_odd_blocks(pool, s, blocks);
   device.synchronize(s);
   pool.trim_to(0);
   CHECK(pool.stats().reserved_current == 0);
