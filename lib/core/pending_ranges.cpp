@@ -1,13 +1,21 @@
 #include "core/pending_ranges.hpp"
 
 #include <algorithm>
+#include <new>
 
 namespace sova::detail {
 
 void PendingRanges::add(std::size_t offset, std::size_t bytes, std::uint64_t epoch) {
-  std::size_t start = offset;
-  std::size_t end = offset + bytes;
-  auto it = first_overlapping(offset);
+  // Bounded: a stream whose work does not complete for long, freeing the
+  // same places again and again, would stage without end what merging keeps
+  // to one range per place.
+  if (staged_.size() >= kStagedBeforeMerge + 2 * ranges_.size()) merge_staged();
+  staged_.push_back(Staged{offset, offset + bytes, epoch});
+  oldest_epoch_ = std::min(oldest_epoch_, epoch);
+}
+
+void PendingRanges::merge(std::size_t start, std::size_t end, std::uint64_t epoch) {
+  auto it = first_overlapping(start);
   // The node comes first (a key no range has), so that a failed allocation
   // changes nothing.
   auto placeholder = ranges_.emplace_hint(ranges_.end(), ~std::size_t{0}, Range{});
@@ -23,12 +31,35 @@ void PendingRanges::add(std::size_t offset, std::size_t bytes, std::uint64_t epo
   node.mapped() = Range{end, epoch};
   ranges_.insert(std::move(node));
   bytes_ += end - start;
-  oldest_epoch_ = std::min(oldest_epoch_, epoch);
+}
+
+void PendingRanges::merge_staged() const noexcept {
+  if (staged_.empty()) return;
+  auto* self = const_cast<PendingRanges*>(this);
+  std::size_t merged = 0;
+  try {
+    for (; merged < staged_.size(); ++merged) {
+      const Staged& s = staged_[merged];
+      self->merge(s.offset, s.end, s.epoch);
+    }
+  } catch (const std::bad_alloc&) {
+    // No node for this one: it and the rest stay staged (the queries read them).
+  }
+  staged_.erase(staged_.begin(), staged_.begin() + static_cast<std::ptrdiff_t>(merged));
 }
 
 void PendingRanges::drop_complete(std::uint64_t safe_epoch) noexcept {
   if (safe_epoch < oldest_epoch_) return;
   std::uint64_t oldest = ~std::uint64_t{0};
+  // A staged range complete by its own epoch goes unmerged: what it covers
+  // was last freed in that epoch (a later free there is a range of its own).
+  staged_.erase(std::remove_if(staged_.begin(), staged_.end(),
+                               [&](const Staged& s) {
+                                 if (s.epoch <= safe_epoch) return true;
+                                 oldest = std::min(oldest, s.epoch);
+                                 return false;
+                               }),
+                staged_.end());
   for (auto it = ranges_.begin(); it != ranges_.end();) {
     if (it->second.epoch <= safe_epoch) {
       bytes_ -= it->second.end - it->first;
@@ -51,7 +82,11 @@ PendingRanges::Map::iterator PendingRanges::first_overlapping(std::size_t offset
 }
 
 std::uint64_t PendingRanges::latest_overlapping(std::size_t offset, std::size_t bytes) const noexcept {
+  merge_staged();
   std::uint64_t latest = 0;
+  for (const Staged& s : staged_) {  // left staged only when host memory ran out
+    if (s.offset < offset + bytes && offset < s.end) latest = std::max(latest, s.epoch);
+  }
   for (auto it = first_overlapping(offset); it != ranges_.end() && it->first < offset + bytes; ++it) {
     latest = std::max(latest, it->second.epoch);
   }
@@ -59,11 +94,27 @@ std::uint64_t PendingRanges::latest_overlapping(std::size_t offset, std::size_t 
 }
 
 std::size_t PendingRanges::end_of_overlapping(std::size_t offset, std::size_t bytes) const noexcept {
+  merge_staged();
   std::size_t end = 0;
   for (auto it = first_overlapping(offset); it != ranges_.end() && it->first < offset + bytes; ++it) {
     end = it->second.end;  // ranges are ordered and disjoint: the last one ends last
   }
+  for (const Staged& s : staged_) {  // left staged only when host memory ran out
+    if (s.offset < offset + bytes && offset < s.end) end = std::max(end, s.end);
+  }
   return end;
+}
+
+std::size_t PendingRanges::count() const noexcept {
+  merge_staged();
+  return ranges_.size() + staged_.size();
+}
+
+std::size_t PendingRanges::bytes() const noexcept {
+  merge_staged();
+  std::size_t staged_bytes = 0;  // an overcount if they overlap: they are left only without host memory
+  for (const Staged& s : staged_) staged_bytes += s.end - s.offset;
+  return bytes_ + staged_bytes;
 }
 
 }  // namespace sova::detail

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <vector>
 
 namespace sova::detail {
 
@@ -30,7 +31,14 @@ class PendingRanges {
 
   /// Records [offset, offset + bytes) as freed in `epoch`. Ranges it overlaps
   /// become one, with the latest epoch (a conservative union: a range is
-  /// reused only once all its frees are complete). Throws std::bad_alloc.
+  /// reused only once all its frees are complete), when next asked about.
+  /// O(1): the range is staged, and merged into the ordered ranges only when
+  /// a query needs them; a range whose own epoch completes first is dropped
+  /// unmerged. A stream alone in its pool (a training loop) is asked about
+  /// only when it grows, and its flushes added every free of the last fence
+  /// interval to the map: ~450 instructions a miss, a fifth of a replay's
+  /// slow path (callgrind, vit_train; docs/notes/2026-11-24-cheap-misses.md).
+  /// Throws std::bad_alloc, changing nothing.
   void add(std::size_t offset, std::size_t bytes, std::uint64_t epoch);
   /// Drops the ranges whose epoch is <= safe_epoch. O(1) when none is (the
   /// slow path calls it on every miss, and the safe epoch moves at most once
@@ -42,16 +50,33 @@ class PendingRanges {
   /// Where the last range overlapping [offset, offset + bytes) ends; 0 when
   /// none overlaps.
   std::size_t end_of_overlapping(std::size_t offset, std::size_t bytes) const noexcept;
-  bool empty() const noexcept { return ranges_.empty(); }
-  std::size_t count() const noexcept { return ranges_.size(); }
-  std::size_t bytes() const noexcept { return bytes_; }
+  bool empty() const noexcept { return ranges_.empty() && staged_.empty(); }
+  /// The merged ranges (staged ones merged first).
+  std::size_t count() const noexcept;
+  /// The bytes they cover.
+  std::size_t bytes() const noexcept;
 
  private:
   struct Range {
     std::size_t end = 0;
     std::uint64_t epoch = 0;
   };
+  struct Staged {
+    std::size_t offset = 0;
+    std::size_t end = 0;
+    std::uint64_t epoch = 0;
+  };
   using Map = std::map<std::size_t, Range, std::less<>, RecyclingAllocator<std::pair<const std::size_t, Range>>>;
+  /// add() merges what is staged once it holds this many more ranges than
+  /// twice the merged ones.
+  static constexpr std::size_t kStagedBeforeMerge = 256;
+  /// Merges the staged ranges into ranges_, oldest first (the order add()
+  /// saw them, so the union is what eager merging gave). Logically const:
+  /// what the queries answer does not change. A range whose node cannot be
+  /// allocated stays staged, and the queries read it there too.
+  void merge_staged() const noexcept;
+  /// Merges one range into ranges_; throws std::bad_alloc, changing nothing.
+  void merge(std::size_t offset, std::size_t end, std::uint64_t epoch);
   /// The first range that may overlap [offset, ...): the one starting before
   /// `offset` if it reaches past it, else the first starting at or after it.
   Map::iterator first_overlapping(std::size_t offset) noexcept;
@@ -60,9 +85,12 @@ class PendingRanges {
   }
   NodeCache nodes_;  ///< before ranges_: outlives it
   Map ranges_;  ///< by start; never overlapping
-  std::size_t bytes_ = 0;
-  /// No range has an epoch below this (a lower bound: merges in add() may
-  /// remove the oldest range; the next walk makes it exact).
+  std::size_t bytes_ = 0;  ///< covered by ranges_
+  /// Added and not merged yet, in the order added (guarded, as everything
+  /// here, by the heap lock; mutable for merge_staged).
+  mutable std::vector<Staged> staged_;
+  /// No range, merged or staged, has an epoch below this (a lower bound:
+  /// merges may remove the oldest range; the next walk makes it exact).
   std::uint64_t oldest_epoch_ = ~std::uint64_t{0};
 };
 

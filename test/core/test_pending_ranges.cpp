@@ -103,3 +103,75 @@ TEST_CASE("pending ranges agree with a model under random frees and completions"
     }
   }
 }
+
+TEST_CASE("pending ranges asked about rarely: a unit reads pending until its latest free completes, "
+          "and never without a free",
+          "[core][pending]") {
+  // The slow path of a stream alone in its pool adds and drops ranges without
+  // asking about them (they are staged); queries come now and then. Whatever
+  // was merged or dropped meanwhile, every unit freed in an epoch not yet
+  // complete must read as pending with at least that epoch, and a unit never
+  // freed must not read as pending.
+  constexpr std::size_t kUnits = 256;  // of 512 bytes
+  std::vector<std::uint64_t> freed_in(kUnits, 0);
+  std::vector<bool> ever_freed(kUnits, false);
+  PendingRanges ranges;
+  std::mt19937_64 rng(23);
+  std::uint64_t epoch = 1, safe = 0;
+  int queried = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (rng() % 8 == 0) {
+      // Completion lags the epochs by a few (as a busy stream's fences do).
+      safe = std::min(epoch - 1, safe + rng() % 3);
+      ranges.drop_complete(safe);
+    } else {
+      const std::size_t first = rng() % (kUnits / 2);  // the upper half is never freed
+      const std::size_t units = 1 + rng() % std::min<std::size_t>(16, kUnits / 2 - first);
+      ranges.add(first * 512, units * 512, epoch);
+      for (std::size_t u = first; u < first + units; ++u) {
+        freed_in[u] = epoch;
+        ever_freed[u] = true;
+      }
+      if (rng() % 2 == 0) ++epoch;
+    }
+    if (rng() % 50 != 0) continue;
+    ++queried;
+    bool any_pending = false;
+    for (std::size_t u = 0; u < kUnits; ++u) {
+      const std::uint64_t latest = ranges.latest_overlapping(u * 512, 512);
+      const std::size_t end = ranges.end_of_overlapping(u * 512, 512);
+      if (freed_in[u] > safe) REQUIRE(latest >= freed_in[u]);  // never complete early
+      if (!ever_freed[u]) REQUIRE(latest == 0);
+      REQUIRE((latest == 0) == (end == 0));
+      if (end != 0) REQUIRE(end > u * 512);
+      any_pending = any_pending || latest != 0;
+    }
+    REQUIRE(ranges.empty() == !any_pending);
+  }
+  CHECK(queried > 300);
+  // Everything complete: nothing is pending, and the bytes say so.
+  ranges.drop_complete(epoch);
+  CHECK(ranges.empty());
+  CHECK(ranges.bytes() == 0);
+  CHECK(ranges.count() == 0);
+}
+
+TEST_CASE("pending ranges: a range complete by its own epoch is dropped unmerged, staged or not",
+          "[core][pending]") {
+  PendingRanges ranges;
+  ranges.add(0, 1024, 5);     // staged
+  ranges.add(512, 1024, 9);   // overlaps it, later
+  ranges.drop_complete(6);    // no query came between: the first goes alone
+  CHECK(ranges.latest_overlapping(0, 512) == 0);
+  CHECK(ranges.latest_overlapping(512, 512) == 9);
+  CHECK(ranges.bytes() == 1024);
+  // Asked about before the drop, the two merge (the conservative union) and
+  // stay together until the later epoch completes.
+  ranges.add(4096, 1024, 5);
+  ranges.add(4608, 1024, 9);
+  CHECK(ranges.latest_overlapping(4096, 512) == 9);
+  ranges.drop_complete(6);
+  CHECK(ranges.latest_overlapping(4096, 512) == 9);
+  ranges.drop_complete(9);
+  CHECK(ranges.empty());
+}
