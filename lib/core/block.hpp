@@ -58,6 +58,11 @@ struct Block {
   /// The freeing stream's epoch at the free: the free is complete once that
   /// stream's safe epoch reaches this number.
   std::uint64_t epoch = 0;
+  /// Free blocks in the heap: neighbours in their FreeIndex class's list
+  /// (free_index.hpp), and whether the block is in the index.
+  Block* free_prev = nullptr;
+  Block* free_next = nullptr;
+  bool in_free_index = false;
   std::atomic<BlockState> state{BlockState::free};
   bool overflowed = false;  ///< cached in SizeBins' overflow list (host memory ran out)
 };

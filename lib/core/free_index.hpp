@@ -2,53 +2,118 @@
 // (best fit: the first block of at least a size is the smallest that fits,
 // the lowest of those), with the largest at the end.
 //
-// A std::set whose nodes come from a NodeCache: once the set has held as many
-// blocks as it ever will, inserts and erases (every flush, carve and
-// coalesce of the slow path) allocate nothing. Guarded by the heap lock.
+// A segregated index (TLSF's two-level size classes and bitmaps), intrusive
+// (the links live in the Block), that keeps the exact order a std::set by
+// (size, offset) had, so that every best fit, and with it every placement,
+// is what it was:
+//   * sizes map to classes: one per size below 16 x 512 B, then 16 per power
+//     of two (each spanning 1/16 of its octave);
+//   * each class is a list sorted by (size, offset); a bitmap, and a summary
+//     of its words, finds the next non-empty class in a few instructions;
+//   * insert walks its class's list (from the tail when the block goes last,
+//     the common case), erase unlinks: no node allocation, no rebalancing.
+// With the std::set each insert and erase was a tree descent and rebalance
+// over nodes spread in memory: a quarter of a training replay's slow path
+// (perf and callgrind, vit_train; docs/notes/2026-11-24-cheap-misses.md).
+// A class holds blocks within 6% of one another in size; many free blocks of
+// nearly one size make its walks longer (the cost is then linear in them,
+// where the set's was logarithmic).
+// Guarded by the heap lock.
 #pragma once
 
 #include "core/block.hpp"
-#include "core/node_cache.hpp"
 
+#include <array>
 #include <cstddef>
-#include <set>
+#include <cstdint>
 
 namespace sova::detail {
 
 class FreeIndex {
-  using Set = std::set<Block*, BySizeThenOffset, RecyclingAllocator<Block*>>;
-
  public:
-  using const_iterator = Set::const_iterator;
-  using const_reverse_iterator = Set::const_reverse_iterator;
+  /// Sizes are multiples of kAlignment; below kLinearUnits units (of
+  /// kAlignment) each has its own class, above each octave has kSubClasses.
+  static constexpr std::size_t kSubClassBits = 4;
+  static constexpr std::size_t kSubClasses = std::size_t{1} << kSubClassBits;
+  static constexpr std::size_t kLinearUnits = kSubClasses;
+  static constexpr std::size_t kClasses = kLinearUnits + (64 - kSubClassBits) * kSubClasses;
+  static constexpr std::size_t kWords = (kClasses + 63) / 64;
 
-  FreeIndex() : set_(BySizeThenOffset{}, RecyclingAllocator<Block*>(&nodes_)) {}
+  /// The class of a block of `size` bytes (a multiple of kAlignment, > 0).
+  static std::size_t class_of(std::size_t size) noexcept;
+
+  class const_iterator {
+   public:
+    const_iterator() = default;
+    Block* operator*() const noexcept { return block_; }
+    const_iterator& operator++() noexcept {
+      block_ = block_->free_next != nullptr ? block_->free_next : index_->first_after(class_of(block_->size));
+      return *this;
+    }
+    bool operator==(const const_iterator& other) const noexcept { return block_ == other.block_; }
+    bool operator!=(const const_iterator& other) const noexcept { return block_ != other.block_; }
+
+   private:
+    friend class FreeIndex;
+    const_iterator(const FreeIndex* index, Block* block) noexcept : index_(index), block_(block) {}
+    const FreeIndex* index_ = nullptr;
+    Block* block_ = nullptr;  ///< nullptr: the end
+  };
+  /// Largest first.
+  class const_reverse_iterator {
+   public:
+    const_reverse_iterator() = default;
+    Block* operator*() const noexcept { return block_; }
+    const_reverse_iterator& operator++() noexcept {
+      block_ = block_->free_prev != nullptr ? block_->free_prev : index_->last_before(class_of(block_->size));
+      return *this;
+    }
+    bool operator==(const const_reverse_iterator& other) const noexcept { return block_ == other.block_; }
+    bool operator!=(const const_reverse_iterator& other) const noexcept { return block_ != other.block_; }
+
+   private:
+    friend class FreeIndex;
+    const_reverse_iterator(const FreeIndex* index, Block* block) noexcept : index_(index), block_(block) {}
+    const FreeIndex* index_ = nullptr;
+    Block* block_ = nullptr;
+  };
+
+  FreeIndex() = default;
   FreeIndex(const FreeIndex&) = delete;
   FreeIndex& operator=(const FreeIndex&) = delete;
 
-  /// Throws std::bad_alloc when the node cache is empty and the system has no memory.
-  void insert(Block* block) { set_.insert(block); }
-  /// Keys are unique (size, then offset): one descent with find, where
-  /// erase(key) descends twice for the equal range (3.8% of a replay's host
-  /// time on the simulation, perf).
-  void erase(Block* block) noexcept {
-    const auto it = set_.find(block);
-    if (it != set_.end()) set_.erase(it);
-  }
-  bool contains(Block* block) const noexcept { return set_.find(block) != set_.end(); }
-  std::size_t size() const noexcept { return set_.size(); }
+  /// Adds a block that is not in the index (its size and offset must not
+  /// change while it is in).
+  void insert(Block* block) noexcept;
+  /// Removes `block`; nothing when it is not in the index.
+  void erase(Block* block) noexcept;
+  bool contains(const Block* block) const noexcept { return block->in_free_index; }
+  std::size_t size() const noexcept { return count_; }
 
   /// The best-fit candidates for `size` bytes, smallest first.
-  const_iterator lower_bound(std::size_t size) const noexcept { return set_.lower_bound(size); }
-  const_iterator begin() const noexcept { return set_.begin(); }
-  const_iterator end() const noexcept { return set_.end(); }
-  /// Largest first.
-  const_reverse_iterator rbegin() const noexcept { return set_.rbegin(); }
-  const_reverse_iterator rend() const noexcept { return set_.rend(); }
+  const_iterator lower_bound(std::size_t size) const noexcept;
+  const_iterator begin() const noexcept { return {this, first_after_or_at(0)}; }
+  const_iterator end() const noexcept { return {this, nullptr}; }
+  const_reverse_iterator rbegin() const noexcept { return {this, last_before(kClasses)}; }
+  const_reverse_iterator rend() const noexcept { return {this, nullptr}; }
 
  private:
-  NodeCache nodes_;  // before set_: outlives it
-  Set set_;
+  struct List {
+    Block* head = nullptr;
+    Block* tail = nullptr;
+  };
+  /// The first block of the first non-empty class at or after `klass`
+  /// (nullptr: none), and of the first after it.
+  Block* first_after_or_at(std::size_t klass) const noexcept;
+  Block* first_after(std::size_t klass) const noexcept { return first_after_or_at(klass + 1); }
+  /// The last block of the last non-empty class before `klass`.
+  Block* last_before(std::size_t klass) const noexcept;
+
+  std::array<List, kClasses> lists_{};
+  std::array<std::uint64_t, kWords> bits_{};  ///< bit c: class c is not empty
+  std::uint64_t summary_ = 0;                 ///< bit w: bits_[w] is not 0
+  std::size_t count_ = 0;
+  static_assert(kWords <= 64, "the summary is one word");
 };
 
 }  // namespace sova::detail
