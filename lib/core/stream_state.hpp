@@ -50,6 +50,7 @@ struct StreamState {
   std::deque<Fence> fences;      ///< recorded, not yet seen complete; oldest first
   std::int64_t last_fence_ns = 0;
   std::uint32_t large_frees = 0;  ///< counts frees of a granule or more (see kClockEvery)
+  std::uint32_t misses = 0;       ///< counts slow-path allocations (see kMissClockEvery)
   std::uint32_t foreign_frees = 0;  ///< counts frees of blocks allocated on another stream
   bool open_epoch_has_frees = false;  ///< a free is stamped with `epoch` (a fence would cover it)
 
