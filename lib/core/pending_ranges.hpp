@@ -55,6 +55,13 @@ class PendingRanges {
   std::size_t count() const noexcept;
   /// The bytes they cover.
   std::size_t bytes() const noexcept;
+  /// add() merges what is staged once it holds this many more ranges than
+  /// twice the merged ones (96 KiB of them): a stream alone on the GPU
+  /// flushes ~1,500 blocks between two fences (vit_train's replay, one fence
+  /// a millisecond), which a bound of 256 merged anyway.
+  static constexpr std::size_t kStagedBeforeMerge = 4096;
+  /// Ranges added and not merged yet (bounded: kStagedBeforeMerge).
+  std::size_t staged() const noexcept { return staged_.size(); }
 
  private:
   struct Range {
@@ -67,9 +74,6 @@ class PendingRanges {
     std::uint64_t epoch = 0;
   };
   using Map = std::map<std::size_t, Range, std::less<>, RecyclingAllocator<std::pair<const std::size_t, Range>>>;
-  /// add() merges what is staged once it holds this many more ranges than
-  /// twice the merged ones.
-  static constexpr std::size_t kStagedBeforeMerge = 256;
   /// Merges the staged ranges into ranges_, oldest first (the order add()
   /// saw them, so the union is what eager merging gave). Logically const:
   /// what the queries answer does not change. A range whose node cannot be

@@ -175,3 +175,21 @@ TEST_CASE("pending ranges: a range complete by its own epoch is dropped unmerged
   ranges.drop_complete(9);
   CHECK(ranges.empty());
 }
+
+TEST_CASE("pending ranges of a stream whose work never completes stay bounded: staged ones merge",
+          "[core][pending]") {
+  // The same eight places freed again and again, no fence ever complete:
+  // merged, that is eight ranges; staged, it would grow with every free.
+  PendingRanges ranges;
+  const std::size_t frees = 3 * PendingRanges::kStagedBeforeMerge;
+  for (std::size_t i = 0; i < frees; ++i) {
+    ranges.add((i % 8) * 4096, 4096, 1 + i / 8);
+    REQUIRE(ranges.staged() <= PendingRanges::kStagedBeforeMerge + 16);
+  }
+  CHECK(ranges.count() == 8);
+  CHECK(ranges.staged() == 0);
+  for (std::size_t place = 0; place < 8; ++place) {
+    // The latest free of each place: its epoch.
+    CHECK(ranges.latest_overlapping(place * 4096, 4096) == (frees - 8 + place) / 8 + 1);
+  }
+}
