@@ -45,7 +45,9 @@ class PendingRanges {
   /// per fence interval); a walk over every range otherwise.
   void drop_complete(std::uint64_t safe_epoch) noexcept;
   /// The latest epoch of the ranges overlapping [offset, offset + bytes);
-  /// 0 when none does.
+  /// 0 when none does. Staged ranges are read unmerged (a scan of them): the
+  /// answer is at least the latest free of every place in the range, but may
+  /// miss a later epoch that merging would have spread from a neighbour.
   std::uint64_t latest_overlapping(std::size_t offset, std::size_t bytes) const noexcept;
   /// Where the last range overlapping [offset, offset + bytes) ends; 0 when
   /// none overlaps.

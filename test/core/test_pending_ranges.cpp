@@ -165,10 +165,14 @@ TEST_CASE("pending ranges: a range complete by its own epoch is dropped unmerged
   CHECK(ranges.latest_overlapping(0, 512) == 0);
   CHECK(ranges.latest_overlapping(512, 512) == 9);
   CHECK(ranges.bytes() == 1024);
-  // Asked about before the drop, the two merge (the conservative union) and
-  // stay together until the later epoch completes.
+  // Unmerged, a query for the latest epoch reads each staged range alone.
   ranges.add(4096, 1024, 5);
   ranges.add(4608, 1024, 9);
+  CHECK(ranges.latest_overlapping(4096, 512) == 5);
+  // Asked where they end (a placement's question) before the drop, the two
+  // merge (the conservative union) and stay together until the later epoch
+  // completes.
+  CHECK(ranges.end_of_overlapping(4096, 512) == 5632);
   CHECK(ranges.latest_overlapping(4096, 512) == 9);
   ranges.drop_complete(6);
   CHECK(ranges.latest_overlapping(4096, 512) == 9);
