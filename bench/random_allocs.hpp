@@ -29,6 +29,8 @@
 
 #include "cases.hpp"
 
+#include <sova/pool.hpp>
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -89,6 +91,29 @@ inline constexpr bool kHasPeaks = requires(A& a) {
   { a.read_peaks() } -> std::same_as<PeakFigures>;
 };
 
+/// Allocators that are a sova::Pool (SovaPool and its variants).
+template <class A>
+inline constexpr bool kHasSovaPool = requires(A& a) {
+  { a.pool->stats() } -> std::same_as<sova::PoolStats>;
+};
+
+/// A sova pool's remapping work counters (zero for other allocators).
+struct RemapWork {
+  std::uint64_t moves = 0;    ///< chunks remapped
+  std::uint64_t creates = 0;  ///< chunks created
+  std::uint64_t waits = 0;    ///< remap_waits
+  RemapWork operator-(const RemapWork& o) const { return {moves - o.moves, creates - o.creates, waits - o.waits}; }
+};
+template <class A>
+RemapWork remap_work_of(A& a) {
+  if constexpr (kHasSovaPool<A>) {
+    const sova::PoolStats st = a.pool->stats();
+    return {st.chunks_remapped, st.chunks_mapped, st.remap_waits};
+  } else {
+    return {};
+  }
+}
+
 template <class A>
 void BM_random(benchmark::State& state) {
   run_case<A>(state, [&state](A& a) {
@@ -107,6 +132,7 @@ void BM_random(benchmark::State& state) {
     std::vector<void*> slots(trace.slots, nullptr);
     if constexpr (kHasPeaks<A>) a.reset_peaks();
     replay_random(a, trace, stream, slots);  // warm: the allocator grows to what the trace needs
+    const RemapWork work_before = remap_work_of(a);
     for (auto _ : state) replay_random(a, trace, stream, slots);
     state.counters["ops"] = benchmark::Counter(static_cast<double>(state.iterations()) *
                                                    static_cast<double>(trace.ops.size()),
@@ -120,6 +146,17 @@ void BM_random(benchmark::State& state) {
                                                             static_cast<double>(trace.peak_requested));
       }
       a.reset_peaks();  // give the memory back for the cases after this one
+    }
+    if constexpr (kHasSovaPool<A>) {
+      // Remapping's work a replay (random sizes move chunks more than any
+      // trace: the figures say whether a slow run is the driver's).
+      const RemapWork work = remap_work_of(a) - work_before;
+      const auto per_replay = [&state](std::uint64_t count) {
+        return benchmark::Counter(static_cast<double>(count) / static_cast<double>(state.iterations()));
+      };
+      state.counters["moves"] = per_replay(work.moves);
+      state.counters["creates"] = per_replay(work.creates);
+      state.counters["waits"] = per_replay(work.waits);
     }
   });
 }

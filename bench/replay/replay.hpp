@@ -154,12 +154,6 @@ void check_replayable(const A& a, const Trace& trace) {
   }
 }
 
-/// Allocators that are a sova::Pool (SovaPool and its variants).
-template <class A>
-inline constexpr bool kHasSovaPool = requires(A& a) {
-  { a.pool->stats() } -> std::same_as<sova::PoolStats>;
-};
-
 /// Allocation latency over one replay: allocate calls timed one by one with
 /// the steady clock (its read, ~36-50 ns on the H100's host, is inside every
 /// figure). Percentiles in ns.
@@ -202,23 +196,6 @@ PathCounts path_counts_of(A& a) {
     const sova::PoolStats st = a.pool->stats();
     return {st.allocations, st.fast_path_hits, st.slow_from_heap, st.slow_from_heap_all, st.slow_from_other_streams,
             st.slow_with_wait, st.slow_grown, st.slow_after_synchronize};
-  } else {
-    return {};
-  }
-}
-
-/// A sova pool's remapping work counters (zero for other allocators).
-struct RemapWork {
-  std::uint64_t moves = 0;    ///< chunks remapped
-  std::uint64_t creates = 0;  ///< chunks created
-  std::uint64_t waits = 0;    ///< remap_waits
-  RemapWork operator-(const RemapWork& o) const { return {moves - o.moves, creates - o.creates, waits - o.waits}; }
-};
-template <class A>
-RemapWork remap_work_of(A& a) {
-  if constexpr (kHasSovaPool<A>) {
-    const sova::PoolStats st = a.pool->stats();
-    return {st.chunks_remapped, st.chunks_mapped, st.remap_waits};
   } else {
     return {};
   }
