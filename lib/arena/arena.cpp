@@ -221,9 +221,9 @@ std::size_t Arena::chunk_granules(std::size_t chunk_limit) const noexcept {
 std::size_t Arena::chunks_to_create(std::size_t offset, std::size_t bytes, std::size_t chunk_limit) const {
   const std::size_t max_granules = chunk_granules(chunk_limit);
   std::size_t chunks = 0;
-  for (const auto& [granule, count] : unbacked_runs(offset, bytes)) {
+  for_each_unbacked_run(offset, bytes, [&](std::size_t, std::size_t count) {
     chunks += max_granules == 0 ? 1 : (count + max_granules - 1) / max_granules;
-  }
+  });
   return chunks;
 }
 
@@ -324,25 +324,6 @@ void Arena::chunks_within(std::size_t offset, std::size_t bytes, std::vector<Chu
     }
     granule = chunk.first_granule + chunk.granules;
   }
-}
-
-std::vector<std::pair<std::size_t, std::size_t>> Arena::unbacked_runs(std::size_t offset,
-                                                                      std::size_t bytes) const {
-  std::vector<std::pair<std::size_t, std::size_t>> runs;
-  if (bytes == 0) return runs;
-  const std::size_t first = offset / granularity_;
-  const std::size_t end = (offset + bytes - 1) / granularity_ + 1;  // exclusive
-  std::size_t granule = first;
-  while (granule < end) {
-    if (chunk_of_granule_[granule] != kUnbacked) {
-      ++granule;
-      continue;
-    }
-    const std::size_t run_end = next_backed(granule, end);
-    runs.emplace_back(granule, run_end - granule);
-    granule = run_end;
-  }
-  return runs;
 }
 
 cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access, bool* mapped,

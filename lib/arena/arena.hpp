@@ -72,7 +72,29 @@ class Arena {
   void chunks_within(std::size_t offset, std::size_t bytes, std::vector<ChunkRef>& out) const;
   /// The runs of unbacked granules overlapping [offset, offset + bytes), as
   /// (first granule, count). Throws std::bad_alloc.
-  std::vector<std::pair<std::size_t, std::size_t>> unbacked_runs(std::size_t offset, std::size_t bytes) const;
+  std::vector<std::pair<std::size_t, std::size_t>> unbacked_runs(std::size_t offset, std::size_t bytes) const {
+    std::vector<std::pair<std::size_t, std::size_t>> runs;
+    unbacked_runs(offset, bytes, runs);
+    return runs;
+  }
+  /// The same into `out` (cleared first): remapping keeps one vector for
+  /// them instead of allocating one a growth. Throws std::bad_alloc.
+  void unbacked_runs(std::size_t offset, std::size_t bytes, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+    out.clear();
+    for_each_unbacked_run(offset, bytes, [&](std::size_t granule, std::size_t count) { out.emplace_back(granule, count); });
+  }
+  /// Calls f(first granule, count) for each of those runs, in address order.
+  template <class F>
+  void for_each_unbacked_run(std::size_t offset, std::size_t bytes, F&& f) const {
+    if (bytes == 0) return;
+    const std::size_t end = (offset + bytes - 1) / granularity_ + 1;  // exclusive
+    std::size_t granule = offset / granularity_;
+    while ((granule = next_unbacked(granule, end)) < end) {
+      const std::size_t run_end = next_backed(granule, end);
+      f(granule, run_end - granule);
+      granule = run_end;
+    }
+  }
   /// Work that may still use a place a chunk leaves: its frees there, not yet
   /// known complete, all of one stream (the pool's stream state: opaque
   /// here) up to `epoch`. A move whose old place has such frees is safe for

@@ -358,8 +358,9 @@ class PoolCore {
                                      std::vector<ChunkMove>& moves) noexcept;
   /// The chunks lying wholly inside free blocks that no pending free of a
   /// stream other than `user` overlaps (nullptr: of any stream): what may
-  /// move for `user` (nullptr: be released). Throws std::bad_alloc.
-  std::vector<Arena::ChunkRef> safe_free_chunks(const StreamState* user);
+  /// move for `user` (nullptr: be released), into `out` (cleared first).
+  /// Throws std::bad_alloc.
+  void safe_free_chunks(const StreamState* user, std::vector<Arena::ChunkRef>& out);
   /// The pin of a move of `chunk` for `user`: the latest epoch of `user`'s
   /// pending frees overlapping where it lies (none: no pin).
   Arena::GhostPin pin_for(StreamState* user, const Arena::ChunkRef& chunk) const noexcept;
@@ -495,6 +496,12 @@ class PoolCore {
   HeapMutex heap_mutex_;
   BlockPool blocks_;
   FreeIndex free_;  ///< every free block of the heap
+  /// Remapping's working lists (guarded by the heap lock): kept between
+  /// growths so that a growth allocates nothing once they have grown (a
+  /// vector or two per growth and per release were a tenth of lstm_train's
+  /// growth instructions, callgrind).
+  std::vector<Arena::ChunkRef> donor_scratch_;
+  std::vector<std::pair<std::size_t, std::size_t>> run_scratch_;
   /// The streams whose `pending` is not empty (what best_fit checks).
   std::vector<StreamState*> pending_streams_;
 

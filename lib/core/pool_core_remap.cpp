@@ -14,8 +14,8 @@
 
 namespace sova::detail {
 
-std::vector<Arena::ChunkRef> PoolCore::safe_free_chunks(const StreamState* user) {
-  std::vector<Arena::ChunkRef> chunks;
+void PoolCore::safe_free_chunks(const StreamState* user, std::vector<Arena::ChunkRef>& chunks) {
+  chunks.clear();
   // Only blocks of a granule or more can hold a whole chunk: the index is by
   // size, so the many small free blocks are skipped without a look (a walk
   // over all of them was a quarter of a growth's host time, lstm_train).
@@ -26,7 +26,6 @@ std::vector<Arena::ChunkRef> PoolCore::safe_free_chunks(const StreamState* user)
     if (pending_elsewhere(user, free_block->offset, free_block->size)) continue;
     arena_.chunks_within(free_block->offset, free_block->size, chunks);
   }
-  return chunks;
 }
 
 Arena::GhostPin PoolCore::pin_for(StreamState* user, const Arena::ChunkRef& chunk) const noexcept {
@@ -76,12 +75,14 @@ std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offs
   if (max_moves == 0) return 0;  // before the scans below, which cost more than the miss itself
   std::size_t mapped_moves = 0;
   try {
-    std::vector<std::pair<std::size_t, std::size_t>> runs = arena_.unbacked_runs(offset, bytes);
+    std::vector<std::pair<std::size_t, std::size_t>>& runs = run_scratch_;
+    arena_.unbacked_runs(offset, bytes, runs);
     if (runs.empty()) return 0;
     // Chunks holding `user`'s own pending frees may move too: the block is
     // `user`'s, so its work there runs after what those frees wait for, and
     // the old place stays mapped (a pinned ghost) until that is done.
-    std::vector<Arena::ChunkRef> donors = safe_free_chunks(user);
+    std::vector<Arena::ChunkRef>& donors = donor_scratch_;
+    safe_free_chunks(user, donors);
     if (donors.empty()) return 0;
     moves.reserve(moves.size() + donors.size());  // recording a move below cannot throw
     // Chunks that were mapped here before (a ghost): moving them back costs
@@ -100,7 +101,7 @@ std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offs
         break;
       }
     }
-    if (ghost_moved) runs = arena_.unbacked_runs(offset, bytes);
+    if (ghost_moved) arena_.unbacked_runs(offset, bytes, runs);
     // Largest first: fewest moves, and small chunks left for the gaps. Among
     // chunks of a size, the highest address first: the best fit places
     // blocks low, so the free memory there is what the next blocks land on.
@@ -152,9 +153,9 @@ std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offs
 
 std::size_t PoolCore::release_for_gap(std::size_t missing, std::size_t max_chunks) noexcept {
   if (max_chunks == 0) return 0;
-  std::vector<Arena::ChunkRef> chunks;
+  std::vector<Arena::ChunkRef>& chunks = donor_scratch_;  // not in use: remapping is done by now
   try {
-    chunks = safe_free_chunks(nullptr);  // released: unmapped at once
+    safe_free_chunks(nullptr, chunks);  // released: unmapped at once
   } catch (const std::bad_alloc&) {
     return 0;  // an optimisation: the gap is created instead
   }
