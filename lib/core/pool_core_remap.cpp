@@ -101,7 +101,10 @@ std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offs
         break;
       }
     }
-    if (ghost_moved) arena_.unbacked_runs(offset, bytes, runs);
+    if (ghost_moved) {
+      arena_.unbacked_runs(offset, bytes, runs);
+      if (runs.empty()) return mapped_moves;  // all back where they were mapped: no sort, no scan
+    }
     // Largest first: fewest moves, and small chunks left for the gaps. Among
     // chunks of a size, the highest address first: the best fit places
     // blocks low, so the free memory there is what the next blocks land on.
