@@ -62,8 +62,9 @@ def last_error() -> str:
 # native's time and within 1% of expandable segments' peak. Since pinned
 # ghosts (docs/design.md) the waits are 4-5x fewer and remapping costs
 # -2% to +8% of a step against sova without it (docs/notes/
-# 2026-11-24-donor-order.md, §11): a candidate default, not yet one (one
-# half-length run). remap="balanced" or "thorough" asks for it.
+# 2026-11-24-donor-order.md, §11), and in a second run +0.4% / +21% / +5%
+# (ResNet-18 the costly one; docs/notes/2026-11-24-cheap-misses.md, §6): not
+# a default. remap="balanced" or "thorough" asks for it.
 TORCH_DEFAULTS = {"remap": "off"}
 
 
