@@ -8,11 +8,15 @@
 // an event record costs there, and how much of a replay they are.
 //
 //   sova_driver_time TRACE [--sim [--device-gib=N]] [--thorough] [--no-remap]
-//                          [--warm-passes=N] [--passes=N]
+//                          [--warm-passes=N] [--passes=N] [--before=T1,T2,...]
 //
 // --sim replays on the host simulation instead of the GPU (its times are the
 // simulation's, not a device's), of --device-gib GiB (default 80). Warm passes (default 5) are replayed first
 // and not reported; then --passes (default 20) are measured together.
+// --before replays other traces first on the same pool, three passes each on
+// their own streams (gone when the next starts), the pool trimmed and its
+// highs reset after each, as the replay benchmark's cases follow one another
+// on its one warm pool: how much a pool's history changes a replay.
 #include "streams.hpp"
 #include "timed_driver.hpp"
 #include "trace.hpp"
@@ -20,6 +24,7 @@
 #include <sova/pool.hpp>
 #include <sova/sim.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -40,6 +45,7 @@ struct Options {
   sova::RemapEffort effort = sova::RemapEffort::balanced;
   int warm_passes = 5;
   int passes = 20;
+  std::vector<std::string> before;
 };
 
 bool starts_with(const char* arg, const char* prefix) { return std::strncmp(arg, prefix, std::strlen(prefix)) == 0; }
@@ -57,6 +63,13 @@ bool parse(int argc, char** argv, Options& o) {
       o.effort = sova::RemapEffort::thorough;
     } else if (starts_with(a, "--warm-passes=")) {
       o.warm_passes = std::atoi(a + 14);
+    } else if (starts_with(a, "--before=")) {
+      std::string list = a + 9;
+      for (std::size_t at = 0; at <= list.size();) {
+        const std::size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) o.before.push_back(list.substr(at, comma - at));
+        at = comma + 1;
+      }
     } else if (starts_with(a, "--passes=")) {
       o.passes = std::atoi(a + 9);
     } else if (a[0] != '-' && o.trace.empty()) {
@@ -73,7 +86,8 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s TRACE [--sim [--device-gib=N]] [--thorough] [--no-remap] [--warm-passes=N] [--passes=N]\n",
+    std::fprintf(stderr, "usage: %s TRACE [--sim [--device-gib=N]] [--thorough] [--no-remap] [--warm-passes=N] [--passes=N] "
+                 "[--before=T1,T2,...]\n",
                  argv[0]);
     return 2;
   }
@@ -98,18 +112,33 @@ int main(int argc, char** argv) {
     options.remap_effort = o.effort;
     const sova_bench::ReplayStreams streams(sim.get(), trace.streams);  // outlives the pool
     sova::Pool pool(options);
-    std::vector<void*> slots(trace.slots, nullptr);
-    auto replay = [&] {
-      for (const sova_bench::TraceOp& op : trace.ops) {
+    auto replay_on = [&pool](const sova_bench::Trace& t, const sova_bench::ReplayStreams& on,
+                             std::vector<void*>& live) {
+      for (const sova_bench::TraceOp& op : t.ops) {
         if (op.bytes != 0) {
-          slots[op.slot] = pool.allocate(op.bytes, streams[op.stream]);
+          live[op.slot] = pool.allocate(op.bytes, on[op.stream]);
         } else {
-          pool.deallocate(slots[op.slot], streams[op.stream]);
-          slots[op.slot] = nullptr;
+          pool.deallocate(live[op.slot], on[op.stream]);
+          live[op.slot] = nullptr;
         }
       }
-      streams.sync();
+      on.sync();
     };
+    auto trim_and_reset = [&pool] {
+      pool.trim_to(0);
+      const std::uint64_t zero = 0;
+      pool.set_attribute(cudaMemPoolAttrReservedMemHigh, &zero);
+      pool.set_attribute(cudaMemPoolAttrUsedMemHigh, &zero);
+    };
+    for (const std::string& path : o.before) {
+      const sova_bench::Trace other = sova_bench::load_trace(path);
+      const sova_bench::ReplayStreams other_streams(sim.get(), other.streams);
+      std::vector<void*> live(other.slots, nullptr);
+      for (int pass = 0; pass < 3; ++pass) replay_on(other, other_streams, live);
+      trim_and_reset();
+    }
+    std::vector<void*> slots(trace.slots, nullptr);
+    auto replay = [&] { replay_on(trace, streams, slots); };
     for (int pass = 0; pass < o.warm_passes; ++pass) replay();
 
     const sova::PoolStats before = pool.stats();
