@@ -42,41 +42,33 @@ class FreeIndex {
   /// The class of a block of `size` bytes (a multiple of kAlignment, > 0).
   static std::size_t class_of(std::size_t size) noexcept;
 
-  class const_iterator {
+  /// Walks the index in its order (kLargestFirst: backwards, largest first):
+  /// along a class's list, then on to the next non-empty class.
+  template <bool kLargestFirst>
+  class Iterator {
    public:
-    const_iterator() = default;
+    Iterator() = default;
     Block* operator*() const noexcept { return block_; }
-    const_iterator& operator++() noexcept {
-      block_ = block_->free_next != nullptr ? block_->free_next : index_->first_after(class_of(block_->size));
+    Iterator& operator++() noexcept {
+      Block* along = kLargestFirst ? block_->free_prev : block_->free_next;
+      if (along == nullptr) {
+        const std::size_t klass = class_of(block_->size);
+        along = kLargestFirst ? index_->last_before(klass) : index_->first_after(klass);
+      }
+      block_ = along;
       return *this;
     }
-    bool operator==(const const_iterator& other) const noexcept { return block_ == other.block_; }
-    bool operator!=(const const_iterator& other) const noexcept { return block_ != other.block_; }
+    bool operator==(const Iterator& other) const noexcept { return block_ == other.block_; }
+    bool operator!=(const Iterator& other) const noexcept { return block_ != other.block_; }
 
    private:
     friend class FreeIndex;
-    const_iterator(const FreeIndex* index, Block* block) noexcept : index_(index), block_(block) {}
+    Iterator(const FreeIndex* index, Block* block) noexcept : index_(index), block_(block) {}
     const FreeIndex* index_ = nullptr;
     Block* block_ = nullptr;  ///< nullptr: the end
   };
-  /// Largest first.
-  class const_reverse_iterator {
-   public:
-    const_reverse_iterator() = default;
-    Block* operator*() const noexcept { return block_; }
-    const_reverse_iterator& operator++() noexcept {
-      block_ = block_->free_prev != nullptr ? block_->free_prev : index_->last_before(class_of(block_->size));
-      return *this;
-    }
-    bool operator==(const const_reverse_iterator& other) const noexcept { return block_ == other.block_; }
-    bool operator!=(const const_reverse_iterator& other) const noexcept { return block_ != other.block_; }
-
-   private:
-    friend class FreeIndex;
-    const_reverse_iterator(const FreeIndex* index, Block* block) noexcept : index_(index), block_(block) {}
-    const FreeIndex* index_ = nullptr;
-    Block* block_ = nullptr;
-  };
+  using const_iterator = Iterator<false>;
+  using const_reverse_iterator = Iterator<true>;  ///< largest first
 
   FreeIndex() = default;
   FreeIndex(const FreeIndex&) = delete;
