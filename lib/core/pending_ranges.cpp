@@ -89,7 +89,7 @@ std::uint64_t PendingRanges::latest_overlapping(std::size_t offset, std::size_t 
   // is still seen (it has a range of its own), only not its neighbours'.
   std::uint64_t latest = 0;
   for (const Staged& s : staged_) {
-    if (s.offset < offset + bytes && offset < s.end) latest = std::max(latest, s.epoch);
+    if (s.overlaps(offset, bytes)) latest = std::max(latest, s.epoch);
   }
   for (auto it = first_overlapping(offset); it != ranges_.end() && it->first < offset + bytes; ++it) {
     latest = std::max(latest, it->second.epoch);
@@ -104,7 +104,7 @@ std::size_t PendingRanges::end_of_overlapping(std::size_t offset, std::size_t by
     end = it->second.end;  // ranges are ordered and disjoint: the last one ends last
   }
   for (const Staged& s : staged_) {  // left staged only when host memory ran out
-    if (s.offset < offset + bytes && offset < s.end) end = std::max(end, s.end);
+    if (s.overlaps(offset, bytes)) end = std::max(end, s.end);
   }
   return end;
 }

@@ -74,6 +74,7 @@ class PendingRanges {
     std::size_t offset = 0;
     std::size_t end = 0;
     std::uint64_t epoch = 0;
+    bool overlaps(std::size_t at, std::size_t bytes) const noexcept { return offset < at + bytes && at < end; }
   };
   using Map = std::map<std::size_t, Range, std::less<>, RecyclingAllocator<std::pair<const std::size_t, Range>>>;
   /// Merges the staged ranges into ranges_, oldest first (the order add()
