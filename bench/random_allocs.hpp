@@ -114,6 +114,17 @@ RemapWork remap_work_of(A& a) {
   }
 }
 
+/// The `moves`, `creates` and `waits` counters: `work` (over the timed
+/// iterations) per iteration.
+inline void report_remap_work(benchmark::State& state, const RemapWork& work) {
+  const auto per_iteration = [&state](std::uint64_t count) {
+    return benchmark::Counter(static_cast<double>(count) / static_cast<double>(state.iterations()));
+  };
+  state.counters["moves"] = per_iteration(work.moves);
+  state.counters["creates"] = per_iteration(work.creates);
+  state.counters["waits"] = per_iteration(work.waits);
+}
+
 template <class A>
 void BM_random(benchmark::State& state) {
   run_case<A>(state, [&state](A& a) {
@@ -147,17 +158,9 @@ void BM_random(benchmark::State& state) {
       }
       a.reset_peaks();  // give the memory back for the cases after this one
     }
-    if constexpr (kHasSovaPool<A>) {
-      // Remapping's work a replay (random sizes move chunks more than any
-      // trace: the figures say whether a slow run is the driver's).
-      const RemapWork work = remap_work_of(a) - work_before;
-      const auto per_replay = [&state](std::uint64_t count) {
-        return benchmark::Counter(static_cast<double>(count) / static_cast<double>(state.iterations()));
-      };
-      state.counters["moves"] = per_replay(work.moves);
-      state.counters["creates"] = per_replay(work.creates);
-      state.counters["waits"] = per_replay(work.waits);
-    }
+    // Remapping's work a replay (random sizes move chunks more than any
+    // trace: the figures say whether a slow run is the driver's).
+    if constexpr (kHasSovaPool<A>) report_remap_work(state, remap_work_of(a) - work_before);
   });
 }
 

@@ -239,16 +239,8 @@ void BM_replay(benchmark::State& state, const TraceFile& file) {
       state.counters["other_share"] = share(paths.other_streams + paths.wait);
       state.counters["grown_share"] = share(paths.grown + paths.sync);
     }
-    if constexpr (kHasSovaPool<A>) {
-      // What a replay costs sova in driver work, once the layout has settled.
-      const RemapWork work = remap_work_of(a) - work_before;
-      const auto per_replay = [&state](std::uint64_t count) {
-        return benchmark::Counter(static_cast<double>(count) / static_cast<double>(state.iterations()));
-      };
-      state.counters["moves"] = per_replay(work.moves);
-      state.counters["creates"] = per_replay(work.creates);
-      state.counters["waits"] = per_replay(work.waits);
-    }
+    // What a replay costs sova in driver work, once the layout has settled.
+    if constexpr (kHasSovaPool<A>) report_remap_work(state, remap_work_of(a) - work_before);
 
     const auto ops = static_cast<double>(trace.ops.size());
     state.counters["ops"] =
