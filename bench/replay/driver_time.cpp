@@ -33,6 +33,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -48,29 +49,28 @@ struct Options {
   std::vector<std::string> before;
 };
 
-bool starts_with(const char* arg, const char* prefix) { return std::strncmp(arg, prefix, std::strlen(prefix)) == 0; }
-
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
+    const std::string_view arg(a);
     if (std::strcmp(a, "--sim") == 0) {
       o.sim = true;
-    } else if (starts_with(a, "--device-gib=")) {
+    } else if (arg.starts_with("--device-gib=")) {
       o.device_gib = std::strtoull(a + 13, nullptr, 10);
     } else if (std::strcmp(a, "--no-remap") == 0) {
       o.remap = false;
     } else if (std::strcmp(a, "--thorough") == 0) {
       o.effort = sova::RemapEffort::thorough;
-    } else if (starts_with(a, "--warm-passes=")) {
+    } else if (arg.starts_with("--warm-passes=")) {
       o.warm_passes = std::atoi(a + 14);
-    } else if (starts_with(a, "--before=")) {
+    } else if (arg.starts_with("--before=")) {
       std::string list = a + 9;
       for (std::size_t at = 0; at <= list.size();) {
         const std::size_t comma = std::min(list.find(',', at), list.size());
         if (comma > at) o.before.push_back(list.substr(at, comma - at));
         at = comma + 1;
       }
-    } else if (starts_with(a, "--passes=")) {
+    } else if (arg.starts_with("--passes=")) {
       o.passes = std::atoi(a + 9);
     } else if (a[0] != '-' && o.trace.empty()) {
       o.trace = a;

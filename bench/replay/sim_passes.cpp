@@ -39,6 +39,7 @@
 #include <cstring>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace {
@@ -56,12 +57,11 @@ struct Options {
   int timed_passes = 0;
 };
 
-bool starts_with(const char* arg, const char* prefix) { return std::strncmp(arg, prefix, std::strlen(prefix)) == 0; }
-
 bool parse(int argc, char** argv, Options& o) {
   for (int i = 1; i < argc; ++i) {
     const char* a = argv[i];
-    if (starts_with(a, "--policy=")) {
+    const std::string_view arg(a);
+    if (arg.starts_with("--policy=")) {
       const std::string p = a + 9;
       if (p == "default") o.policy = sova::Policy::default_policy;
       else if (p == "size_classes") o.policy = sova::Policy::size_classes;
@@ -72,17 +72,17 @@ bool parse(int argc, char** argv, Options& o) {
       o.remap = false;
     } else if (std::strcmp(a, "--thorough") == 0) {
       o.effort = sova::RemapEffort::thorough;
-    } else if (starts_with(a, "--max-chunk=")) {
+    } else if (arg.starts_with("--max-chunk=")) {
       o.max_chunk = std::size_t(std::strtoull(a + 12, nullptr, 10)) << 20;
-    } else if (starts_with(a, "--passes=")) {
+    } else if (arg.starts_with("--passes=")) {
       o.passes = std::atoi(a + 9);
     } else if (std::strcmp(a, "--idle") == 0) {
       o.idle = true;
-    } else if (starts_with(a, "--device-gib=")) {
+    } else if (arg.starts_with("--device-gib=")) {
       o.device_bytes = std::size_t(std::strtoull(a + 13, nullptr, 10)) << 30;
-    } else if (starts_with(a, "--placements=")) {
+    } else if (arg.starts_with("--placements=")) {
       o.placements = a + 13;
-    } else if (starts_with(a, "--timed-passes=")) {
+    } else if (arg.starts_with("--timed-passes=")) {
       o.timed_passes = std::atoi(a + 15);
     } else if (a[0] != '-' && o.trace.empty()) {
       o.trace = a;
