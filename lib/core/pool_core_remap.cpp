@@ -17,8 +17,7 @@ namespace sova::detail {
 void PoolCore::safe_free_chunks(const StreamState* user, std::vector<Arena::ChunkRef>& chunks) {
   chunks.clear();
   // Only blocks of a granule or more can hold a whole chunk: the index is by
-  // size, so the many small free blocks are skipped without a look (a walk
-  // over all of them was a quarter of a growth's host time, lstm_train).
+  // size, so the many small free blocks are skipped without a look.
   for (auto it = free_.lower_bound(arena_.granularity()); it != free_.end(); ++it) {
     const Block* free_block = *it;
     // Not from a block with another stream's pending free in it: work there
