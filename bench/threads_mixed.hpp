@@ -82,10 +82,15 @@ void BM_threads_mixed(benchmark::State& state) {
         state.counters["stream_states"] = static_cast<double>(after.stream_states);
         state.counters["active_streams"] = static_cast<double>(after.active_streams);
         state.counters["reserved_MiB"] = static_cast<double>(after.reserved_current) / (1 << 20);
+        // Cached by the previous runs' streams, until the release worker's synchronize.
+        state.counters["stranded_MiB"] = static_cast<double>(after.stranded_bytes) / (1 << 20);
         state.counters["heap_ns_per_pair"] = per_pair(after.slow_from_heap_ns, before.slow_from_heap_ns);
         state.counters["others_ns_per_pair"] =
             per_pair(after.slow_from_other_streams_ns + after.slow_with_wait_ns + after.slow_from_heap_all_ns,
                      before.slow_from_other_streams_ns + before.slow_with_wait_ns + before.slow_from_heap_all_ns);
+        // A miss that flushed the stream's kept blocks too (heap_all) empties
+        // its cache: the next few dozen allocations miss (a miss storm).
+        state.counters["heap_all_per_pair"] = per_pair(after.slow_from_heap_all, before.slow_from_heap_all);
         state.counters["events_per_pair"] = per_pair(after.events_recorded, before.events_recorded);
         state.counters["driver_work_per_pair"] =
             per_pair(after.chunks_mapped + after.chunks_remapped + after.chunks_unmapped + after.remap_waits +

@@ -204,6 +204,7 @@ typedef struct sovaMemPoolStats {
   uint64_t streamStates;        /**< stream states held, retired ones included */
   uint64_t retiredStreams;      /**< of them, destroyed streams whose handles were reused */
   uint64_t activeStreams;       /**< streams that allocated or freed in the last ~200 ms (as last counted) */
+  uint64_t strandedBytes;       /**< cached by retired or inactive streams, until the release worker's synchronize */
 } sovaMemPoolStats;
 
 /** Fills *stats with `pool`'s statistics (see sovaMemPoolStats for the size

@@ -57,6 +57,7 @@ sovaMemPoolStats to_c(const sova::PoolStats& s) noexcept {
   out.streamStates = s.stream_states;
   out.retiredStreams = s.retired_streams;
   out.activeStreams = s.active_streams;
+  out.strandedBytes = s.stranded_bytes;
   return out;
 }
 

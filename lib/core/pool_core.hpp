@@ -397,6 +397,9 @@ class PoolCore {
   /// what creating one costs, so remapping below the budget would only trade
   /// speed for memory that is within the slack anyway).
   bool within_growth_budget(std::size_t offset, std::size_t need) noexcept;
+  /// The budget's slack over a live peak of `live_peak` bytes: 1/64 of it, or
+  /// kept_small_floor() per active stream (at most kSlackStreams) if more.
+  std::uint64_t growth_slack(std::uint64_t live_peak) const noexcept;
   /// Whether reserved memory exceeds what is in use by more than what is in
   /// use (and by at least 64 MiB): then the slow path waits before it grows.
   bool holds_too_much_free_memory() noexcept;
@@ -522,6 +525,21 @@ class PoolCore {
   /// for a shared pool.
   std::atomic<std::size_t> active_streams_{0};
   std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last synchronize for inactive streams
+  /// Bytes cached by states whose streams are retired or inactive: memory no
+  /// active stream can take until the release worker's synchronize completes
+  /// its frees (up to kActivityWindowNs + kReclaimIntervalNs). The growth
+  /// budget leaves it out (within_growth_budget says why). Set by
+  /// track_stream_activity every period; raised when a state is retired
+  /// (renew_stream_state), lowered when a miss takes such blocks
+  /// (harvest_streams), so that it holds between the worker's looks. A hint,
+  /// as active_streams_ is.
+  std::atomic<std::uint64_t> stranded_bytes_{0};
+  /// stranded_bytes_ -= bytes, down to 0 at most.
+  void unstrand(std::uint64_t bytes) noexcept;
+  /// Counts the bytes cached by retired or inactive states (each state's lock
+  /// taken in turn), stores the count in stranded_bytes_ unless it changed
+  /// meanwhile, and returns it: track_stream_activity's recount.
+  std::uint64_t recount_stranded_bytes() noexcept;
   /// Every state ever made, retired ones included, newest first, linked
   /// through StreamState::older: read without a lock (states live as long as
   /// the pool), so that used_now() on the slow path takes no mutex.

@@ -98,6 +98,7 @@ PoolStats PoolCore::stats() {
     s.retired_streams = retired_streams_.size();
   }
   s.active_streams = active_streams_.load(std::memory_order_relaxed);
+  s.stranded_bytes = stranded_bytes_.load(std::memory_order_relaxed);
   s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
   // A stream's own high-water mark is the pool's only while it is the only
   // stream: with several, a stream that frees others' blocks sees its count

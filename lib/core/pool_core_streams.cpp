@@ -102,6 +102,7 @@ std::vector<StreamState*> PoolCore::all_streams_locked() {
 
 StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long id) noexcept {
   StreamState* current = nullptr;
+  bool newly_stranded = false;  // retired while counted active: its cache was not counted stranded
   try {
     std::lock_guard<std::mutex> lock(streams_mutex_);
     std::unique_ptr<StreamState>& slot = streams_[state->key];
@@ -115,9 +116,8 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
       // one replaces one; where it was not (its stream had gone quiet before
       // the handle came back), the fresh one is added, before it is published
       // (stream_state_slow says why).
-      if (!slot->active.exchange(false, std::memory_order_relaxed)) {
-        active_streams_.fetch_add(1, std::memory_order_relaxed);
-      }
+      newly_stranded = slot->active.exchange(false, std::memory_order_relaxed);
+      if (!newly_stranded) active_streams_.fetch_add(1, std::memory_order_relaxed);
       retired_streams_.push_back(std::move(slot));
       publish_state(fresh.get());
       slot = std::move(fresh);
@@ -129,7 +129,13 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
   }
   // The retired state's open epoch can never be fenced (its stream is gone):
   // its blocks come back through the release worker's synchronize
-  // (track_stream_activity), the out-of-memory synchronize, or trim.
+  // (track_stream_activity), the out-of-memory synchronize, or trim. Until
+  // then its cache is stranded (counted now, not at the worker's next look:
+  // the new stream's first misses read it).
+  if (newly_stranded) {
+    std::lock_guard<SpinLock> lock(state->lock);
+    stranded_bytes_.fetch_add(state->cache.bytes(), std::memory_order_relaxed);
+  }
   for (RecentStream& recent : t_recent) {
     if (recent.pool_uid == uid_ && recent.state == state) recent.state = current;
   }

@@ -87,8 +87,9 @@ _STAT_FIELDS = ["reservedCurrent", "reservedHigh", "usedCurrent", "usedHigh", "l
                 "slowFromOtherStreamsNs", "slowWithWaitNs", "slowGrownNs", "slowAfterSynchronizeNs",
                 # moves back to a chunk's old mapping, and those mappings now
                 "remapsToGhosts", "ghostMappings",
-                # stream states held, retired, and active (allocated in the last ~200 ms)
-                "streamStates", "retiredStreams", "activeStreams"]
+                # stream states held, retired, and active (allocated in the last ~200 ms);
+                # bytes cached by retired or inactive ones, until the worker's synchronize
+                "streamStates", "retiredStreams", "activeStreams", "strandedBytes"]
 
 
 class PoolStats(ctypes.Structure):

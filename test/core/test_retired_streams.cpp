@@ -8,8 +8,12 @@
 // checks see the new stream id).
 #include "core/sim_pool_fixture.hpp"
 
+#include <algorithm>
+#include <array>
 #include <chrono>
+#include <random>
 #include <thread>
+#include <vector>
 
 namespace {
 
@@ -26,7 +30,84 @@ bool heap_offers(const sova::Pool& pool, std::size_t bytes, std::chrono::millise
   return false;
 }
 
+// threads_mixed's loop on one thread: each stream holds a window of 8 blocks
+// of sizes 256 B + k x 4 KiB (k < 64) and replaces a random one `pairs`
+// times, the streams interleaved; then frees its window. Returns the slow-path
+// allocations (and those that flushed the stream's kept blocks too) of the
+// last half of the pairs.
+struct MixedRun {
+  std::uint64_t slow = 0;
+  std::uint64_t flushed_kept = 0;
+};
+MixedRun run_mixed(sova::Pool& pool, const std::vector<cudaStream_t>& streams, int pairs, unsigned seed) {
+  constexpr std::size_t kWindow = 8;
+  std::mt19937 rng(seed);
+  auto size = [&] { return 256 + (rng() % 64) * 4096; };
+  std::vector<std::array<void*, kWindow>> live(streams.size());
+  for (std::size_t s = 0; s < streams.size(); ++s) {
+    for (void*& p : live[s]) p = pool.allocate(size(), streams[s]);
+  }
+  sova::PoolStats half{};
+  for (int pair = 0; pair < pairs; ++pair) {
+    if (pair == pairs / 2) half = pool.stats();
+    for (std::size_t s = 0; s < streams.size(); ++s) {
+      void*& slot = live[s][rng() % kWindow];
+      pool.deallocate(slot, streams[s]);
+      slot = pool.allocate(size(), streams[s]);
+    }
+  }
+  const sova::PoolStats end = pool.stats();
+  for (std::size_t s = 0; s < streams.size(); ++s) {
+    for (void* p : live[s]) pool.deallocate(p, streams[s]);
+  }
+  return MixedRun{(end.allocations - end.fast_path_hits) - (half.allocations - half.fast_path_hits),
+                  end.slow_from_heap_all - half.slow_from_heap_all};
+}
+
 }  // namespace
+
+TEST_CASE("streams that replace destroyed ones keep their caches while the old caches wait", "[core][streams]") {
+  // A benchmark's runs, or a server's requests: streams made, used, synchronized
+  // and destroyed, then new ones (CUDA hands the handles out again). The old
+  // streams' cached blocks come back only with the release worker's
+  // synchronize (up to ~1.2 s later). Counted against the growth budget, they
+  // put the new streams' misses over it, where a miss flushes the stream's
+  // kept blocks too and the stream misses again on its next allocations
+  // (threads_mixed, 16 threads: a quarter to a half of all pairs missed in
+  // one run of three). Left out of the budget (PoolStats::stranded_bytes),
+  // and with a backed place taken before kept blocks are given up, the new
+  // streams keep their caches (docs/design.md, "Stranded caches").
+  sova::SimDriver sim(sova::test::small_sim(std::size_t{1} << 30));
+  sova::Pool pool(sova::test::options_on(sim));
+  constexpr int kStreams = 16;
+  constexpr int kPairs = 2000;
+  constexpr int kRuns = 6;
+  constexpr std::uint64_t kMeasured = kPairs / 2 * kStreams;  // allocations of a run's last half
+  std::vector<std::uint64_t> slow;  // of each run after the first
+  for (int run = 0; run < kRuns; ++run) {
+    std::vector<cudaStream_t> streams(kStreams);
+    for (cudaStream_t& s : streams) s = sim.create_stream();
+    const MixedRun mixed = run_mixed(pool, streams, kPairs, static_cast<unsigned>(run));
+    const sova::PoolStats stats = pool.stats();
+    UNSCOPED_INFO("run " << run << ": " << mixed.slow << " slow, " << mixed.flushed_kept << " flushing kept blocks; "
+                         << (stats.stranded_bytes >> 10) << " KiB stranded, " << (stats.reserved_current >> 20)
+                         << " MiB reserved");
+    CHECK(stats.retired_streams == static_cast<std::uint64_t>(run * kStreams));
+    if (run > 0) slow.push_back(mixed.slow);
+    for (cudaStream_t s : streams) {
+      REQUIRE(sim.stream_synchronize(s) == cudaSuccess);  // the program knows; the pool is not told
+      sim.destroy_stream(s);
+    }
+  }
+  // The median run: where the worker's synchronize lands in a run (every
+  // 20 ms) makes single runs vary. Measured, 30 runs of this test: medians
+  // 0.5-0.8% missed (single runs up to 20%, in 4 of the 30); with the old
+  // caches counted against the budget, medians 9.8-75%, from the third run
+  // on 50-80% with hundreds of kept-block flushes each.
+  std::sort(slow.begin(), slow.end());
+  const std::uint64_t median = slow[slow.size() / 2];
+  CHECK(median * 20 < kMeasured);  // under 5%
+}
 
 TEST_CASE("a destroyed stream's unfenced frees reach other streams once its handle is reused", "[core][streams]") {
   sova::SimDriver sim(sova::test::small_sim());
