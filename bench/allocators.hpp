@@ -20,7 +20,7 @@
 //   void reset_peaks();              trims cached memory (after waiting for the
 //                                    device), then resets the high-water marks
 //   PeakFigures read_peaks();        reserved and used high-water marks since
-//   sova::PoolStats pool_stats();    sova's counters (sova::Pool only)
+//   sova::PoolStats pool_stats();    sova's counters (sova::Pool and the C API)
 //
 // Static dispatch: a timed loop makes no call the allocator itself would not.
 // Pools are shared by the whole process (warm across benchmarks), made on
@@ -120,6 +120,9 @@ struct SovaCapi {
   /// sovaMemPoolTrimTo(0) on `pool`, then its highs reset.
   void reset_peaks();
   PeakFigures read_peaks();
+  /// sovaMemPoolGetStats on `pool`, as sova::PoolStats (the counters the
+  /// sova::Pool cases report, for the C API's cases too).
+  sova::PoolStats pool_stats() const;
 };
 
 /// sovaMallocFromPoolAsync on the device's current pool, sovaFreeAsync: the C

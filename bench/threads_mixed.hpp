@@ -57,15 +57,16 @@ void BM_threads_mixed(benchmark::State& state) {
     // A sova pool's own account of the timed loop (summed over threads: the
     // pool is shared): which path served the allocations, and driver work.
     sova::PoolStats before{};
-    if constexpr (requires { a.pool->stats(); }) before = a.pool->stats();
+    constexpr bool kHasPoolStats = requires { a.pool_stats(); };
+    if constexpr (kHasPoolStats) before = a.pool_stats();
     std::size_t next = 0;
     for (auto _ : state) {
       step(schedule[next]);
       if (++next == kMixedSchedule) next = 0;
     }
-    if constexpr (requires { a.pool->stats(); }) {
+    if constexpr (kHasPoolStats) {
       if (state.thread_index() == 0) {
-        const sova::PoolStats after = a.pool->stats();
+        const sova::PoolStats after = a.pool_stats();
         const auto per_pair = [&](std::uint64_t now, std::uint64_t then) {
           return benchmark::Counter(static_cast<double>(now - then) / static_cast<double>(state.iterations()));
         };

@@ -75,6 +75,21 @@ Fit PoolCore::best_fit(StreamState* user, std::size_t size) noexcept {
     for (int scanned = 0; it != free_.end() && scanned < kBackedScan; ++it, ++scanned) {
       if (Fit fit = try_block(*it); fit.block != nullptr) return fit;
     }
+    // The candidates near the request's size may all hold other streams'
+    // recent frees, still pending: streams that each flushed their cached
+    // small blocks leave hundreds. Then the smallest blocks of a granule or
+    // more, where the heap's coalesced free memory lies, before the tail:
+    // without them the fit went to unbacked VA while 130-210 MiB lay free
+    // and backed, beyond the budget, and each such miss flushed the
+    // stream's kept blocks too (threads_mixed's residual miss storms,
+    // test_retired_streams.cpp). A stream alone never gets here: nothing
+    // pending is another stream's.
+    if (it != free_.end() && (*it)->size < arena_.granularity()) {
+      auto large = free_.lower_bound(arena_.granularity());
+      for (int scanned = 0; large != free_.end() && scanned < kBackedScan; ++large, ++scanned) {
+        if (Fit fit = try_block(*large); fit.block != nullptr) return fit;
+      }
+    }
     // The largest free range last: the VA's never-used tail, where any
     // placement fits when the nearer candidates' alignment did not.
     if (it != free_.end()) {
