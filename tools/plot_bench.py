@@ -328,7 +328,7 @@ def write_summary(path, cases, failed, contexts, pngs):
     lines.append("")
     for source, c in contexts:
         extra = ", ".join("%s %s" % (k, c[k]) for k in ("torch_version", "torch_allocator", "rmm_version") if k in c)
-        lines.append("- `%s`: %s on %s (%s CPUs), %s, library build %s%s" % (
+        lines.append("- `%s`: %s on %s (%s CPUs), %s, Google Benchmark library build %s%s" % (
             os.path.basename(source), os.path.basename(c.get("executable", "?")), c.get("host_name", "?"),
             c.get("num_cpus", "?"), c.get("date", "?"), c.get("library_build_type", "?"),
             ", " + extra if extra else ""))
