@@ -525,7 +525,8 @@ class PoolCore {
   /// for a shared pool.
   std::atomic<std::size_t> active_streams_{0};
   std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last synchronize for inactive streams
-  /// Bytes cached by states whose streams are retired or inactive: memory no
+  /// Bytes cached by states whose streams are retired or inactive
+  /// (StreamState::strands_cache; never the legacy stream's): memory no
   /// active stream can take until the release worker's synchronize completes
   /// its frees (up to kActivityWindowNs + kReclaimIntervalNs). The growth
   /// budget leaves it out (within_growth_budget says why). Set by
@@ -536,7 +537,7 @@ class PoolCore {
   std::atomic<std::uint64_t> stranded_bytes_{0};
   /// stranded_bytes_ -= bytes, down to 0 at most.
   void unstrand(std::uint64_t bytes) noexcept;
-  /// Counts the bytes cached by retired or inactive states (each state's lock
+  /// Counts the bytes cached by states that strand their cache (each state's lock
   /// taken in turn), stores the count in stranded_bytes_ unless it changed
   /// meanwhile, and returns it: track_stream_activity's recount.
   std::uint64_t recount_stranded_bytes() noexcept;

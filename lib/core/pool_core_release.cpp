@@ -89,7 +89,7 @@ std::uint64_t PoolCore::recount_stranded_bytes() noexcept {
   std::uint64_t seen = stranded_bytes_.load(std::memory_order_relaxed);
   std::uint64_t bytes = 0;
   for_each_state([&](StreamState* s) {
-    if (!s->retired.load(std::memory_order_relaxed) && s->active.load(std::memory_order_relaxed)) return;
+    if (!s->strands_cache()) return;
     if (s->cache.blocks() == 0) return;
     std::lock_guard<SpinLock> lock(s->lock);
     bytes += s->cache.bytes();

@@ -237,8 +237,7 @@ void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
     if (other->open_epoch_has_frees && !other->is_legacy) {
       other->fence_requested.store(true, std::memory_order_relaxed);
     }
-    const bool stranded =
-        other->retired.load(std::memory_order_relaxed) || !other->active.load(std::memory_order_relaxed);
+    const bool stranded = other->strands_cache();
     other->lock.unlock();
     std::uint64_t taken = 0;
     while (list != nullptr) {

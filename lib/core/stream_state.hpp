@@ -99,6 +99,13 @@ struct StreamState {
     if (live > live_high.load(std::memory_order_relaxed)) live_high.store(live, std::memory_order_relaxed);
   }
 
+  /// Whether what this state caches is stranded (PoolCore::stranded_bytes_):
+  /// its stream is gone or quiet, so no fence of its own will come. Not the
+  /// legacy stream's: the pool records its fences itself (harvest_streams).
+  bool strands_cache() const noexcept {
+    return !is_legacy && (retired.load(std::memory_order_relaxed) || !active.load(std::memory_order_relaxed));
+  }
+
   /// Adds `delta` to a counter that only this stream's lock holder writes.
   static void bump(std::atomic<std::int64_t>& counter, std::int64_t delta) noexcept {
     counter.store(counter.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
