@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Sourced by bench/run_h100.sh and bench/run_replay.sh (from the repository
-# root): what both do to build the benchmark programs and to log their output.
+# Sourced by bench/run_h100.sh, bench/run_replay.sh and tools/device/ab-*.sh (from the repository
+# root): what they share to build the benchmark programs and to log their output.
 #
 #   use_torch_venv            puts $TORCH_VENV (default /opt/torch/.venv)'s bin/
 #                             first on PATH when it has python3, so that meson
@@ -12,6 +12,9 @@
 #                             repetitions, aggregates only, 0.2 s minimum time in
 #                             the form BENCH's Google Benchmark accepts
 #   run LOG COMMAND...        runs COMMAND, appending its output to $OUT/LOG when $OUT is set
+#   build_ab_trees TARGET     release builds of TARGET in build-ab/ of this tree and of
+#                             ab-base/ (an older tree, for the tools/device/ab-*.sh A/Bs);
+#                             prints only errors
 # configure_bench returns non-zero on failure; the callers exit.
 
 use_torch_venv() {
@@ -54,4 +57,12 @@ run() {
   else
     "$@"
   fi
+}
+
+build_ab_trees() {
+  local tree
+  for tree in . ab-base; do
+    (cd "$tree" && configure_bench build-ab -Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true >/dev/null &&
+      meson compile -C build-ab "$1" 2>&1 | grep -E "error|FAILED")
+  done
 }

@@ -10,10 +10,7 @@
 set -o pipefail
 source bench/bench_lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for tree in . ab-base; do
-  (cd $tree && configure_bench build-ab -Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true >/dev/null &&
-    meson compile -C build-ab sova_driver_time 2>&1 | grep -E "error|FAILED")
-done
+build_ab_trees sova_driver_time
 for round in $(seq ${AB_ROUNDS:-2}); do
   for t in ${AB_TRACES:-gpt_train resnet_train encoder_amp_train gpt_decode unet_train vit_train lstm_train}; do
     for tree in . ab-base; do

@@ -12,10 +12,7 @@
 set -o pipefail
 source bench/bench_lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-for tree in . ab-base; do
-  (cd $tree && configure_bench build-ab -Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true >/dev/null &&
-    meson compile -C build-ab sova_bench 2>&1 | grep -E "error|FAILED")
-done
+build_ab_trees sova_bench
 show() {
   awk -v tree=$1 '/^threads_mixed/ && !/_(mean|median|stddev|cv) / {
     printf "%s %s", tree, $1
