@@ -2,6 +2,8 @@
 #include "allocators.hpp"
 #include "pool_attributes.hpp"
 
+#include "capi/stats_fields.hpp"
+
 #include <cstdint>
 #include <exception>
 
@@ -194,46 +196,9 @@ sova::PoolStats SovaCapi::pool_stats() const {
   c.structSize = sizeof c;
   check_cuda(sovaMemPoolGetStats(pool, &c), "sovaMemPoolGetStats");
   sova::PoolStats s;
-  s.reserved_current = c.reservedCurrent;
-  s.reserved_high = c.reservedHigh;
-  s.used_current = c.usedCurrent;
-  s.used_high = c.usedHigh;
-  s.live_blocks = c.liveBlocks;
-  s.allocations = c.allocations;
-  s.deallocations = c.deallocations;
-  s.fast_path_hits = c.fastPathHits;
-  s.failed_allocations = c.failedAllocations;
-  s.cached_bytes = c.cachedBytes;
-  s.cached_small_bytes = c.cachedSmallBytes;
-  s.free_backed_bytes = c.freeBackedBytes;
-  s.largest_free_block = c.largestFreeBlock;
-  s.chunks_mapped = c.chunksMapped;
-  s.chunks_unmapped = c.chunksUnmapped;
-  s.chunks_remapped = c.chunksRemapped;
-  s.bytes_remapped = c.bytesRemapped;
-  s.cross_stream_reuses = c.crossStreamReuses;
-  s.cross_stream_waits = c.crossStreamWaits;
-  s.events_recorded = c.eventsRecorded;
-  s.device_synchronizes = c.deviceSynchronizes;
-  s.remap_waits = c.remapWaits;
-  s.slow_from_heap = c.slowFromHeap;
-  s.slow_from_heap_all = c.slowFromHeapAll;
-  s.slow_from_other_streams = c.slowFromOtherStreams;
-  s.slow_with_wait = c.slowWithWait;
-  s.slow_grown = c.slowGrown;
-  s.slow_after_synchronize = c.slowAfterSynchronize;
-  s.slow_from_heap_ns = c.slowFromHeapNs;
-  s.slow_from_heap_all_ns = c.slowFromHeapAllNs;
-  s.slow_from_other_streams_ns = c.slowFromOtherStreamsNs;
-  s.slow_with_wait_ns = c.slowWithWaitNs;
-  s.slow_grown_ns = c.slowGrownNs;
-  s.slow_after_synchronize_ns = c.slowAfterSynchronizeNs;
-  s.remaps_to_ghosts = c.remapsToGhosts;
-  s.ghost_mappings = c.ghostMappings;
-  s.stream_states = c.streamStates;
-  s.retired_streams = c.retiredStreams;
-  s.active_streams = c.activeStreams;
-  s.stranded_bytes = c.strandedBytes;
+#define SOVA_COPY_FROM_C(c_field, cpp_field) s.cpp_field = c.c_field;
+  SOVA_POOL_STATS_FIELDS(SOVA_COPY_FROM_C)
+#undef SOVA_COPY_FROM_C
   return s;
 }
 

@@ -1,9 +1,10 @@
 // sova C API — sovaMemPoolGetStats: sova::PoolStats as a C struct that can
-// grow (include/sova/sova.h says the size rule). Its own file so that new
-// PoolStats counters are added here and in sova.h only.
+// grow (include/sova/sova.h says the size rule). A new PoolStats counter is
+// added to sova.h and to stats_fields.hpp.
 #include "capi/capi_errors.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
+#include "capi/stats_fields.hpp"
 
 #include <sova/sova.h>
 
@@ -18,46 +19,9 @@ sovaMemPoolStats to_c(const sova::PoolStats& s) noexcept {
   sovaMemPoolStats out;
   std::memset(&out, 0, sizeof out);
   out.structSize = sizeof out;
-  out.reservedCurrent = s.reserved_current;
-  out.reservedHigh = s.reserved_high;
-  out.usedCurrent = s.used_current;
-  out.usedHigh = s.used_high;
-  out.liveBlocks = s.live_blocks;
-  out.allocations = s.allocations;
-  out.deallocations = s.deallocations;
-  out.fastPathHits = s.fast_path_hits;
-  out.failedAllocations = s.failed_allocations;
-  out.cachedBytes = s.cached_bytes;
-  out.cachedSmallBytes = s.cached_small_bytes;
-  out.freeBackedBytes = s.free_backed_bytes;
-  out.largestFreeBlock = s.largest_free_block;
-  out.chunksMapped = s.chunks_mapped;
-  out.chunksUnmapped = s.chunks_unmapped;
-  out.chunksRemapped = s.chunks_remapped;
-  out.bytesRemapped = s.bytes_remapped;
-  out.crossStreamReuses = s.cross_stream_reuses;
-  out.crossStreamWaits = s.cross_stream_waits;
-  out.eventsRecorded = s.events_recorded;
-  out.deviceSynchronizes = s.device_synchronizes;
-  out.remapWaits = s.remap_waits;
-  out.slowFromHeap = s.slow_from_heap;
-  out.slowFromHeapAll = s.slow_from_heap_all;
-  out.slowFromOtherStreams = s.slow_from_other_streams;
-  out.slowWithWait = s.slow_with_wait;
-  out.slowGrown = s.slow_grown;
-  out.slowAfterSynchronize = s.slow_after_synchronize;
-  out.slowFromHeapNs = s.slow_from_heap_ns;
-  out.slowFromHeapAllNs = s.slow_from_heap_all_ns;
-  out.slowFromOtherStreamsNs = s.slow_from_other_streams_ns;
-  out.slowWithWaitNs = s.slow_with_wait_ns;
-  out.slowGrownNs = s.slow_grown_ns;
-  out.slowAfterSynchronizeNs = s.slow_after_synchronize_ns;
-  out.remapsToGhosts = s.remaps_to_ghosts;
-  out.ghostMappings = s.ghost_mappings;
-  out.streamStates = s.stream_states;
-  out.retiredStreams = s.retired_streams;
-  out.activeStreams = s.active_streams;
-  out.strandedBytes = s.stranded_bytes;
+#define SOVA_COPY_TO_C(c_field, cpp_field) out.c_field = s.cpp_field;
+  SOVA_POOL_STATS_FIELDS(SOVA_COPY_TO_C)
+#undef SOVA_COPY_TO_C
   return out;
 }
 
