@@ -190,10 +190,12 @@ struct PoolStats {
   /// release worker last counted them (every 20 ms), plus streams made since:
   /// what decides whether its streams share it.
   std::uint64_t active_streams = 0;
-  /// Bytes cached by retired or inactive streams' states whose frees are not
-  /// yet known complete to other streams: they come back with the release
-  /// worker's synchronize, ~0.2-1.2 s after the streams stopped. The growth
-  /// budget (PoolOptions::remap) leaves them out. A hint, as active_streams.
+  /// Bytes cached by the states of retired or inactive streams (never the
+  /// legacy stream's): no fence of theirs will come, so other streams get
+  /// them back with the release worker's synchronize (~0.2-1.2 s after the
+  /// streams stopped) or, where their frees are known complete, at a miss.
+  /// The growth budget (PoolOptions::remap) leaves them out. A hint, as
+  /// active_streams is.
   std::uint64_t stranded_bytes = 0;
 
   /// Peak reserved / peak used: the memory overhead of the pool since the
