@@ -82,8 +82,9 @@ Fit PoolCore::best_fit(StreamState* user, std::size_t size) noexcept {
     // without them the fit went to unbacked VA while 130-210 MiB lay free
     // and backed, beyond the budget, and each such miss flushed the
     // stream's kept blocks too (threads_mixed's residual miss storms,
-    // test_retired_streams.cpp). A stream alone never gets here: nothing
-    // pending is another stream's.
+    // test_retired_streams.cpp). A stream alone gets here only where the
+    // policy refused all of them (strict regions): on the recorded traces,
+    // never (placements identical).
     if (it != free_.end() && (*it)->size < arena_.granularity()) {
       auto large = free_.lower_bound(arena_.granularity());
       for (int scanned = 0; large != free_.end() && scanned < kBackedScan; ++large, ++scanned) {
