@@ -141,6 +141,16 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
 
 void PoolCore::refresh_own_fences(StreamState* state, cudaStream_t stream) noexcept {
   std::lock_guard<SpinLock> lock(state->lock);
+  // A stream the worker found quiet (no call for kActivityWindowNs: a long
+  // kernel, a pause) is back: its cache is its own again, not stranded. The
+  // worker would say so only at its next look, and meanwhile the growth
+  // budget left this stream's own cached memory out: a stream back from 200
+  // ms of device work grew instead of reusing or remapping its own frees
+  // (test_remap.cpp's ghost test, on a loaded host).
+  if (!state->active.load(std::memory_order_relaxed) && !state->is_legacy) {
+    state->active.store(true, std::memory_order_relaxed);
+    unstrand(state->cache.bytes());
+  }
   // This is the stream's own call, so its handle is valid: cover its open
   // epoch with a fence if another stream asked for one, or none was recorded
   // for kFenceIntervalNs. Not on every miss: the stream itself may use its

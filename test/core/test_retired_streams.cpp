@@ -235,3 +235,38 @@ TEST_CASE("one stream counts as one active stream, whenever the release worker l
   REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
   sim.destroy_stream(s);
 }
+
+TEST_CASE("a stream back from a pause counts its own cache in the growth budget", "[core][streams][remap]") {
+  // While a stream makes no call for kActivityWindowNs (a long kernel), the
+  // worker counts it inactive and its cache stranded: out of the growth
+  // budget, for the other streams. Its own next miss must count it again:
+  // left out, the stream grew new memory instead of remapping its own free
+  // chunks (a conformance test failed that way on a loaded host, where its
+  // device work took over 200 ms).
+  sova::SimDriver sim(sova::test::small_sim(std::size_t{1} << 30));
+  sova::PoolOptions options = sova::test::options_on(sim);
+  options.remap = true;
+  options.release_threshold = UINT64_MAX;  // no idle release meanwhile
+  sova::Pool pool(options);
+  cudaStream_t s = sim.create_stream();
+  constexpr std::size_t kBlock = 32 * kMiB;  // a chunk each
+  std::array<void*, 8> blocks{};
+  for (void*& p : blocks) p = pool.allocate(kBlock, s);
+  for (std::size_t i = 0; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  pool.stream_synchronized(s);
+
+  // Quiet for longer than the activity window (200 ms) and a worker period.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  CHECK(pool.stats().stranded_bytes >= 4 * kBlock);  // its four free blocks, for the others
+
+  void* big = pool.allocate(4 * kBlock, s);  // beyond the budget: its own four chunks move
+  const sova::PoolStats stats = pool.stats();
+  CHECK(stats.chunks_remapped == 4);
+  CHECK(stats.chunks_mapped == 8);
+  CHECK(stats.stranded_bytes == 0);
+  pool.deallocate(big, s);
+  for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  sim.destroy_stream(s);
+}
