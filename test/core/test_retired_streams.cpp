@@ -19,25 +19,22 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-// Waits up to `limit` for the pool's heap to hold a free, backed block of at
-// least `bytes` (what the retired stream's frees, coalesced, make).
-bool heap_offers(const sova::Pool& pool, std::size_t bytes, std::chrono::milliseconds limit) {
+// Waits up to `limit` (polling the pool's statistics every 5 ms) for
+// `holds(stats)`: what the release worker does, it does in its own time.
+template <class Predicate>
+bool stats_within(const sova::Pool& pool, std::chrono::milliseconds limit, Predicate holds) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   while (std::chrono::steady_clock::now() < deadline) {
-    if (pool.stats().largest_free_block >= bytes) return true;
+    if (holds(pool.stats())) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return false;
 }
 
-// Waits up to `limit` for PoolStats::stranded_bytes to read 0.
-bool stranded_drains(const sova::Pool& pool, std::chrono::milliseconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (pool.stats().stranded_bytes == 0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return false;
+// Waits up to `limit` for the pool's heap to hold a free, backed block of at
+// least `bytes` (what the retired stream's frees, coalesced, make).
+bool heap_offers(const sova::Pool& pool, std::size_t bytes, std::chrono::milliseconds limit) {
+  return stats_within(pool, limit, [bytes](const sova::PoolStats& s) { return s.largest_free_block >= bytes; });
 }
 
 // threads_mixed's loop on one thread: each stream holds a window of 8 blocks
@@ -145,7 +142,8 @@ TEST_CASE("a destroyed stream's unfenced frees reach other streams once its hand
   CHECK(heap_offers(pool, 3 * kMiB, std::chrono::milliseconds(2000)));
   // ... and the retired cache is no longer counted as stranded (a count left
   // behind would keep that much out of the growth budget for good).
-  CHECK(stranded_drains(pool, std::chrono::milliseconds(2000)));
+  CHECK(stats_within(pool, std::chrono::milliseconds(2000),
+                     [](const sova::PoolStats& stats) { return stats.stranded_bytes == 0; }));
 
   cudaStream_t other = sim.create_stream();
   void* again[3] = {};
