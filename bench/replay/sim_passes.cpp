@@ -8,7 +8,7 @@
 //
 //   sova_sim_passes TRACE [--policy=default|size_classes|buddy|best_fit]
 //                         [--no-remap] [--thorough] [--max-chunk=MiB]
-//                         [--passes=N] [--idle] [--device-gib=N]
+//                         [--passes=N] [--idle | --lag-us=N] [--device-gib=N]
 //                         [--placements=FILE] [--timed-passes=N]
 //
 // --placements=FILE writes, for every allocation of every pass, the offset
@@ -25,6 +25,12 @@
 // it: the figures are then deterministic, and matched the H100's replay of the
 // same traces within 0.002 with one-granule chunks. Without it they depend on
 // when the simulation's stream threads complete the pool's fences.
+//
+// --lag-us=N follows every allocation with N us of device work on its stream
+// (SimDriver::delay, in real time), as the kernels that use it would: the
+// host runs ahead of the device, as under PyTorch, so a stream's recent frees
+// are pending when the pool looks, and a wait for them takes time. Each pass
+// then prints the host's time for it and the pool's waits.
 // The simulation backs memory with untouched memfd pages: no host memory is
 // used for the trace's bytes.
 #include "trace.hpp"
@@ -52,6 +58,7 @@ struct Options {
   std::size_t max_chunk = sova::PoolOptions{}.max_chunk;
   int passes = 3;
   bool idle = false;
+  int lag_us = 0;
   std::size_t device_bytes = std::size_t{80} << 30;
   std::string placements;
   int timed_passes = 0;
@@ -78,6 +85,8 @@ bool parse(int argc, char** argv, Options& o) {
       o.passes = std::atoi(a + 9);
     } else if (std::strcmp(a, "--idle") == 0) {
       o.idle = true;
+    } else if (arg.starts_with("--lag-us=")) {
+      o.lag_us = std::atoi(a + 9);
     } else if (arg.starts_with("--device-gib=")) {
       o.device_bytes = std::size_t(std::strtoull(a + 13, nullptr, 10)) << 30;
     } else if (arg.starts_with("--placements=")) {
@@ -90,7 +99,7 @@ bool parse(int argc, char** argv, Options& o) {
       return false;
     }
   }
-  return !o.trace.empty() && o.passes > 0;
+  return !o.trace.empty() && o.passes > 0 && o.lag_us >= 0 && !(o.idle && o.lag_us != 0);
 }
 
 }  // namespace
@@ -100,7 +109,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, o)) {
     std::fprintf(stderr,
                  "usage: %s TRACE [--policy=default|size_classes|buddy|best_fit] [--no-remap] "
-                 "[--thorough] [--max-chunk=MiB] [--passes=N] [--idle] [--device-gib=N] "
+                 "[--thorough] [--max-chunk=MiB] [--passes=N] [--idle | --lag-us=N] [--device-gib=N] "
                  "[--placements=FILE] [--timed-passes=N]\n",
                  argv[0]);
     return 2;
@@ -137,6 +146,7 @@ int main(int argc, char** argv) {
         cudaStream_t stream = streams[op.stream];
         if (op.bytes != 0) {
           slots[op.slot] = pool.allocate(op.bytes, stream);
+          if (o.lag_us != 0) sim.delay(stream, std::chrono::microseconds(o.lag_us));
           if (log != nullptr) {
             const auto at = reinterpret_cast<std::uintptr_t>(slots[op.slot]);
             if (origin == 0) origin = at;
@@ -152,7 +162,10 @@ int main(int argc, char** argv) {
     sova::PoolStats before = pool.stats();  // counters at the start of the pass
     sova::SimCounters driver_before = sim.counters();
     for (int pass = 0; pass < o.passes; ++pass) {
+      const auto pass_start = std::chrono::steady_clock::now();
       replay(placements);
+      const double host_ms =
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - pass_start).count();
       for (cudaStream_t s : streams) sim.stream_synchronize(s);
       const sova::PoolStats st = pool.stats();
       const sova::SimCounters driver = sim.counters();
@@ -174,6 +187,13 @@ int main(int argc, char** argv) {
                           before.slow_from_other_streams + before.slow_with_wait),
                   in_pass(driver.maps, driver_before.maps), in_pass(driver.unmaps, driver_before.unmaps),
                   in_pass(driver.set_access_calls, driver_before.set_access_calls));
+      if (o.lag_us != 0) {
+        std::printf("        host %.1f ms for the pass (device work %.1f ms); remapping waits %llu, device "
+                    "synchronizes %llu\n",
+                    host_ms, static_cast<double>(o.lag_us) * static_cast<double>(trace.allocations) / 1000.0,
+                    in_pass(st.remap_waits, before.remap_waits),
+                    in_pass(st.device_synchronizes, before.device_synchronizes));
+      }
       before = st;
       driver_before = driver;
     }

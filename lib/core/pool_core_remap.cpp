@@ -117,7 +117,8 @@ std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offs
     std::size_t next_donor = 0;
     for (auto [granule, count] : runs) {
       // Moved chunks fill the run from its start; access is granted once for
-      // all of them (one ~32 us call instead of one per chunk).
+      // all of them (the grant's cost is per mapping either way, ~20-45 us on
+      // the H100: docs/design.md, "Chunks").
       const std::size_t run_start = granule;
       const std::size_t moves_before = moves.size();
       bool any_mapped = false;
