@@ -61,6 +61,11 @@ inline constexpr int kPendingSkips = 4;
 /// event per free or per miss (0.4 us each on H100, docs/notes).
 inline constexpr std::int64_t kFenceIntervalNs = 1'000'000;
 
+/// ... and also every this many pending ranges a stream stages between two
+/// fences (PoolCore::add_pending): a fence that completes lets them go
+/// unmerged, well before PendingRanges::kStagedBeforeMerge.
+inline constexpr std::size_t kFenceEveryStaged = 1024;
+
 /// A stream that made no allocation or free for this long counts as
 /// inactive: it does not make the pool "shared" for the miss rules, other
 /// streams' misses take its kept blocks, and its frees that no fence covers

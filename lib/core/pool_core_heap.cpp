@@ -164,6 +164,13 @@ void PoolCore::add_pending(StreamState* owner, std::size_t offset, std::size_t b
       pending_streams_.push_back(owner);  // before add: a failure leaves at most an empty entry
     }
     owner->pending.add(offset, bytes, epoch);
+    // Every kFenceEveryStaged ranges staged, a fence: the stream's next call
+    // records it, and once it completes the ranges before it are dropped
+    // unmerged. Otherwise a stream that flushes faster than its fence
+    // interval (1 ms) reached the merge bound and merged thousands of ranges
+    // into the ordered map (5-13% of a replay's host time on the simulation,
+    // encoder_amp_train, gpt_train; docs/notes/2026-11-24-driver-floors.md).
+    if (owner->pending.staged() % kFenceEveryStaged == 0) owner->fence_requested.store(true, std::memory_order_relaxed);
   } catch (const std::bad_alloc&) {
     // No host memory to remember the range: make the free complete instead.
     // Slow, but the range must never be handed to another stream early. (No
