@@ -7,21 +7,13 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "probe_check.hpp"
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    CUresult r_ = (call);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                    \
-      const char* s_ = nullptr;                                                  \
-      cuGetErrorName(r_, &s_);                                                   \
-      std::printf("FAILED %s: %s (line %d)\n", #call, s_ ? s_ : "?", __LINE__);  \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
 
 static double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();

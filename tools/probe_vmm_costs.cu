@@ -16,6 +16,8 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
+#include "probe_check.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -23,16 +25,6 @@
 #include <functional>
 #include <vector>
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    CUresult r_ = (call);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                    \
-      const char* s_ = nullptr;                                                  \
-      cuGetErrorName(r_, &s_);                                                   \
-      std::printf("FAILED %s: %s (line %d)\n", #call, s_ ? s_ : "?", __LINE__);  \
-      std::exit(1);                                                              \
-    }                                                                            \
-  } while (0)
 
 namespace {
 
