@@ -14,7 +14,6 @@
 #include <cstdlib>
 #include <vector>
 
-
 static double now_us() {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }

@@ -25,7 +25,6 @@
 #include <functional>
 #include <vector>
 
-
 namespace {
 
 __global__ void spin(long long cycles) {

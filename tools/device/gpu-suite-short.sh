@@ -7,9 +7,8 @@
 set -o pipefail
 t0=$SECONDS
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site \
-  .carry/torch-whl/*.whl .carry/rmm-whl/*.whl || echo "wheels: install failed"
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
+source tools/device/python_env.sh
+use_carried_wheels .carry/torch-whl .carry/rmm-whl
 echo "=== gpu suite"
 timeout "${GPU_SUITE_S:-270}" tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -30
 cp build/meson-logs/testlog-gpu.txt "$OUT/" 2>/dev/null
@@ -19,7 +18,7 @@ timeout 45 build/bench/sova_bench --benchmark_filter='^threads_mixed/(sova_pool|
 left=$(( ${TOTAL_S:-380} - (SECONDS - t0) ))
 echo "=== python GPU tests ($((SECONDS - t0)) s in, ${left} s left)"
 if [ "$left" -gt 60 ]; then
-  timeout $((left / 2)) python3 -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=/tmp/sova-pip-build . 2>&1 | tail -3
+  pip_install_sova $((left / 2))
   left=$(( ${TOTAL_S:-380} - (SECONDS - t0) ))
   [ "$left" -gt 10 ] && (cd /tmp && timeout "$left" python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15)
 fi

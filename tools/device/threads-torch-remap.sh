@@ -14,9 +14,9 @@ for run in 1 2; do
     awk '{printf "%s %s %s", $1, $2, $3; for (i = 4; i <= NF; i++) if ($i ~ /^(pairs|slow_per_pair)=/) printf " %s", $i; print ""}'
 done
 echo "=== torch ($((SECONDS - t0)) s)"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .carry/torch-whl/*.whl .carry/rmm-whl/*.whl || echo "wheels: install failed"
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
-timeout 120 python3 -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=/tmp/sova-pip-build . 2>&1 | tail -3
+source tools/device/python_env.sh
+use_carried_wheels .carry/torch-whl .carry/rmm-whl
+pip_install_sova 120
 left=$(( ${TOTAL_S:-560} - (SECONDS - t0) ))
 timeout $left python3 bench/torch/train_compare.py --out $OUT/tc --scale 0.5 2>&1 | tail -30
 echo "=== done $((SECONDS - t0)) s"

@@ -6,9 +6,9 @@
 # $OUT as a trace for the simulation. Carry .carry/torch-whl.
 set -o pipefail
 t0=$SECONDS
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .carry/torch-whl/*.whl || echo "wheels: install failed"
-export PYTHONPATH=/tmp/site PATH=/tmp/site/bin:$PATH
-timeout 150 python3 -m pip install -q --no-build-isolation --no-deps -Cbuild-dir=/tmp/sova-pip-build . 2>&1 | tail -3
+source tools/device/python_env.sh
+use_carried_wheels .carry/torch-whl
+pip_install_sova 150
 echo "=== installed $((SECONDS - t0)) s"
 steps=${STEPS:-100}
 for model in ${MODELS:-resnet gpt}; do
