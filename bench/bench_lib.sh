@@ -1,6 +1,6 @@
 # shellcheck shell=bash
-# Sourced by bench/run_h100.sh, bench/run_replay.sh and tools/device/ab-*.sh (from the repository
-# root): what they share to build the benchmark programs and to log their output.
+# Sourced by bench/run_h100.sh, bench/run_replay.sh and tools/device/ab-trees.sh (from the
+# repository root): what they share to build the benchmark programs and to log their output.
 #
 #   use_torch_venv            puts $TORCH_VENV (default /opt/torch/.venv)'s bin/
 #                             first on PATH when it has python3, so that meson
@@ -12,8 +12,8 @@
 #                             repetitions, aggregates only, 0.2 s minimum time in
 #                             the form BENCH's Google Benchmark accepts
 #   run LOG COMMAND...        runs COMMAND, appending its output to $OUT/LOG when $OUT is set
-#   build_ab_trees TARGET     release builds of TARGET in build-ab/ of this tree and of
-#                             ab-base/ (an older tree, for the tools/device/ab-*.sh A/Bs);
+#   build_ab_trees TARGET...  release builds of the TARGETs in build-ab/ of this tree and
+#                             of ab-base/ (another tree, for tools/device/ab-trees.sh);
 #                             prints only errors
 # configure_bench returns non-zero on failure; the callers exit.
 
@@ -63,6 +63,6 @@ build_ab_trees() {
   local tree
   for tree in . ab-base; do
     (cd "$tree" && configure_bench build-ab -Dbuildtype=release -Dgpu=enabled -Dtests=false -Dbenchmarks=true >/dev/null &&
-      meson compile -C build-ab "$1" 2>&1 | grep -E "error|FAILED")
+      meson compile -C build-ab "$@" 2>&1 | grep -E "error|FAILED")
   done
 }
