@@ -11,7 +11,7 @@
 
 #include <sova/driver.hpp>
 #include <sova/export.h>
-#include <sova/pool.hpp>  // sova::Error
+#include <sova/error.hpp>
 
 #include <cuda_runtime_api.h>
 

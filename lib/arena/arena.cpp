@@ -1,6 +1,6 @@
 #include "arena/arena.hpp"
 
-#include <sova/pool.hpp>  // sova::Error
+#include <sova/error.hpp>
 
 #include <algorithm>
 #include <bit>

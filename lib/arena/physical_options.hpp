@@ -3,7 +3,8 @@
 #pragma once
 
 #include <sova/driver.hpp>
-#include <sova/pool.hpp>
+#include <sova/error.hpp>
+#include <sova/options.hpp>
 
 namespace sova::detail {
 

@@ -11,7 +11,8 @@
 #include "core/block.hpp"
 
 #include <sova/placement.hpp>
-#include <sova/pool.hpp>
+#include <sova/error.hpp>
+#include <sova/options.hpp>
 
 #include <algorithm>
 #include <bit>

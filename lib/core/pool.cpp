@@ -150,5 +150,6 @@ cudaError_t Pool::chunks_under(const void* ptr, std::size_t bytes, std::vector<C
 std::uintptr_t Pool::va_base() const noexcept { return core_->arena().base(); }
 std::size_t Pool::va_size() const noexcept { return core_->arena().size(); }
 std::size_t Pool::granularity() const noexcept { return core_->arena().granularity(); }
+const PhysicalProps& Pool::chunk_props() const noexcept { return core_->arena().props(); }
 
 }  // namespace sova

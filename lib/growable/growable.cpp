@@ -1,7 +1,8 @@
 // GrowableBuffer: one Arena (lib/arena) with no cap but its VA, committed
 // from offset 0 up to the size and released from the top down.
 #include <sova/growable.hpp>
-#include <sova/pool.hpp>  // sova::Error, PoolOptions
+#include <sova/error.hpp>
+#include <sova/options.hpp>
 
 #include "arena/arena.hpp"
 #include "arena/physical_options.hpp"

@@ -9,7 +9,6 @@
 // (under the pool's heap lock) and the driver's export call.
 #include <sova/ipc.hpp>
 
-#include "core/pool_core.hpp"
 #include "ipc/protocol.hpp"
 
 #include <poll.h>
@@ -258,7 +257,7 @@ class ExporterImpl {
 namespace sova {
 
 PoolExporter::PoolExporter(Pool& pool) {
-  if ((pool.core().arena().props().handle_types & cudaMemHandleTypePosixFileDescriptor) == 0) {
+  if ((pool.chunk_props().handle_types & cudaMemHandleTypePosixFileDescriptor) == 0) {
     throw Error("sova: the pool was not created with cudaMemHandleTypePosixFileDescriptor: it cannot be exported",
                 cudaErrorInvalidValue);
   }
