@@ -153,7 +153,7 @@ SOVA_API cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMe
 
 /** A pool's statistics (sovaMemPoolGetStats): the four cudaMemPoolAttr
  * figures with the driver's meanings, then sova's own counters, each as
- * described at sova::PoolStats in include/sova/pool.hpp.
+ * described at sova::PoolStats in include/sova/stats.hpp.
  * Extensible: zero-initialise, set structSize = sizeof(sovaMemPoolStats),
  * then call. The library writes only the fields that lie wholly inside
  * structSize and that it knows; a caller built against an older header (a

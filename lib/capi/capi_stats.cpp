@@ -1,6 +1,7 @@
 // sova C API — sovaMemPoolGetStats: sova::PoolStats as a C struct that can
 // grow (include/sova/sova.h says the size rule). A new PoolStats counter is
-// added to sova.h and to stats_fields.hpp.
+// added to sova.h, to stats_fields.hpp and to python/sova/_capi.py
+// (stats_fields.hpp says how the three are checked).
 #include "capi/capi_errors.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"

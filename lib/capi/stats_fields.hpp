@@ -1,9 +1,26 @@
-// sova C API — which sovaMemPoolStats field holds which sova::PoolStats
-// counter, in the C struct's order: one list for the C API's copy
-// (capi_stats.cpp) and for programs that read a C API pool's counters as
-// sova::PoolStats (the benchmarks). A counter added to both structs is added
-// here once.
+// The one list of a pool's statistics counters: each counter's C name
+// (sovaMemPoolStats in sova/sova.h, and the Python binding's PoolStats in
+// python/sova/_capi.py) and C++ name (sova::PoolStats in sova/stats.hpp), in
+// the C struct's order. Copies between the two structs are made from it (the
+// C API's, capi_stats.cpp; the benchmarks', reading a C API pool's counters
+// as sova::PoolStats). The structs keep their own declarations (each with its
+// documentation); they are checked against this list:
+//   - here, at compile time, in every file that includes this header (the
+//     library's capi_stats.cpp among them): each struct holds exactly
+//     these counters, all uint64, in this order, and nothing else;
+//   - by the test capi_stats_fields_python (test/capi): _capi.py's field list
+//     and the ctypes struct made from it against the C struct's layout.
+// So a counter added to one struct and not to the others fails the build or
+// that test. A new counter goes at the end of every list (the C struct only
+// ever grows at its end: sova.h says why).
 #pragma once
+
+#include <sova/sova.h>
+#include <sova/stats.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
 
 /// Calls X(c_field, cpp_field) for every counter, in sovaMemPoolStats' order.
 #define SOVA_POOL_STATS_FIELDS(X) \
@@ -47,3 +64,37 @@
   X(retiredStreams, retired_streams) \
   X(activeStreams, active_streams) \
   X(strandedBytes, stranded_bytes)
+
+namespace sova::capi::stats_fields {
+
+/// Each counter's index in the list, by its C name; kCount is their number.
+enum Index : std::size_t {
+#define SOVA_STATS_FIELD_INDEX(c_field, cpp_field) c_field,
+  SOVA_POOL_STATS_FIELDS(SOVA_STATS_FIELD_INDEX)
+#undef SOVA_STATS_FIELD_INDEX
+  kCount
+};
+
+/// Where the counters start in the C struct: after structSize.
+inline constexpr std::size_t kFirstCOffset = offsetof(sovaMemPoolStats, reservedCurrent);
+
+#define SOVA_STATS_FIELD_CHECK(c_field, cpp_field)                                                     \
+  static_assert(std::is_same_v<decltype(sovaMemPoolStats::c_field), std::uint64_t>,                    \
+                "sovaMemPoolStats." #c_field " is not a uint64_t");                                    \
+  static_assert(std::is_same_v<decltype(sova::PoolStats::cpp_field), std::uint64_t>,                   \
+                "sova::PoolStats::" #cpp_field " is not a std::uint64_t");                             \
+  static_assert(offsetof(sovaMemPoolStats, c_field) == kFirstCOffset + c_field * sizeof(std::uint64_t), \
+                "sovaMemPoolStats." #c_field " is not where lib/capi/stats_fields.hpp lists it");      \
+  static_assert(offsetof(sova::PoolStats, cpp_field) == c_field * sizeof(std::uint64_t),               \
+                "sova::PoolStats::" #cpp_field " is not where lib/capi/stats_fields.hpp lists it");
+SOVA_POOL_STATS_FIELDS(SOVA_STATS_FIELD_CHECK)
+#undef SOVA_STATS_FIELD_CHECK
+
+// With every listed counter in its place, a size beyond the list's is a
+// counter the list lacks.
+static_assert(sizeof(sovaMemPoolStats) == kFirstCOffset + kCount * sizeof(std::uint64_t),
+              "sovaMemPoolStats has a field that lib/capi/stats_fields.hpp does not list");
+static_assert(sizeof(sova::PoolStats) == kCount * sizeof(std::uint64_t),
+              "sova::PoolStats has a field that lib/capi/stats_fields.hpp does not list");
+
+}  // namespace sova::capi::stats_fields

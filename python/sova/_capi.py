@@ -75,13 +75,15 @@ class PoolProps(ctypes.Structure):
                 ("flags", ctypes.c_uint), ("reserved", ctypes.c_ubyte * 60)]
 
 
+# sovaMemPoolStats' counters after structSize, in its order: the test
+# capi_stats_fields_python (test/capi) checks this list against the C struct.
 _STAT_FIELDS = ["reservedCurrent", "reservedHigh", "usedCurrent", "usedHigh", "liveBlocks",
                 "allocations", "deallocations", "fastPathHits", "failedAllocations",
                 "cachedBytes", "cachedSmallBytes", "freeBackedBytes", "largestFreeBlock",
                 "chunksMapped", "chunksUnmapped", "chunksRemapped", "bytesRemapped",
                 "crossStreamReuses", "crossStreamWaits", "eventsRecorded",
                 "deviceSynchronizes", "remapWaits",
-                # the slow path's steps and their sampled host time (issue 12)
+                # the slow path's steps and their sampled host time
                 "slowFromHeap", "slowFromHeapAll", "slowFromOtherStreams", "slowWithWait",
                 "slowGrown", "slowAfterSynchronize", "slowFromHeapNs", "slowFromHeapAllNs",
                 "slowFromOtherStreamsNs", "slowWithWaitNs", "slowGrownNs", "slowAfterSynchronizeNs",
