@@ -8,7 +8,7 @@ namespace {
 [[maybe_unused]] const bool registered = [] {
   register_random<SovaPool>(10000);
   // The granule-chunk variant is left out: at 64 and 256 MiB it took 5.8 s and
-  // 19 s a repetition on the H100 (docs/notes/2026-11-22-h100-policies.md).
+  // 19 s a repetition on the H100 (docs/benchmarks.md, "Chunk size").
   register_random<SovaPoolNoRemap>(10000);
   register_random<SovaPoolThorough>(10000);
   register_random<SovaPoolSizeClasses>(10000);

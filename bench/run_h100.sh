@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Builds sova for release and runs the seed program and the benchmarks on a
 # GPU machine, made for the lent H100; then, with $OUT set, plots them.
-# Timed on the H100 (2026-11-22): 354 s with SOVA_TRACE_DIR pointing at an
+# Timed on the H100: 354 s with SOVA_TRACE_DIR pointing at an
 # empty directory (no replay cases) and no .rmm/, build included; the RMM
 # program adds about 2 minutes, the replay cases about 1. The lent machine
 # takes at most 10 minutes a command: there, run the replay apart
-# (SOVA_TRACE_DIR=<empty dir> bench/run_h100.sh, then bench/run_replay.sh;
-# docs/notes/2026-11-22-h100-policies.md). Each program has a timeout
+# (SOVA_TRACE_DIR=<empty dir> bench/run_h100.sh, then bench/run_replay.sh).
+# Each program has a timeout
 # (sova_seed 60 s, sova_bench 330 s, sova_bench_torch 75 s per mode,
 # sova_bench_rmm 200 s) in case one hangs.
 #

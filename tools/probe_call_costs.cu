@@ -1,7 +1,8 @@
 // Probe: what the host-side calls on sova's C API path cost on this machine.
 // Prints ns per call (best of 5 runs of 2M calls), then what the stream checks'
 // two calls cost when 1, 4, 8 and 16 threads make them at once, each on its own
-// stream (does the driver serialize them?). docs/notes records the output.
+// stream (does the driver serialize them?). docs/benchmarks.md, "Driver costs",
+// records the H100's output.
 #include <cuda.h>
 #include <cuda_runtime.h>
 #include <cudaTypedefs.h>

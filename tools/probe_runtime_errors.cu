@@ -1,5 +1,5 @@
 // Probe: what the CUDA runtime's stream-ordered allocator returns in edge cases.
-// sova's C API mirrors these codes; docs/notes/runtime-errors.md records the output.
+// sova's C API mirrors these codes; docs/runtime-errors.md records the H100's output.
 // Usage: probe_runtime_errors CASE   (each case runs in its own process: some
 // misuse may poison the context, so one case must not affect the next).
 #include <cuda_runtime.h>

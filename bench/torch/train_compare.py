@@ -7,7 +7,7 @@ in the same run, and plots reserved memory over steps (PNG).
 
     python3 bench/torch/train_compare.py --out DIR [--scale 1.0] [--models gpt,resnet,gpt_amp] [--allocators native,expandable,sova,sova_remap]
 
-Models (docs/notes/2026-11-23-torch.md records a run):
+Models (docs/benchmarks.md, "Remapping under PyTorch", records a run):
   gpt      GPT-style decoder (6 layers, d 512, 8 heads, vocab 8192), batch 16,
            sequence length drawn per step from 128..1024 (multiples of 64)
   resnet   torchvision ResNet-18, 100 classes, 64x64 images, batch drawn per

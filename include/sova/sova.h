@@ -3,7 +3,7 @@
  * Every function mirrors its runtime namesake (cudaMallocAsync ->
  * sovaMallocAsync, cudaMemPool_t -> sovaMemPool_t, ...), takes the runtime's
  * own types and returns the cudaError_t the runtime returns in the same
- * situation (docs/notes/runtime-errors.md lists them, measured on an H100).
+ * situation (docs/runtime-errors.md lists them, measured on an H100).
  * No function throws or changes the runtime's last-error state.
  *
  * Thread safety: every function may be called from any thread at once.

@@ -1,6 +1,6 @@
 // sova C API — per-device pools: sovaDeviceGetDefaultMemPool,
 // sovaDeviceGetMemPool, sovaDeviceSetMemPool. Device arguments out of range
-// give the codes the runtime gives (docs/notes/runtime-errors.md): the
+// give the codes the runtime gives (docs/runtime-errors.md): the
 // default-pool query says cudaErrorInvalidDevice, the other two
 // cudaErrorInvalidValue.
 #include "capi/pool_lifetime.hpp"

@@ -1,5 +1,5 @@
 // sova C API — pools: create, destroy, attributes, trim, access.
-// Error codes follow docs/notes/runtime-errors.md; Pool returns the runtime's
+// Error codes follow docs/runtime-errors.md; Pool returns the runtime's
 // codes for everything it validates itself (attributes, access descriptors).
 #include "capi/capi_errors.hpp"
 #include "capi/imported_pools.hpp"

@@ -1,5 +1,5 @@
 // C API: sovaMallocAsync / sovaFreeAsync / sovaMallocFromPoolAsync, one test
-// per row of docs/notes/runtime-errors.md that concerns them, each checking
+// per row of docs/runtime-errors.md that concerns them, each checking
 // that a rejected call changed nothing.
 #include "capi/capi_test_util.hpp"
 #include "support/scoped_current_device.hpp"

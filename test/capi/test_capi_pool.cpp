@@ -1,5 +1,5 @@
 // C API: sovaMemPoolCreate / Destroy / Set-GetAttribute / TrimTo /
-// Set-GetAccess, with the error rows of docs/notes/runtime-errors.md.
+// Set-GetAccess, with the error rows of docs/runtime-errors.md.
 #include "capi/capi_test_util.hpp"
 #include "capi/handle_table.hpp"
 

@@ -315,7 +315,8 @@ TEST_CASE("remapping moves the highest free chunks, so the holes the best fit fi
   // their chunks, and the next 32 MiB request, which best fit places in the
   // lowest hole, needs no driver work. Taken from the bottom, as sova did
   // before, that hole was the one just unbacked: each block then pulled the
-  // next chunk up, a chain of moves (docs/notes/2026-11-24-donor-order.md).
+  // next chunk up, a chain of moves (docs/benchmarks.md, "Ghost mappings and
+  // the order of donor chunks").
   TestDevice& device = test_device();
   device.reset_mismatches();
   Pool pool(remap_options(device, true));

@@ -2,7 +2,7 @@
 // kFenceEveryStaged): once that fence completes, the ranges before it are
 // dropped unmerged instead of being merged into the ordered map when the
 // staged ones reach PendingRanges::kStagedBeforeMerge (5-13% of a replay's
-// host time, docs/notes/2026-11-24-driver-floors.md). Observed through the
+// host time; docs/benchmarks.md, "Pending frees and their fences"). Observed through the
 // events the pool records: the stream's next call records the fence.
 #include "core/pool_core.hpp"
 #include "core/sim_pool_fixture.hpp"

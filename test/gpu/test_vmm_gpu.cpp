@@ -69,7 +69,7 @@ TEST_CASE("vmm gpu: a compressible create is granted and the property query says
 }
 
 // What the driver grants for compression with each combination of flags,
-// printed (WARN) for docs/notes; fails only if no combination is compressed
+// printed (WARN; docs/vmm.md, "Compressible memory"); fails only if no combination is compressed
 // while the device reports support.
 TEST_CASE("vmm gpu probe: compression granted per combination of allocation flags", "[gpu][vmm][probe]") {
   CUmemAllocationProp base = {};

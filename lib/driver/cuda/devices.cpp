@@ -52,7 +52,7 @@ cudaError_t CudaDriver::device_count(int* count) noexcept {
 cudaError_t CudaDriver::current_device(int* device) noexcept {
   if (device == nullptr) return cudaErrorInvalidValue;
   // On every sovaMallocAsync: cudaGetDevice costs 39 ns on the H100's host,
-  // cuCtxGetCurrent 12 ns (docs/notes). A context belongs to one device for
+  // cuCtxGetCurrent 12 ns (docs/benchmarks.md, "Driver costs"). A context belongs to one device for
   // life, so each thread remembers the device of the context it saw last.
   // No current context yet (nothing initialised on this thread): ask the runtime.
   // Initial-exec: a load off the thread pointer, where the default model in a

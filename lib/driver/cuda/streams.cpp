@@ -87,7 +87,7 @@ cudaError_t CudaDriver::stream_is_capturing(cudaStream_t stream, bool* capturing
   if (capturing == nullptr) return cudaErrorInvalidValue;
   // On every allocation and free (the pool's graph-capture check): the driver
   // entry point costs 18 ns on the H100's host, cudaStreamIsCapturing 60 ns
-  // (docs/notes). Driver calls leave the runtime's last error alone.
+  // (docs/benchmarks.md, "Driver costs"). Driver calls leave the runtime's last error alone.
   const EntryPoints& cu = entry_points();
   if (cu.status != cudaSuccess) return cu.status;
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -114,7 +114,8 @@ cudaError_t CudaDriver::stream_is_capturing(cudaStream_t stream, bool* capturing
 cudaError_t CudaDriver::stream_id(cudaStream_t stream, unsigned long long* id) noexcept {
   if (id == nullptr) return cudaErrorInvalidValue;
   // On every allocation (the pool's check for reused handles): the driver
-  // entry point costs 17 ns on the H100's host (docs/notes). A per-process
+  // entry point costs 17 ns on the H100's host (docs/benchmarks.md, "Driver
+  // costs"). A per-process
   // unique id, never reused even when a handle value is.
   const EntryPoints& cu = entry_points();
   if (cu.status != cudaSuccess) return cu.status;
