@@ -1,9 +1,9 @@
 // sova_bench — Google Benchmark cases for sova against the CUDA runtime's
 // allocators: pair/ (warm allocate+free by size), threads/ (aggregate pairs/s
 // over 1..16 threads), burst/ (10k live then 10k frees), seed/ (the seed loop),
-// multistream/ (4 streams, long kernels on temporaries: issue 3), random/
-// (RMM's random_allocations shape, throughput and peak memory: issue 4),
-// replay/ (recorded allocation traces: issue 4; replay/replay.hpp),
+// multistream/ (4 streams, long kernels on temporaries), random/
+// (RMM's random_allocations shape, throughput and peak memory),
+// replay/ (recorded allocation traces; replay/replay.hpp),
 // pair_cold/ (allocate+free by size with nothing cached: mapping) and growth/
 // (one buffer grown to 4 GiB in 64 MiB steps, copying: time and peak memory).
 // PyTorch's allocator runs the same workloads in sova_bench_torch (bench/torch/).

@@ -1,4 +1,4 @@
-// multistream/<allocator>/random_sizes:{0,1} — issue 3: cross-stream reuse
+// multistream/<allocator>/random_sizes:{0,1} — the target that cross-stream reuse
 // must not serialize streams (RMM's pool does: rmm#850). Target: total time
 // within 10% of preallocated buffers.
 //
@@ -12,7 +12,7 @@
 // allocator that makes one stream wait for another (or, like cudaFree, for the
 // device) stretches it towards 4x that.
 //
-// Why one host thread, not four: the issue is the GPU-side ordering an
+// Why one host thread, not four: what is measured is the GPU-side ordering an
 // allocator inserts between streams, not host lock contention (threads/
 // measures that). One thread gives the same sequence of allocator calls on
 // every run and for every allocator (the shape of RMM's own

@@ -1,7 +1,7 @@
 // sova_sim_mixed: threads_mixed's loop (bench/threads_mixed.hpp) with the
 // streams interleaved on one host thread, on sova's host simulation: which
 // share of allocations missed the streams' caches, and the pool's peak
-// reserved and live bytes. A tool for the miss rules (issue 12): one thread
+// reserved and live bytes. A tool for the miss rules: one thread
 // makes the interleaving repeatable, where threads on a 2-core host are not;
 // the simulation's fences still complete on their own threads, so shares move
 // by a few points between runs. No timings: those come from sova_bench on a GPU.

@@ -8,7 +8,7 @@
 // What threads/ does not show: with one size per iteration every allocation
 // finds the block just freed; here each allocation wants a size that may
 // be live, cached, or gone to the heap, as in a framework's allocations, and
-// the threads' blocks meet in the pool's shared heap (issue 12: 16 threads
+// the threads' blocks meet in the pool's shared heap (16 threads once
 // collapsed to 12 M pairs/s here while threads/ gave 80-110 M).
 // The random choices are drawn before timing (kMixedSchedule per thread).
 //

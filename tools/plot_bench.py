@@ -8,7 +8,7 @@ or without --benchmark_report_aggregates_only; later files add to earlier
 ones, e.g. bench.json then torch.json) and writes into DIR (default: .):
 
     summary.md     a markdown table per workload group: median time, spread,
-                   ratio to cudaMallocAsync, the cases' counters; the issue
+                   ratio to cudaMallocAsync, the cases' counters; the
                    targets; what was skipped and why
     ratios.png     bars per workload: each allocator's cost per unit of work
                    over cudaMallocAsync's (log scale; below 1 is faster)
@@ -355,7 +355,7 @@ def write_summary(path, cases, failed, contexts, pngs):
                            (args, (ratio - 1) * 100))
     for c in cases:
         if c.group == "multistream" and c.allocator.startswith("sova") and c.get("vs_prealloc"):
-            targets.append("issue 3, multistream/%s/%s: %.3fx preallocated (target: within 1.10x)%s" % (
+            targets.append("multistream/%s/%s: %.3fx preallocated (target: within 1.10x)%s" % (
                 c.allocator, "/".join(c.args), c.get("vs_prealloc"),
                 "" if c.label in ("cuda", "") else " [%s]" % c.label))
     if targets:
@@ -530,7 +530,7 @@ def plot_overheads(path, cases):
         if c.group == "multistream" and c.get("vs_prealloc") is not None:
             ms["/".join(c.args)][c.allocator] = c.get("vs_prealloc")
     if ms:
-        panels.append(("multistream/: loop time / preallocated floor (issue 3 target: 1.10)", ms, 1.10))
+        panels.append(("multistream/: loop time / preallocated floor (target: 1.10)", ms, 1.10))
     rnd = defaultdict(dict)
     for c in cases:
         if c.group == "random" and c.get("res_over_req") is not None:

@@ -1,4 +1,4 @@
-// Probe: what physical remapping can rely on (docs/policies.md, issue 5).
+// Probe: what physical remapping can rely on (docs/policies.md, "Physical remapping").
 //   1. cuMemUnmap of a sub-range of one mapping: allowed or refused?
 //   2. cuMemMap of part of a handle (a non-zero offset): allowed or refused?
 //      (Both refused on the H100: a chunk moves whole.)

@@ -1,6 +1,6 @@
 // Probe: what remapping's driver calls cost, and which of them can be merged
-// (issue 12: a remapped chunk's unmap and access grant dominate lstm_train's
-// and unet_train's replays on the H100).
+// (a remapped chunk's unmap and access grant dominate lstm_train's and
+// unet_train's replays on the H100; docs/benchmarks.md, "Driver costs").
 //   1. cuMemUnmap of one range that spans several adjacent mappings (several
 //      handles): allowed or refused, and its cost against one call each.
 //   2. cuMemSetAccess: cost by size (one granule, one 32 MiB chunk, three),

@@ -26,7 +26,7 @@ With --thorough (meson test layout_passes_thorough) the pools remap with
 RemapEffort::thorough, every free made complete at once (sova_sim_passes
 --idle: deterministic; with the simulation's stream timing the decoder's
 figure moved between 1.019 and 1.023 on a loaded host, frees still pending
-when a step needed their chunks), and the checks are the issue's target: peak reserved
+when a step needed their chunks), and the checks are thorough's target: peak reserved
 within 1.02x the peak live bytes on every trace, the same drift bound, and
 the fourth pass's driver work at most two per slow-path allocation (the
 thorough credit; it made up to 1.3 per allocation on the LSTM trace, none on

@@ -1,5 +1,5 @@
 // replay/<trace>/<allocator> — recorded allocation traces replayed on each
-// allocator (issue 4). A trace is a file in RMM's replay log format
+// allocator. A trace is a file in RMM's replay log format
 // (trace.hpp), found in the trace directory (catalog.hpp); PyTorch training
 // runs are recorded and converted by tools/traces/ (docs/benchmarks.md).
 //

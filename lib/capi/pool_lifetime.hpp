@@ -39,7 +39,7 @@ struct CapiState {
   /// The driver has one device (set before `driver` is published): every
   /// stream is then device 0's, and sovaMallocAsync skips asking the driver
   /// for the stream's device (cuStreamGetDevice: 55 ns of a 258 ns pair on
-  /// the H100's host, 2026-11-24).
+  /// the H100's host).
   std::atomic<bool> one_device{false};
 };
 

@@ -45,7 +45,7 @@ struct EntryPoints {
   PFN_cuMemMap_v10020 mem_map = nullptr;
   PFN_cuMemUnmap_v10020 mem_unmap = nullptr;
   PFN_cuMemSetAccess_v10020 mem_set_access = nullptr;
-  // Sharing and property queries (issue 15): present in every 12.0 driver.
+  // Sharing and property queries (docs/vmm.md): present in every 12.0 driver.
   PFN_cuMemRetainAllocationHandle_v11000 mem_retain_allocation_handle = nullptr;
   PFN_cuMemGetAllocationPropertiesFromHandle_v10020 mem_get_allocation_properties_from_handle = nullptr;
   PFN_cuMemExportToShareableHandle_v10020 mem_export_to_shareable_handle = nullptr;

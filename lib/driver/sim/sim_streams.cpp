@@ -270,7 +270,7 @@ void SimStreams::thread_exited(std::uint64_t thread_serial) {
   // Drained, then joined, here: the exiting thread waits for its streams'
   // queued work. Left to a later create or destroy, the worker of the last
   // thread to exit (the main thread's, at exit) was never joined, which
-  // ThreadSanitizer reports as a thread leak (issue 17). Outside the lock:
+  // ThreadSanitizer reports as a thread leak. Outside the lock:
   // the queued work may call into the registry.
   join_all(mine);
   join_all(done);
