@@ -1,4 +1,4 @@
-// C API: a pool destroyed while other threads allocate from it (issue 17).
+// C API: a pool destroyed while other threads allocate from it.
 // Each racing allocation either gets a block, which stays valid and intact
 // until it is freed, or cudaErrorInvalidValue (the handle is gone); frees of
 // the blocks handed out succeed, and the last one finalizes the pool exactly

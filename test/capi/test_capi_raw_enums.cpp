@@ -1,4 +1,4 @@
-// Issue 17, defects 3 and 6: enum arguments that C callers may fill with any
+// Enum arguments that C callers may fill with any
 // int (cudaMemPoolAttr, cudaMemAccessFlags, cudaMemLocationType) are read as
 // raw integers and refused with cudaErrorInvalidValue, changing nothing.
 // Before the fix, access flags were never validated (an empty pool stored

@@ -1,4 +1,4 @@
-// IPC (issue 15), on the simulation and on the GPU alike: two processes (this
+// IPC (docs/ipc.md), on the simulation and on the GPU alike: two processes (this
 // binary and a peer started from it, peer_process.hpp) exchange a pool
 // handle over a Unix socket and pointer export data, and data written by one
 // is read by the other in stream order: the writer synchronizes its stream,

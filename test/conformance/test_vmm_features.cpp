@@ -1,4 +1,4 @@
-// Issue 15's features on the simulation and on the GPU alike: aliases,
+// The VMM features (docs/vmm.md) on the simulation and on the GPU alike: aliases,
 // growable buffers, compressible and host memory pools, the property query.
 // Work is stream-ordered (TestDevice fill/expect are kernels on the GPU).
 #include "conformance/peer_process.hpp"

@@ -1,4 +1,4 @@
-// Issue 17, defect 3: Pool::set_access validates the flags of every
+// Pool::set_access validates the flags of every
 // descriptor before anything is stored or applied. Before the fix, an empty
 // pool (nothing mapped, so no driver call saw them) accepted flags that are
 // none of cudaMemAccessFlags', reported them, and then every growth failed

@@ -1,4 +1,4 @@
-// Found by the fuzz interpreter's threaded run under TSan (issue 17):
+// Found by the fuzz interpreter's threaded run under TSan:
 // Pool::check_invariants locked the stream states that exist when it
 // starts (all_streams()), but a state created during the walk is not locked:
 // a free on a stream the pool has never seen creates the state without the

@@ -1,4 +1,4 @@
-// Issue 17, defect 1: a custom policy's backing() answer is clamped to
+// A custom policy's backing() answer is clamped to
 // [request, block size] as include/sova/placement.hpp promises, whatever it
 // is. A huge answer (SIZE_MAX) once wrapped to 0 when rounded up to 512, so
 // the pool handed out a block with nothing backed under it.

@@ -1,4 +1,4 @@
-// Several devices on the simulation (issue 16): a pool records its fences on
+// Several devices on the simulation (docs/design.md, "Several devices"): a pool records its fences on
 // its own device whatever the calling thread's current device, and works from
 // threads with different current devices. An event can be recorded only on a
 // stream of its own device (the simulation refuses the rest, as CUDA does), so

@@ -1,10 +1,10 @@
-// Issue 17, defect 2: out of memory while the pool's own free memory would
+// Out of memory while the pool's own free memory would
 // cover the request. The block being placed has already left the heap when
 // the pool finds the device full, so a free chunk straddling the block's end
 // (partly under it, partly in the free block after it) lay wholly inside no
 // free block: it could be neither used whole nor released, and the request
-// failed even after a device synchronize. A test file of its own: the pool's
-// growth path is being rewritten (issue 12), and this must hold across it.
+// failed even after a device synchronize. A test file of its own: it must
+// hold whatever shape the growth path takes.
 #include "core/sim_pool_fixture.hpp"
 
 #include <cstring>

@@ -96,7 +96,7 @@ TEST_CASE("size bins: sizes allocated again after a free are marked recurring, a
   CHECK(bins.pop(4096) == &storage[0]);
   // A table rebuilt for ever new sizes drops their empty lists but keeps the
   // mark of a recurring size whose list is empty (its blocks are live: the
-  // mark is what keeps them cached when they come back; issue 12).
+  // mark is what keeps them cached when they come back).
   std::vector<Block> many(2000);
   for (std::size_t i = 0; i < many.size(); ++i) {
     many[i].size = (100 + i) * 512;

@@ -1,4 +1,4 @@
-// PoolStats' slow-path counters (issue 12): every allocation the fast path
+// PoolStats' slow-path counters: every allocation the fast path
 // did not serve is counted under the step of the ladder that served it, with
 // a sampled time; the counts add up to allocations - fast_path_hits.
 #include "core/sim_pool_fixture.hpp"

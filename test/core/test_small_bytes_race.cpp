@@ -1,13 +1,12 @@
-// Issue 17, defect 5: a miss on a stream reads how many bytes the stream's
+// A miss on a stream reads how many bytes the stream's
 // cache keeps (SizeBins::kept_bytes, once small_bytes) under the stream's lock, as
 // every writer (a free, a fast-path allocation) does. Before the fix
 // find_without_growth read it without the lock: two threads on one stream
 // (here the legacy stream) raced there, which ThreadSanitizer reports (3 of 3
-// runs in the issue). The race is benign on x86 in practice, so this test
+// runs). The race is benign on x86 in practice, so this test
 // fails before the fix only under TSan (tools/run-tests --sanitize=thread, in
 // CI); without TSan it still checks that the threads never share a block.
-// A file of its own: the pool's slow path is being rewritten (issue 12), and
-// this must hold across it.
+// A file of its own: it must hold whatever shape the slow path takes.
 #include "core/sim_pool_fixture.hpp"
 
 #include <atomic>

@@ -1,5 +1,5 @@
 // A small pool shared by streams keeps each stream's cache of recurring small
-// sizes (issue 12, threads_mixed): the growth budget's slack is at least what
+// sizes (threads_mixed): the growth budget's slack is at least what
 // the streams' caches may keep (kServingKeptCacheBytes each). Before, the slack
 // was 1/64 of a live peak of under a megabyte: a miss whose fit needed a new
 // granule flushed the stream's kept blocks, and the stream missed on its next

@@ -1,4 +1,4 @@
-// Issue 17, defect 4: sizing a pool's VA range never overflows. The range is
+// Sizing a pool's VA range never overflows. The range is
 // twice the pool's limit, and a limit beyond the device's memory is the
 // device's memory (documented at PoolOptions::max_size); a va_reserve so large
 // that rounding it to the granule would wrap is refused at creation with a

@@ -1,4 +1,4 @@
-// The pool-operation interpreter behind the fuzz target (issue 17): a byte
+// The pool-operation interpreter behind the fuzz target (docs/fuzzing.md): a byte
 // string is a program of pool operations on a fresh simulation
 // (include/sova/sim.hpp), and every promise the pool makes is checked as it
 // runs. Used by the libFuzzer target (fuzz_target.cpp), by the replay of the

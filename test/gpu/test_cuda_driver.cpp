@@ -211,7 +211,7 @@ TEST_CASE("cuda driver: failed creates return the runtime's error and change not
   // Device memory is shared with the suite's other tests, which meson runs at
   // the same time in other processes: one try can see their allocations. A
   // leak shows in every try; another process's allocation does not (seen on
-  // the H100: 4 MiB less free once, 2026-11-24).
+  // the H100: 4 MiB less free once).
   bool nothing_kept = false;
   for (int attempt = 0; attempt < 5 && !nothing_kept; ++attempt) {
     std::size_t free_before = 0, free_after = 0, total_b = 0;
@@ -344,7 +344,7 @@ TEST_CASE("cuda driver: many threads grow at once", "[gpu][cuda_driver]") {
 
 TEST_CASE("cuda driver: event_create_on makes an event of the named device from any thread",
           "[gpu][cuda_driver]") {
-  // The pool's fence events (issue 16). One GPU here: device 0 from a thread
+  // The pool's fence events (docs/design.md, "Several devices"). One GPU here: device 0 from a thread
   // that never touched CUDA (no current context), and the refusals; a second
   // device's events are tested on the simulation (test_pool_devices.cpp).
   Driver& d = cuda_driver();

@@ -1,4 +1,4 @@
-// Issue 15 on the real driver (suite 'gpu'): what the H100 reports, and the
+// The VMM features (docs/vmm.md) on the real driver (suite 'gpu'): what the H100 reports, and the
 // driver-level calls behind compression and POSIX handles. The pool-level
 // features run in the conformance suite (test/conformance/test_ipc.cpp,
 // test_vmm_features.cpp) on this same device.

@@ -1,4 +1,4 @@
-// Issue 17: the simulation's one memfd per chunk meets the process's
+// The simulation's one memfd per chunk meets the process's
 // descriptor limit (RLIMIT_NOFILE). That is an explicit limit of the
 // simulation (include/sova/sim.hpp): physical_create returns
 // cudaErrorOperatingSystem, never a false out of memory, and a pool fails the

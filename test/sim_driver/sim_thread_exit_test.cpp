@@ -1,4 +1,4 @@
-// Issue 17, defect 7: a host thread's per-thread stream is drained and its
+// A host thread's per-thread stream is drained and its
 // worker joined when the thread exits (lib/driver/sim/sim_streams.hpp). It
 // was closed and left for a later stream create or destroy to join, so the
 // worker of the last thread to exit — the main thread's, at exit — was never

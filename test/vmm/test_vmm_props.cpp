@@ -1,4 +1,4 @@
-// Issue 15 on the simulation: the support query, compressible pools, host
+// The VMM features (docs/vmm.md) on the simulation: the support query, compressible pools, host
 // memory pools, and the driver's POSIX handle export/import in one process.
 // Each test checks behaviour (bytes read back, properties the driver
 // reports, faults), and that refused requests change nothing.
