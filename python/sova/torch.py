@@ -56,13 +56,14 @@ def last_error() -> str:
 
 # sova.torch's defaults where they differ from sova.PoolOptions': no physical
 # remapping. Measured on the H100 (docs/benchmarks.md, "Remapping under
-# PyTorch"): in training with varying shapes, remapping's host waits on the allocating
-# stream (300-470 per run) stalled PyTorch's asynchronous pipeline, 6-22% more
+# PyTorch"): in training with varying shapes, remapping's host waits on the
+# allocating stream (300-470 per run) stalled PyTorch's asynchronous pipeline, 6-22% more
 # time per step, for 3-7% less peak reserved memory; without it sova is at
 # native's time and within 1% of expandable segments' peak. Since pinned
 # ghosts (docs/design.md) the waits are 4-5x fewer and remapping costs
 # -2% to +8% of a step against sova without it in one run, and +0.4% /
-# +21% / +5% in another (ResNet-18 the costly one): not a default. remap="balanced" or "thorough" asks for it.
+# +21% / +5% in another (ResNet-18 the costly one): not a default.
+# remap="balanced" or "thorough" asks for it.
 TORCH_DEFAULTS = {"remap": "off"}
 
 

@@ -1,4 +1,5 @@
-/* C API calls with enum arguments given as raw integers. A C caller may pass any int where the C API takes an enum; in C++
+/* C API calls with enum arguments given as raw integers. A C caller may pass
+ * any int where the C API takes an enum; in C++
  * an enum object holding a value outside its range is undefined behaviour,
  * so the tests make such calls from C (raw_enums.c), as a C user would. */
 #ifndef SOVA_TEST_RAW_ENUMS_H

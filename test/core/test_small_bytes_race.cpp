@@ -1,5 +1,5 @@
-// A miss on a stream reads how many bytes the stream's
-// cache keeps (SizeBins::kept_bytes, once small_bytes) under the stream's lock, as
+// A miss on a stream reads how many bytes the stream's cache keeps
+// (SizeBins::kept_bytes, once small_bytes) under the stream's lock, as
 // every writer (a free, a fast-path allocation) does. Before the fix
 // find_without_growth read it without the lock: two threads on one stream
 // (here the legacy stream) raced there, which ThreadSanitizer reports (3 of 3

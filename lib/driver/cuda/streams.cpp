@@ -115,8 +115,7 @@ cudaError_t CudaDriver::stream_id(cudaStream_t stream, unsigned long long* id) n
   if (id == nullptr) return cudaErrorInvalidValue;
   // On every allocation (the pool's check for reused handles): the driver
   // entry point costs 17 ns on the H100's host (docs/benchmarks.md, "Driver
-  // costs"). A per-process
-  // unique id, never reused even when a handle value is.
+  // costs"). A per-process unique id, never reused even when a handle value is.
   const EntryPoints& cu = entry_points();
   if (cu.status != cudaSuccess) return cu.status;
   unsigned long long value = 0;
