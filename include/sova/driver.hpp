@@ -60,6 +60,24 @@ struct PhysicalProps {
   bool compressible = false;
 };
 
+/// What cudaStreamGetCaptureInfo says of a stream.
+struct CaptureInfo {
+  /// None, Active, or Invalidated (a capture that an illegal call broke: it
+  /// stays a capture until cudaStreamEndCapture, which then fails).
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  /// Unique among the process's capture sequences, never reused; 0 when the
+  /// stream is not capturing or the driver cannot say.
+  unsigned long long id = 0;
+  /// The graph being built (Active only); null when the driver cannot say.
+  cudaGraph_t graph = nullptr;
+};
+
+/// Called once a graph and every executable graph made from it are destroyed
+/// and every launch of them has completed (a CUDA user object's destructor).
+/// Runs on a driver thread, maybe while the driver holds its own locks: it
+/// must not call CUDA (nor block on anything that does).
+using GraphReleaseCallback = void (*)(void* context);
+
 class SOVA_API Driver {
  public:
   virtual ~Driver() = default;
@@ -165,6 +183,34 @@ class SOVA_API Driver {
   /// cudaStreamPerThread, which name a stream of the current device, the
   /// current device. The driver's error for an invalid handle.
   virtual cudaError_t stream_device(cudaStream_t stream, int* device) noexcept = 0;
+
+  // ---- graph capture -----------------------------------------------------
+  // Defaults, for drivers written before capture was served: capture_info
+  // from stream_is_capturing (no id, no graph: a pool then refuses to
+  // allocate under capture), exchange_capture_mode a no-op answering
+  // cudaStreamCaptureModeGlobal, the rest cudaErrorNotSupported.
+
+  /// The capture state of `stream` (cudaStreamGetCaptureInfo). The driver's
+  /// error for an invalid handle.
+  virtual cudaError_t stream_capture_info(cudaStream_t stream, CaptureInfo* out) noexcept;
+  /// Sets the calling thread's capture mode to `*mode` and stores the mode it
+  /// had in `*mode` (cudaThreadExchangeStreamCaptureMode). Under
+  /// cudaStreamCaptureModeRelaxed a thread's "potentially unsafe" calls
+  /// (cuMemCreate, cuMemMap, cudaMalloc, ...) never invalidate a capture.
+  virtual cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept;
+  /// Arranges for `callback(context)` to be called once, when `graph` (one
+  /// that capture_info returned, still being captured) and every executable
+  /// graph instantiated from it are destroyed and all their launches have
+  /// completed (cudaUserObjectCreate + cudaGraphRetainUserObject with
+  /// cudaGraphUserObjectMove). Enqueues nothing on any stream. On failure the
+  /// callback is never called.
+  virtual cudaError_t graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback,
+                                       void* context) noexcept;
+  /// A non-blocking stream of `device` that the caller owns
+  /// (cudaStreamCreateWithFlags(cudaStreamNonBlocking), whatever the calling
+  /// thread's current device), and its destruction.
+  virtual cudaError_t stream_create(int device, cudaStream_t* out) noexcept;
+  virtual cudaError_t stream_destroy(cudaStream_t stream) noexcept;
 };
 
 /// The real CUDA driver (process-wide). Loads without a GPU or driver: every

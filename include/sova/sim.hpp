@@ -11,6 +11,12 @@
 //    access, faults exactly as it would on a GPU (SIGSEGV here).
 //  * streams are host work queues, each with its own worker thread; events are
 //    markers in them; stream_wait_event blocks the waiting stream's worker.
+//  * stream capture and graphs are modelled (begin_capture, end_capture,
+//    graph_instantiate, graph_launch, ...; lib/driver/sim/sim_graphs.hpp):
+//    work launched on a capturing stream is recorded, a launch replays it in
+//    order on the launch stream, capture modes decide which calls invalidate
+//    a capture, and release callbacks run once a graph, its executables and
+//    their launches are all gone. Single-stream capture only.
 //  * failures and delays can be injected, so stream-ordering and error paths
 //    are reproducible in CI.
 //
@@ -47,6 +53,11 @@ struct SimConfig {
   /// host-NUMA creates are cudaErrorNotSupported); each holds host_memory.
   int host_numa_nodes = 1;
   std::size_t host_memory = std::size_t{1} << 30;
+  /// Whether the Driver's VMM calls run as if in relaxed capture mode, as
+  /// the CUDA driver makes them (they then never invalidate a capture).
+  /// false: they are "potentially unsafe" calls under the calling thread's
+  /// capture mode, as raw cuMemCreate/cuMemMap are.
+  bool relax_vmm_calls = true;
 };
 
 /// Counters a test can read to see what the allocator asked of the driver.
@@ -103,6 +114,21 @@ class SOVA_API SimDriver final : public Driver {
   /// would say: cudaErrorInvalidValue where nothing is mapped.
   cudaError_t access_at(std::uintptr_t va, int device, cudaMemAccessFlags* flags) const noexcept;
 
+  // ---- graphs (the runtime's cudaStreamBeginCapture & co.) ------------------
+  /// cudaStreamBeginCapture: cudaErrorStreamCaptureUnsupported for the legacy
+  /// stream, cudaErrorIllegalState if the stream already captures.
+  cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode) noexcept;
+  /// cudaStreamEndCapture: the graph; cudaErrorStreamCaptureInvalidated (and
+  /// no graph) if the capture was invalidated.
+  cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph) noexcept;
+  cudaError_t graph_instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) noexcept;
+  /// Enqueues the graph's recorded work, in capture order, on `stream`.
+  cudaError_t graph_launch(cudaGraphExec_t exec, cudaStream_t stream) noexcept;
+  cudaError_t graph_destroy(cudaGraph_t graph) noexcept;
+  cudaError_t graph_exec_destroy(cudaGraphExec_t exec) noexcept;
+  std::size_t live_graphs() const;       ///< graphs not yet destroyed
+  std::size_t live_graph_execs() const;  ///< executable graphs not yet destroyed
+
   // ---- Driver -------------------------------------------------------------
   const char* name() const noexcept override { return "sim"; }
   cudaError_t device_count(int* count) noexcept override;
@@ -144,6 +170,12 @@ class SOVA_API SimDriver final : public Driver {
   cudaError_t stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept override;
   cudaError_t stream_id(cudaStream_t stream, unsigned long long* id) noexcept override;
   cudaError_t stream_device(cudaStream_t stream, int* device) noexcept override;
+  cudaError_t stream_capture_info(cudaStream_t stream, CaptureInfo* out) noexcept override;
+  /// Per host thread, shared by every simulation (as the runtime's).
+  cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept override;
+  cudaError_t graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback, void* context) noexcept override;
+  cudaError_t stream_create(int device, cudaStream_t* out) noexcept override;
+  cudaError_t stream_destroy(cudaStream_t stream) noexcept override;
 
   struct State;  // implementation (lib/driver/sim/)
 

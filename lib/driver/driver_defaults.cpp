@@ -37,4 +37,23 @@ cudaError_t Driver::properties_at(std::uintptr_t, PhysicalProps*) noexcept { ret
 cudaError_t Driver::export_posix_fd(PhysicalHandle, int*) noexcept { return cudaErrorNotSupported; }
 cudaError_t Driver::import_posix_fd(int, PhysicalHandle*) noexcept { return cudaErrorNotSupported; }
 
+cudaError_t Driver::stream_capture_info(cudaStream_t stream, CaptureInfo* out) noexcept {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  bool capturing = false;
+  if (const cudaError_t err = stream_is_capturing(stream, &capturing); err != cudaSuccess) return err;
+  *out = CaptureInfo{};
+  if (capturing) out->status = cudaStreamCaptureStatusActive;  // no id, no graph: graphs cannot be served
+  return cudaSuccess;
+}
+
+cudaError_t Driver::exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
+  if (mode == nullptr) return cudaErrorInvalidValue;
+  *mode = cudaStreamCaptureModeGlobal;  // a driver without modes: every thread is global
+  return cudaSuccess;
+}
+
+cudaError_t Driver::graph_on_release(cudaGraph_t, GraphReleaseCallback, void*) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::stream_create(int, cudaStream_t*) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::stream_destroy(cudaStream_t) noexcept { return cudaErrorNotSupported; }
+
 }  // namespace sova

@@ -9,7 +9,7 @@
 // behave as one (cuda_driver() hands out a single one).
 //
 // Split by concern: cuda_driver.cpp (identity, cuda_driver()), devices.cpp,
-// vmm.cpp, streams.cpp.
+// vmm.cpp, streams.cpp, capture.cpp.
 #pragma once
 
 #include <sova/driver.hpp>
@@ -61,6 +61,13 @@ class CudaDriver final : public Driver {
   cudaError_t stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept override;
   cudaError_t stream_id(cudaStream_t stream, unsigned long long* id) noexcept override;
   cudaError_t stream_device(cudaStream_t stream, int* device) noexcept override;
+
+  // capture.cpp
+  cudaError_t stream_capture_info(cudaStream_t stream, CaptureInfo* out) noexcept override;
+  cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept override;
+  cudaError_t graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback, void* context) noexcept override;
+  cudaError_t stream_create(int device, cudaStream_t* out) noexcept override;
+  cudaError_t stream_destroy(cudaStream_t stream) noexcept override;
 };
 
 }  // namespace sova::cuda_detail

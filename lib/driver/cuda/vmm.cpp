@@ -2,14 +2,17 @@
 // cuMem*. Each runs under a current context (context.hpp): the target
 // device's primary context for creates, and for calls that name only a VA
 // range or a handle (which the driver resolves process-wide) whatever context
-// the thread already has. The driver guarantees that a failed call changed
-// nothing, which is the Driver contract, so no rollback is needed here.
+// the thread already has; and with the thread in relaxed capture mode
+// (relaxed_capture.hpp: they never invalidate a capture). The driver
+// guarantees that a failed call changed nothing, which is the Driver
+// contract, so no rollback is needed here.
 #include "driver/cuda/access_desc.hpp"
 #include "driver/cuda/allocation_prop.hpp"
 #include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
 #include "driver/cuda/entry_points.hpp"
 #include "driver/cuda/error_map.hpp"
+#include "driver/cuda/relaxed_capture.hpp"
 
 #include <memory>
 #include <new>
@@ -23,6 +26,7 @@ static_assert(sizeof(std::uintptr_t) == sizeof(CUdeviceptr));
 cudaError_t CudaDriver::address_reserve(std::size_t bytes, std::size_t alignment,
                                         std::uintptr_t* va) noexcept {
   if (va == nullptr) return cudaErrorInvalidValue;
+  RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
   CUdeviceptr ptr = 0;
@@ -33,6 +37,7 @@ cudaError_t CudaDriver::address_reserve(std::size_t bytes, std::size_t alignment
 }
 
 cudaError_t CudaDriver::address_free(std::uintptr_t va, std::size_t bytes) noexcept {
+  RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
   return to_runtime_error(entry_points().mem_address_free(static_cast<CUdeviceptr>(va), bytes));
@@ -41,6 +46,7 @@ cudaError_t CudaDriver::address_free(std::uintptr_t va, std::size_t bytes) noexc
 cudaError_t CudaDriver::physical_create(int device, std::size_t bytes,
                                         PhysicalHandle* out) noexcept {
   if (out == nullptr) return cudaErrorInvalidValue;
+  RelaxedCapture relaxed;
   ScopedContext ctx(device);  // also rejects a bad ordinal: cudaErrorInvalidDevice
   if (ctx.status() != cudaSuccess) return ctx.status();
   CUmemAllocationProp prop;
@@ -54,6 +60,7 @@ cudaError_t CudaDriver::physical_create(int device, std::size_t bytes,
 }
 
 cudaError_t CudaDriver::physical_release(PhysicalHandle handle) noexcept {
+  RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
   return to_runtime_error(
@@ -62,6 +69,7 @@ cudaError_t CudaDriver::physical_release(PhysicalHandle handle) noexcept {
 
 cudaError_t CudaDriver::map(std::uintptr_t va, std::size_t bytes,
                             PhysicalHandle handle) noexcept {
+  RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
   return to_runtime_error(entry_points().mem_map(
@@ -69,6 +77,7 @@ cudaError_t CudaDriver::map(std::uintptr_t va, std::size_t bytes,
 }
 
 cudaError_t CudaDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
+  RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
   return to_runtime_error(entry_points().mem_unmap(static_cast<CUdeviceptr>(va), bytes));
@@ -94,6 +103,7 @@ cudaError_t CudaDriver::set_access(std::uintptr_t va, std::size_t bytes,
       return err;
     }
   }
+  RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
   return to_runtime_error(

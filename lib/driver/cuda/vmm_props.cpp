@@ -7,6 +7,7 @@
 #include "driver/cuda/cuda_driver.hpp"
 #include "driver/cuda/entry_points.hpp"
 #include "driver/cuda/error_map.hpp"
+#include "driver/cuda/relaxed_capture.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -27,6 +28,7 @@ void enter(const PhysicalProps& props, std::optional<ScopedContext>& ctx) noexce
 cudaError_t CudaDriver::physical_create_with(const PhysicalProps& props, std::size_t bytes,
                                              PhysicalHandle* out) noexcept {
   if (out == nullptr) return cudaErrorInvalidValue;
+  RelaxedCapture relaxed;  // relaxed_capture.hpp
   std::optional<ScopedContext> ctx;
   enter(props, ctx);
   if (ctx->status() != cudaSuccess) return ctx->status();

@@ -46,6 +46,7 @@ void SimDriver::destroy_stream(cudaStream_t stream) {
 void SimDriver::launch(cudaStream_t stream, std::function<void()> work) {
   sim::Item item;
   item.work = std::move(work);
+  if (state_->graphs.capture_item(stream, item)) return;  // recorded in the stream's capture
   if (state_->streams->submit(stream, std::move(item)) != cudaSuccess)
     throw std::invalid_argument("sova sim: launch on an invalid stream");
 }
@@ -53,6 +54,7 @@ void SimDriver::launch(cudaStream_t stream, std::function<void()> work) {
 void SimDriver::delay(cudaStream_t stream, std::chrono::microseconds duration) {
   sim::Item item;
   item.delay = duration;
+  if (state_->graphs.capture_item(stream, item)) return;
   if (state_->streams->submit(stream, std::move(item)) != cudaSuccess)
     throw std::invalid_argument("sova sim: delay on an invalid stream");
 }
@@ -131,34 +133,55 @@ cudaError_t SimDriver::memory_info(int device, std::size_t* free_bytes,
 
 cudaError_t SimDriver::address_reserve(std::size_t bytes, std::size_t alignment,
                                        std::uintptr_t* va) noexcept {
-  return sim::guarded([&] { return state_->memory.reserve(bytes, alignment, va); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.reserve(bytes, alignment, va);
+  });
 }
 
 cudaError_t SimDriver::address_free(std::uintptr_t va, std::size_t bytes) noexcept {
-  return sim::guarded([&] { return state_->memory.free(va, bytes); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.free(va, bytes);
+  });
 }
 
 cudaError_t SimDriver::physical_create(int device, std::size_t bytes,
                                        PhysicalHandle* out) noexcept {
-  return sim::guarded([&] { return state_->memory.create(device, bytes, out); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.create(device, bytes, out);
+  });
 }
 
 cudaError_t SimDriver::physical_release(PhysicalHandle handle) noexcept {
-  return sim::guarded([&] { return state_->memory.release(handle); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.release(handle);
+  });
 }
 
 cudaError_t SimDriver::map(std::uintptr_t va, std::size_t bytes,
                            PhysicalHandle handle) noexcept {
-  return sim::guarded([&] { return state_->memory.map(va, bytes, handle); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.map(va, bytes, handle);
+  });
 }
 
 cudaError_t SimDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
-  return sim::guarded([&] { return state_->memory.unmap(va, bytes); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.unmap(va, bytes);
+  });
 }
 
 cudaError_t SimDriver::set_access(std::uintptr_t va, std::size_t bytes,
                                   const cudaMemAccessDesc* descs, std::size_t count) noexcept {
-  return sim::guarded([&] { return state_->memory.set_access(va, bytes, descs, count); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.set_access(va, bytes, descs, count);
+  });
 }
 
 }  // namespace sova
@@ -167,7 +190,10 @@ namespace sova {
 
 cudaError_t SimDriver::physical_create_with(const PhysicalProps& props, std::size_t bytes,
                                             PhysicalHandle* out) noexcept {
-  return sim::guarded([&] { return state_->memory.create_with(props, bytes, out); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.create_with(props, bytes, out);
+  });
 }
 
 cudaError_t SimDriver::granularity_for(const PhysicalProps& props, std::size_t* out) noexcept {
@@ -187,7 +213,10 @@ cudaError_t SimDriver::export_posix_fd(PhysicalHandle handle, int* fd) noexcept 
 }
 
 cudaError_t SimDriver::import_posix_fd(int fd, PhysicalHandle* out) noexcept {
-  return sim::guarded([&] { return state_->memory.import_fd(fd, out); });
+  return sim::guarded([&] {
+    if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
+    return state_->memory.import_fd(fd, out);
+  });
 }
 
 }  // namespace sova

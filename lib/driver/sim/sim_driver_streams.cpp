@@ -31,6 +31,8 @@ cudaError_t SimDriver::event_record(EventHandle event, cudaStream_t stream) noex
     if (e != cudaSuccess) return e;
     e = state_->events.check(event, device);
     if (e != cudaSuccess) return e;
+    e = state_->graphs.conflicting_use(stream);  // sim_graphs.hpp: no event records in a capture
+    if (e != cudaSuccess) return e;
     sim::Point at;
     e = state_->streams->submit(stream, sim::Item{}, &at);  // the marker
     if (e != cudaSuccess) return e;
@@ -66,6 +68,8 @@ cudaError_t SimDriver::stream_wait_event(cudaStream_t stream, EventHandle event)
     std::optional<sim::Point> at;  // captured now: a later re-record does not matter
     cudaError_t e = state_->events.get(event, &at);
     if (e != cudaSuccess) return e;
+    e = state_->graphs.conflicting_use(stream);
+    if (e != cudaSuccess) return e;
     if (!at) {
       // Waiting for an event never recorded is a no-op, as in CUDA.
       sim::Point ignored;
@@ -83,7 +87,9 @@ cudaError_t SimDriver::stream_wait_event(cudaStream_t stream, EventHandle event)
 cudaError_t SimDriver::stream_query(cudaStream_t stream) noexcept {
   return sim::guarded([&] {
     sim::Point tail;
-    const cudaError_t e = state_->streams->tail(stream, &tail);
+    cudaError_t e = state_->streams->tail(stream, &tail);
+    if (e != cudaSuccess) return e;
+    e = state_->graphs.conflicting_use(stream);  // invalid during capture
     if (e != cudaSuccess) return e;
     return tail.reached() ? cudaSuccess : cudaErrorNotReady;
   });
@@ -92,7 +98,9 @@ cudaError_t SimDriver::stream_query(cudaStream_t stream) noexcept {
 cudaError_t SimDriver::stream_synchronize(cudaStream_t stream) noexcept {
   return sim::guarded([&] {
     sim::Point tail;
-    const cudaError_t e = state_->streams->tail(stream, &tail);
+    cudaError_t e = state_->streams->tail(stream, &tail);
+    if (e != cudaSuccess) return e;
+    e = state_->graphs.conflicting_use(stream);  // invalid during capture
     if (e != cudaSuccess) return e;
     tail.wait();
     return cudaSuccess;
@@ -102,10 +110,10 @@ cudaError_t SimDriver::stream_synchronize(cudaStream_t stream) noexcept {
 cudaError_t SimDriver::stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept {
   return sim::guarded([&] {
     if (capturing == nullptr) return cudaErrorInvalidValue;
-    sim::Point ignored;
-    const cudaError_t e = state_->streams->tail(stream, &ignored);  // validates the handle
+    CaptureInfo info;
+    const cudaError_t e = state_->graphs.info(stream, &info);  // validates the handle
     if (e != cudaSuccess) return e;
-    *capturing = false;  // the sim has no graphs
+    *capturing = info.status != cudaStreamCaptureStatusNone;  // an invalidated capture still captures
     return cudaSuccess;
   });
 }
@@ -127,11 +135,71 @@ cudaError_t SimDriver::stream_device(cudaStream_t stream, int* device) noexcept 
 cudaError_t SimDriver::device_synchronize(int device) noexcept {
   return sim::guarded([&] {
     if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
+    if (cudaError_t e = state_->graphs.device_synchronize_allowed(device); e != cudaSuccess) return e;
     // Work submitted after the snapshot is not waited for, as in CUDA.
     for (const sim::Point& p : state_->streams->device_tails(device)) p.wait();
     state_->device_synchronizes.fetch_add(1, std::memory_order_relaxed);
     return cudaSuccess;
   });
 }
+
+// ---- graph capture (sim_graphs.hpp) ------------------------------------------
+
+cudaError_t SimDriver::stream_capture_info(cudaStream_t stream, CaptureInfo* out) noexcept {
+  return sim::guarded([&] { return state_->graphs.info(stream, out); });
+}
+
+cudaError_t SimDriver::exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
+  if (mode == nullptr) return cudaErrorInvalidValue;
+  if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
+      *mode != cudaStreamCaptureModeRelaxed)
+    return cudaErrorInvalidValue;
+  std::swap(*mode, sim::thread_capture_mode());
+  return cudaSuccess;
+}
+
+cudaError_t SimDriver::graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback, void* context) noexcept {
+  return sim::guarded([&] { return state_->graphs.retain_release_callback(graph, callback, context); });
+}
+
+cudaError_t SimDriver::stream_create(int device, cudaStream_t* out) noexcept {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
+  return sim::guarded([&] {
+    *out = state_->streams->create(device, false);
+    return *out != nullptr ? cudaSuccess : cudaErrorInvalidResourceHandle;
+  });
+}
+
+cudaError_t SimDriver::stream_destroy(cudaStream_t stream) noexcept {
+  return sim::guarded([&] { return state_->streams->destroy(stream); });
+}
+
+cudaError_t SimDriver::begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode) noexcept {
+  return sim::guarded([&] { return state_->graphs.begin(stream, mode); });
+}
+
+cudaError_t SimDriver::end_capture(cudaStream_t stream, cudaGraph_t* graph) noexcept {
+  return sim::guarded([&] { return state_->graphs.end(stream, graph); });
+}
+
+cudaError_t SimDriver::graph_instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) noexcept {
+  return sim::guarded([&] { return state_->graphs.instantiate(exec, graph); });
+}
+
+cudaError_t SimDriver::graph_launch(cudaGraphExec_t exec, cudaStream_t stream) noexcept {
+  return sim::guarded([&] { return state_->graphs.launch(exec, stream); });
+}
+
+cudaError_t SimDriver::graph_destroy(cudaGraph_t graph) noexcept {
+  return sim::guarded([&] { return state_->graphs.destroy_graph(graph); });
+}
+
+cudaError_t SimDriver::graph_exec_destroy(cudaGraphExec_t exec) noexcept {
+  return sim::guarded([&] { return state_->graphs.destroy_exec(exec); });
+}
+
+std::size_t SimDriver::live_graphs() const { return state_->graphs.live_graphs(); }
+std::size_t SimDriver::live_graph_execs() const { return state_->graphs.live_execs(); }
 
 }  // namespace sova

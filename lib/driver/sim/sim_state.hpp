@@ -5,6 +5,7 @@
 #include <sova/sim.hpp>
 
 #include "sim_events.hpp"
+#include "sim_graphs.hpp"
 #include "sim_memory.hpp"
 #include "sim_streams.hpp"
 
@@ -19,7 +20,15 @@ struct SimDriver::State {
   explicit State(const SimConfig& c)
       : config(c),
         memory(c),
-        streams(std::make_shared<sim::SimStreams>(c.device_count)) {}
+        streams(std::make_shared<sim::SimStreams>(c.device_count)),
+        graphs(streams) {}
+
+  /// A potentially unsafe call (a VMM call): refused, invalidating
+  /// captures, where the calling thread's capture mode prohibits it, unless
+  /// the simulation relaxes its VMM calls as the CUDA driver does.
+  cudaError_t unsafe_call() {
+    return config.relax_vmm_calls ? cudaSuccess : graphs.unsafe_call();
+  }
 
   bool valid_device(int device) const noexcept {
     return device >= 0 && device < config.device_count;
@@ -29,6 +38,7 @@ struct SimDriver::State {
   sim::SimMemory memory;
   // Shared: per-thread stream hooks hold weak references to it.
   std::shared_ptr<sim::SimStreams> streams;
+  sim::SimGraphs graphs;  // after streams: captures name them
   sim::SimEvents events;
   std::atomic<std::size_t> events_recorded{0};
   std::atomic<std::size_t> event_queries{0};

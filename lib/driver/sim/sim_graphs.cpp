@@ -1,0 +1,291 @@
+// sova sim — stream capture and graphs (semantics in sim_graphs.hpp).
+#include "sim_graphs.hpp"
+
+#include "sim_streams.hpp"
+
+#include <utility>
+
+namespace sova::sim {
+
+namespace {
+
+// Graph and executable handles: fake pointers, never dereferenced, never
+// reused within a simulation.
+constexpr std::uintptr_t kHandleBase = 0x6a0000000000;
+constexpr std::uintptr_t kHandleStride = 16;
+
+std::atomic<unsigned long long> g_next_capture_id{1};
+
+}  // namespace
+
+cudaStreamCaptureMode& thread_capture_mode() noexcept {
+  thread_local cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  return mode;
+}
+
+/// A user object: its destructor is the release callback.
+struct SimGraphs::UserObject {
+  GraphReleaseCallback callback;
+  void* context;
+  ~UserObject() { callback(context); }
+};
+
+/// What a graph or an executable holds: its nodes, in capture order, and
+/// its references to user objects.
+struct SimGraphs::Body {
+  std::vector<Item> nodes;
+  std::vector<std::shared_ptr<UserObject>> objects;
+};
+
+struct SimGraphs::Capture {
+  unsigned long long id = 0;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  std::thread::id thread;
+  int device = 0;
+  bool invalidated = false;
+  std::uintptr_t graph = 0;  // handle of the graph being built (in graphs_)
+  BodyPtr body;
+};
+
+SimGraphs::SimGraphs(std::shared_ptr<SimStreams> streams) : streams_(std::move(streams)) {}
+
+SimGraphs::~SimGraphs() {
+  // Release what the tables hold outside the lock: callbacks may run.
+  std::map<unsigned long long, std::shared_ptr<Capture>> captures;
+  std::map<std::uintptr_t, BodyPtr> graphs;
+  std::map<std::uintptr_t, BodyPtr> execs;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    captures.swap(captures_);
+    graphs.swap(graphs_);
+    execs.swap(execs_);
+  }
+}
+
+std::shared_ptr<SimGraphs::Capture> SimGraphs::capture_of(unsigned long long stream_id) {
+  auto it = captures_.find(stream_id);
+  return it == captures_.end() ? nullptr : it->second;
+}
+
+void SimGraphs::invalidate_locked(Capture& c) {
+  if (c.invalidated) return;
+  c.invalidated = true;
+  c.body->nodes.clear();  // nothing of it will ever run
+}
+
+cudaError_t SimGraphs::begin(cudaStream_t stream, cudaStreamCaptureMode mode) {
+  if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
+      mode != cudaStreamCaptureModeRelaxed)
+    return cudaErrorInvalidValue;
+  if (stream == nullptr || stream == cudaStreamLegacy) return cudaErrorStreamCaptureUnsupported;
+  unsigned long long sid = 0;
+  int device = 0;
+  if (cudaError_t e = streams_->id(stream, &sid); e != cudaSuccess) return e;
+  if (cudaError_t e = streams_->device_of(stream, &device); e != cudaSuccess) return e;
+  auto c = std::make_shared<Capture>();
+  c->id = g_next_capture_id.fetch_add(1);
+  c->mode = mode;
+  c->thread = std::this_thread::get_id();
+  c->device = device;
+  c->body = std::make_shared<Body>();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (captures_.count(sid) != 0) return cudaErrorIllegalState;  // already capturing
+  c->graph = kHandleBase + kHandleStride * ++next_handle_;
+  graphs_.emplace(c->graph, c->body);
+  captures_.emplace(sid, c);
+  capturing_.fetch_add(1);
+  return cudaSuccess;
+}
+
+cudaError_t SimGraphs::end(cudaStream_t stream, cudaGraph_t* graph) {
+  if (graph == nullptr) return cudaErrorInvalidValue;
+  unsigned long long sid = 0;
+  if (cudaError_t e = streams_->id(stream, &sid); e != cudaSuccess) return e;
+  BodyPtr dropped;  // released outside the lock
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = captures_.find(sid);
+  if (it == captures_.end()) return cudaErrorIllegalState;  // not capturing
+  std::shared_ptr<Capture> c = it->second;
+  if (c->thread != std::this_thread::get_id() && c->mode != cudaStreamCaptureModeRelaxed) {
+    return cudaErrorStreamCaptureWrongThread;
+  }
+  captures_.erase(it);
+  capturing_.fetch_sub(1);
+  if (c->invalidated) {
+    auto g = graphs_.find(c->graph);
+    dropped = std::move(g->second);
+    graphs_.erase(g);
+    *graph = nullptr;
+    lock.unlock();
+    dropped.reset();  // user objects of a failed capture are released now
+    return cudaErrorStreamCaptureInvalidated;
+  }
+  *graph = reinterpret_cast<cudaGraph_t>(c->graph);
+  return cudaSuccess;
+}
+
+cudaError_t SimGraphs::info(cudaStream_t stream, CaptureInfo* out) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  unsigned long long sid = 0;
+  if (cudaError_t e = streams_->id(stream, &sid); e != cudaSuccess) return e;
+  *out = CaptureInfo{};
+  if (capturing_.load() == 0) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Capture> c = capture_of(sid);
+  if (c == nullptr) return cudaSuccess;
+  out->id = c->id;
+  if (c->invalidated) {
+    out->status = cudaStreamCaptureStatusInvalidated;
+  } else {
+    out->status = cudaStreamCaptureStatusActive;
+    out->graph = reinterpret_cast<cudaGraph_t>(c->graph);
+  }
+  return cudaSuccess;
+}
+
+bool SimGraphs::capture_item(cudaStream_t stream, Item& item) {
+  if (capturing_.load() == 0) return false;
+  unsigned long long sid = 0;
+  if (streams_->id(stream, &sid) != cudaSuccess) return false;  // submit reports the bad handle
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Capture> c = capture_of(sid);
+  if (c == nullptr) return false;
+  if (!c->invalidated) c->body->nodes.push_back(Item{{}, item.delay, std::move(item.work)});
+  return true;
+}
+
+cudaError_t SimGraphs::conflicting_use(cudaStream_t stream) {
+  if (capturing_.load() == 0) return cudaSuccess;
+  unsigned long long sid = 0;
+  if (streams_->id(stream, &sid) != cudaSuccess) return cudaSuccess;  // the caller reports the bad handle
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Capture> c = capture_of(sid);
+  if (c == nullptr) return cudaSuccess;
+  invalidate_locked(*c);
+  return cudaErrorStreamCaptureUnsupported;
+}
+
+cudaError_t SimGraphs::device_synchronize_allowed(int device) {
+  if (capturing_.load() == 0) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(mu_);
+  cudaError_t result = cudaSuccess;
+  for (auto& [sid, c] : captures_) {
+    if (c->device != device) continue;
+    invalidate_locked(*c);
+    result = cudaErrorStreamCaptureUnsupported;
+  }
+  return result;
+}
+
+cudaError_t SimGraphs::unsafe_call() {
+  if (capturing_.load() == 0) return cudaSuccess;
+  const cudaStreamCaptureMode mine = thread_capture_mode();
+  if (mine == cudaStreamCaptureModeRelaxed) return cudaSuccess;
+  const std::thread::id me = std::this_thread::get_id();
+  std::lock_guard<std::mutex> lock(mu_);
+  cudaError_t result = cudaSuccess;
+  for (auto& [sid, c] : captures_) {
+    const bool own = c->thread == me && c->mode != cudaStreamCaptureModeRelaxed;
+    const bool other_global = mine == cudaStreamCaptureModeGlobal && c->thread != me &&
+                              c->mode == cudaStreamCaptureModeGlobal;
+    if (!own && !other_global) continue;
+    invalidate_locked(*c);
+    result = cudaErrorStreamCaptureUnsupported;
+  }
+  return result;
+}
+
+cudaError_t SimGraphs::instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) {
+  if (exec == nullptr) return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graphs_.find(reinterpret_cast<std::uintptr_t>(graph));
+  if (it == graphs_.end()) return cudaErrorInvalidValue;
+  for (auto& [sid, c] : captures_) {
+    if (c->graph == it->first) return cudaErrorInvalidValue;  // still being captured
+  }
+  auto body = std::make_shared<Body>();
+  body->objects = it->second->objects;  // an executable keeps the graph's user objects alive
+  body->nodes.reserve(it->second->nodes.size());
+  for (const Item& node : it->second->nodes) body->nodes.push_back(Item{{}, node.delay, node.work});
+  const std::uintptr_t handle = kHandleBase + kHandleStride * ++next_handle_;
+  execs_.emplace(handle, std::move(body));
+  *exec = reinterpret_cast<cudaGraphExec_t>(handle);
+  return cudaSuccess;
+}
+
+cudaError_t SimGraphs::launch(cudaGraphExec_t exec, cudaStream_t stream) {
+  BodyPtr body;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = execs_.find(reinterpret_cast<std::uintptr_t>(exec));
+    if (it == execs_.end()) return cudaErrorInvalidResourceHandle;
+    body = it->second;
+  }
+  if (cudaError_t e = conflicting_use(stream); e != cudaSuccess) return e;  // no launch into a capture here
+  // An empty graph still orders the stream: one marker item.
+  const std::size_t count = body->nodes.empty() ? 1 : body->nodes.size();
+  for (std::size_t i = 0; i < count; ++i) {
+    Item item;
+    if (!body->nodes.empty()) {
+      item.delay = body->nodes[i].delay;
+      // Each item holds the body: the user objects live until the last runs.
+      item.work = [body, i] {
+        if (body->nodes[i].work) body->nodes[i].work();
+      };
+    } else {
+      item.work = [body] {};
+    }
+    if (cudaError_t e = streams_->submit(stream, std::move(item)); e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t SimGraphs::destroy_graph(cudaGraph_t graph) {
+  BodyPtr dropped;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = graphs_.find(reinterpret_cast<std::uintptr_t>(graph));
+  if (it == graphs_.end()) return cudaErrorInvalidValue;
+  for (auto& [sid, c] : captures_) {
+    if (c->graph == it->first) return cudaErrorIllegalState;  // still being captured
+  }
+  dropped = std::move(it->second);
+  graphs_.erase(it);
+  lock.unlock();
+  dropped.reset();  // may run release callbacks: not under the lock
+  return cudaSuccess;
+}
+
+cudaError_t SimGraphs::destroy_exec(cudaGraphExec_t exec) {
+  BodyPtr dropped;
+  std::unique_lock<std::mutex> lock(mu_);
+  auto it = execs_.find(reinterpret_cast<std::uintptr_t>(exec));
+  if (it == execs_.end()) return cudaErrorInvalidResourceHandle;
+  dropped = std::move(it->second);
+  execs_.erase(it);
+  lock.unlock();
+  dropped.reset();
+  return cudaSuccess;
+}
+
+cudaError_t SimGraphs::retain_release_callback(cudaGraph_t graph, GraphReleaseCallback callback,
+                                               void* context) {
+  if (callback == nullptr) return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graphs_.find(reinterpret_cast<std::uintptr_t>(graph));
+  if (it == graphs_.end()) return cudaErrorInvalidValue;  // nothing made: the callback never runs
+  it->second->objects.reserve(it->second->objects.size() + 1);
+  it->second->objects.push_back(std::shared_ptr<UserObject>(new UserObject{callback, context}));
+  return cudaSuccess;
+}
+
+std::size_t SimGraphs::live_graphs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return graphs_.size();
+}
+
+std::size_t SimGraphs::live_execs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return execs_.size();
+}
+
+}  // namespace sova::sim
