@@ -5,7 +5,9 @@
     ...                          # train as usual
 
 ``enable`` installs sova through torch.cuda.memory.CUDAPluggableAllocator
-(every CUDA tensor of the process then comes from sova: one pool per device);
+(every CUDA tensor of the process then comes from sova: one pool per device),
+or with backend="native" as a c10 CUDAAllocator compiled against the installed
+PyTorch, which torch.compile(mode="reduce-overhead") needs (_torch_native);
 ``mem_pool`` gives a torch.cuda.MemPool on sova for scoped use
 (torch.cuda.use_mem_pool) without replacing PyTorch's allocator.
 PyTorch's own memory_stats() and snapshot raise under a pluggable allocator
@@ -26,7 +28,7 @@ from . import _capi, _snapshot
 from ._capi import SovaError
 from ._options import PoolOptions
 
-__all__ = ["enable", "is_enabled", "configure", "mem_pool", "memory_stats", "memory_allocated",
+__all__ = ["enable", "is_enabled", "backend", "configure", "mem_pool", "memory_stats", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "empty_cache", "record_memory_history", "snapshot",
            "dump_snapshot", "last_error", "out_of_memory_error", "SovaError"]
@@ -34,6 +36,8 @@ __all__ = ["enable", "is_enabled", "configure", "mem_pool", "memory_stats", "mem
 _lock = threading.Lock()
 _options: PoolOptions | None = None   # set by the first configure()/enable()
 _enabled = False
+_backend = None                       # "pluggable" or "native" once enabled
+BACKENDS = ("pluggable", "native")
 _allocator = None                     # the CUDAPluggableAllocator installed by enable()
 _pool_allocator = None                # the one behind mem_pool()
 _orig_record_stream = None
@@ -134,23 +138,31 @@ def out_of_memory_error():
     return _oom_error
 
 
-def enable(options: PoolOptions | None = None, **kwargs) -> None:
+def enable(options: PoolOptions | None = None, backend: str = "pluggable", **kwargs) -> None:
     """Makes sova PyTorch's CUDA allocator for the whole process.
 
     Must run before PyTorch initializes CUDA (before the first CUDA tensor);
     afterwards it raises SovaError and changes nothing. Options as configure().
-    Calling it again with the same options does nothing.
-    Also routes Tensor.record_stream to sova (the pluggable allocator ignores it).
+    Calling it again with the same options and backend does nothing.
+
+    backend="pluggable" (default): through CUDAPluggableAllocator; its hooks
+    route record_stream (also from PyTorch's C++, e.g. DDP's NCCL streams) and
+    torch.cuda.empty_cache() to sova. backend="native": a c10 CUDAAllocator
+    built against the installed PyTorch on first use (a C++ compiler and the
+    CUDA headers needed); what torch.compile(mode="reduce-overhead") needs, and
+    torch.cuda.memory_stats() then reports sova. docs/python.md, "CUDA graphs".
     """
-    global _enabled, _allocator, _orig_record_stream
+    global _enabled, _allocator, _orig_record_stream, _backend, _oom_error
+    if backend not in BACKENDS:
+        raise ValueError(f"sova.torch.enable: backend must be one of {BACKENDS}, not {backend!r}")
     opts = _make_options(options, kwargs)  # checked before anything changes
     torch = _torch()
     with _lock:
         enabled = _enabled
     if enabled:
-        if _options != opts:
-            raise SovaError(f"sova.torch.enable: already enabled with {_options}; "
-                            f"the allocator cannot be changed to {opts}")
+        if _options != opts or _backend != backend:
+            raise SovaError(f"sova.torch.enable: already enabled ({_backend}) with {_options}; "
+                            f"the allocator cannot be changed to {backend} with {opts}")
         return
     if torch.cuda.is_initialized():
         raise SovaError("sova.torch.enable() must be called before PyTorch initializes CUDA "
@@ -158,42 +170,76 @@ def enable(options: PoolOptions | None = None, **kwargs) -> None:
                         "PyTorch's allocator is already in use in this process and cannot be "
                         "swapped. Call it at the start of the program.")
     configure(opts)
+    if backend == "native":
+        from . import _torch_native
+        _torch_native.install()
+        with _lock:
+            _oom_error = torch.OutOfMemoryError  # raised by the backend itself
+            _enabled, _backend = True, backend
+        return
     _bind_torch_errors(torch)
     allocator = torch.cuda.memory.CUDAPluggableAllocator(_library(), "sova_torch_malloc",
                                                           "sova_torch_free")
+    record_stream_hooked = _set_pluggable_hooks(allocator)
     try:
         torch.cuda.memory.change_current_allocator(allocator)
     except RuntimeError as e:
         raise SovaError(f"sova.torch.enable: PyTorch refused the allocator: {e}") from e
     with _lock:
         _allocator = allocator
-        _enabled = True
-        if _orig_record_stream is None:
+        _enabled, _backend = True, backend
+        if not record_stream_hooked and _orig_record_stream is None:
+            # A PyTorch without set_record_stream_fn: only the Python method reaches sova.
             _orig_record_stream = torch.Tensor.record_stream
             torch.Tensor.record_stream = _record_stream
+
+
+def _set_pluggable_hooks(allocator) -> bool:
+    """Gives the pluggable allocator sova's hooks (lib/adapters/torch/graph_hooks.hpp):
+    CUDA graph capture begin/end/release, record_stream and empty_cache. Returns
+    whether record_stream reaches sova through the allocator."""
+    hooks = allocator.allocator()
+    tl = _capi.torch_lib()
+    setters = [("set_begin_allocate_to_pool", "sova_torch_begin_allocate_to_pool"),
+               ("set_end_allocate_to_pool_fn", "sova_torch_end_allocate_to_pool"),
+               ("set_release_pool", "sova_torch_release_pool"),
+               ("set_reset_fn", "sova_torch_empty_cache_all"),
+               ("set_record_stream_fn", "sova_torch_record_stream_hook")]
+    for setter, symbol in setters:
+        if hasattr(hooks, setter):
+            getattr(hooks, setter)(_capi.symbol_address(tl, symbol))
+    return hasattr(hooks, "set_record_stream_fn")
 
 
 def is_enabled() -> bool:
     return _enabled
 
 
+def backend():
+    """"pluggable" or "native" once enable() ran, else None."""
+    return _backend
+
+
 def _record_stream(self, stream):
-    """Tensor.record_stream under sova: PyTorch's checks, then sova's record."""
+    """Tensor.record_stream under sova where the allocator has no record_stream
+    hook: PyTorch's checks, then sova's record."""
     _orig_record_stream(self, stream)
     if self.is_cuda:
         ptr = self.untyped_storage().data_ptr()
         if ptr:
             _capi.check(_capi.torch_lib().sova_torch_record_stream(ctypes.c_void_p(ptr),
                                                                    ctypes.c_void_p(stream.cuda_stream)),
-                        "record_stream", last_error())
+                        "record_stream", last_error(), capi=False)
 
 
 def mem_pool():
     """A torch.cuda.MemPool whose memory comes from sova (use with
-    torch.cuda.use_mem_pool). Works with or without enable(); PyTorch's caching
-    allocator manages blocks inside it, so torch.cuda.memory_stats() counts it
-    and a failed sova allocation becomes PyTorch's own out-of-memory error
-    (sova's message: sova.torch.last_error())."""
+    torch.cuda.use_mem_pool, or torch.cuda.graph(pool=mem_pool().id)). Works
+    with or without enable(); PyTorch's caching allocator manages blocks inside
+    it, so torch.cuda.memory_stats() counts it and a failed sova allocation
+    becomes PyTorch's own out-of-memory error (sova's message:
+    sova.torch.last_error()). Segments asked for during a graph capture are
+    ordinary sova memory, not graph memory (sova_torch_malloc_segment)."""
     global _pool_allocator
     torch = _torch()
     if not hasattr(torch.cuda, "MemPool"):
@@ -203,7 +249,7 @@ def mem_pool():
     with _lock:
         if _pool_allocator is None:
             _pool_allocator = torch.cuda.memory.CUDAPluggableAllocator(
-                _library(), "sova_torch_malloc_nothrow", "sova_torch_free")
+                _library(), "sova_torch_malloc_segment", "sova_torch_free")
     return torch.cuda.MemPool(_pool_allocator.allocator())
 
 
@@ -226,7 +272,7 @@ def raw_stats(device=None) -> dict:
     """The adapter's statistics of ``device`` (sovaTorchStats' field names)."""
     s = _capi.TorchStats.new()
     _capi.check(_capi.torch_lib().sova_torch_get_stats(_device_index(device), ctypes.byref(s)),
-                "reading statistics", last_error())
+                "reading statistics", last_error(), capi=False)
     return s.as_dict()
 
 
@@ -305,14 +351,14 @@ def max_memory_reserved(device=None) -> int:
 def reset_peak_memory_stats(device=None) -> None:
     """Peaks (reserved, allocated, live blocks) start again from the current values."""
     _capi.check(_capi.torch_lib().sova_torch_reset_peak_stats(_device_index(device)),
-                "resetting peaks", last_error())
+                "resetting peaks", last_error(), capi=False)
 
 
 def empty_cache(device=None) -> None:
     """Releases the pool's free physical memory (may synchronize the device). Also
     what torch.cuda.empty_cache() leaves untouched under a pluggable allocator."""
     _capi.check(_capi.torch_lib().sova_torch_empty_cache(_device_index(device)),
-                "empty_cache", last_error())
+                "empty_cache", last_error(), capi=False)
 
 
 def record_memory_history(enabled: bool | None = True, max_entries: int = 100_000) -> None:
@@ -321,8 +367,10 @@ def record_memory_history(enabled: bool | None = True, max_entries: int = 100_00
     if isinstance(max_entries, bool) or not isinstance(max_entries, int) or max_entries < 0:
         raise ValueError(f"sova.torch.record_memory_history: max_entries must be an int >= 0, "
                          f"not {max_entries!r}")
+    _capi.size_arg(max_entries, "sova.torch.record_memory_history: max_entries")
     on = enabled not in (None, False)
-    _capi.check(_capi.torch_lib().sova_torch_record_history(int(on), max_entries), "record_memory_history")
+    _capi.check(_capi.torch_lib().sova_torch_record_history(int(on), max_entries), "record_memory_history",
+                capi=False)
 
 
 def _read(fn):

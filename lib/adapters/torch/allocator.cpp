@@ -143,10 +143,10 @@ inline cudaError_t do_malloc(void** ptr, std::size_t size, int device, cudaStrea
       set_last_error("CUDA out of memory (sova)");
     }
   } else if (err == cudaErrorStreamCaptureUnsupported) {
-    set_last_error("sova cannot allocate on a stream under CUDA graph capture "
-                   "(torch.cuda.graph / make_graphed_callables): sova's pools do not hand out "
-                   "memory to graphs. Capture with PyTorch's own allocator instead "
-                   "(docs/python.md, \"Graph capture\").");
+    set_last_error("sova refused an allocation of " + std::to_string(size) +
+                   " bytes on a stream under CUDA graph capture (torch.cuda.graph, "
+                   "make_graphed_callables; cudaErrorStreamCaptureUnsupported): "
+                   "docs/python.md, \"CUDA graphs\", says what is served.");
   } else {
     set_last_error("sova: allocation of " + std::to_string(size) + " bytes on device " +
                    std::to_string(device) + " failed (cudaError " + error_text(err) + ")");
@@ -155,6 +155,8 @@ inline cudaError_t do_malloc(void** ptr, std::size_t size, int device, cudaStrea
 }
 
 }  // namespace
+
+void flush_deferred_frees() noexcept { maybe_flush_deferred(); }
 
 void set_last_error(std::string message) noexcept {
   try {
@@ -212,6 +214,14 @@ void* sova_torch_malloc_nothrow(size_t size, int device, cudaStream_t stream) {
   void* ptr = nullptr;
   (void)do_malloc(&ptr, size, device, stream);
   return ptr;
+}
+
+int sova_torch_try_malloc(void** ptr, size_t size, int device, cudaStream_t stream) {
+  if (ptr == nullptr) {
+    set_last_error("sova_torch_try_malloc: ptr is NULL");
+    return cudaErrorInvalidValue;
+  }
+  return do_malloc(ptr, size, device, stream);
 }
 
 void sova_torch_free(void* ptr, size_t size, int device, cudaStream_t stream) {

@@ -54,6 +54,11 @@ SOVA_API void* sova_torch_malloc(size_t size, int device, cudaStream_t stream);
  * torch.cuda.MemPool, whose caching allocator treats NULL as out of memory
  * and raises its own error); the reason is left for sova_torch_last_error(). */
 SOVA_API void* sova_torch_malloc_nothrow(size_t size, int device, cudaStream_t stream);
+/** As sova_torch_malloc_nothrow, returning the cudaError_t (0 = success;
+ * cudaErrorMemoryAllocation when out of memory) with the pointer in *ptr
+ * (NULL on failure): for callers that raise their own exception per error,
+ * such as sova's native PyTorch backend (python/sova/_torch_native). */
+SOVA_API int sova_torch_try_malloc(void** ptr, size_t size, int device, cudaStream_t stream);
 /** CUDAPluggableAllocator's free. PyTorch passes the allocation's own stream.
  * Streams recorded for `ptr` (sova_torch_record_stream) are made to finish
  * their work first: the free's stream waits for an event recorded on each.
@@ -61,6 +66,27 @@ SOVA_API void* sova_torch_malloc_nothrow(size_t size, int device, cudaStream_t s
  * deferred until it is not; any other refusal is counted (freeErrors) and
  * reported once on stderr. */
 SOVA_API void sova_torch_free(void* ptr, size_t size, int device, cudaStream_t stream);
+
+/** The alloc function of sova.torch.mem_pool()'s allocator and of the pools
+ * sova's native PyTorch backend creates: PyTorch's caching allocator asks it
+ * for segments it keeps as long as it likes, also while `stream` is being
+ * captured into a CUDA graph (after switching the thread to relaxed capture
+ * mode). Such a segment is not graph memory: when `stream` is captured it is
+ * allocated on a stream of the adapter's own, which is then synchronized, so
+ * the memory is ready for every stream and nothing is enqueued on the
+ * captured one. Otherwise as sova_torch_malloc_nothrow. NULL on failure
+ * (PyTorch raises its out-of-memory error; sova_torch_last_error() says why). */
+SOVA_API void* sova_torch_malloc_segment(size_t size, int device, cudaStream_t stream);
+
+/** CUDAPluggableAllocator's set_record_stream_fn: every recordStream of the
+ * allocator (Tensor.record_stream, and C++ callers such as c10d's NCCL process
+ * group) reaches sova_torch_record_stream. NULL is ignored (an empty
+ * tensor's storage). Throws std::runtime_error when the record cannot be kept
+ * (out of host memory). */
+SOVA_API void sova_torch_record_stream_hook(void* ptr, cudaStream_t stream);
+/** CUDAPluggableAllocator's set_reset_fn (torch.cuda.empty_cache()):
+ * sova_torch_empty_cache on every device that has a pool. Never throws. */
+SOVA_API void sova_torch_empty_cache_all(void);
 
 /** Tensor.record_stream: `stream` uses the live block at `ptr` (its start;
  * PyTorch passes the storage's base pointer). Not a live sova_torch block:

@@ -35,6 +35,9 @@ struct State {
 
 State& state() noexcept;
 
+/// Retries the frees deferred because their stream was under graph capture
+/// (those whose stream has left capture go through). Cheap when none is.
+void flush_deferred_frees() noexcept;
 /// Sets the calling thread's message for sova_torch_last_error().
 void set_last_error(std::string message) noexcept;
 /// "1.50 GiB": sizes for messages.
