@@ -18,8 +18,9 @@ ones, e.g. bench.json then torch.json) and writes into DIR (default: .):
                    requested), per allocator
     replay.png     replay/: peak reserved over peak used and over the trace's
                    peak, and operations per second, per trace and allocator
-    replay_memory.png  replay/: memory over time per trace and allocator,
-                   from the --replay-memory CSV files
+    replay_memory.png  replay/: reserved memory over time per trace, from the
+                   --replay-memory CSV files: sova's default, its best
+                   alternative and the peers, one color each, one legend
 
 A PNG is only written when its data is there; with --no-png, or without
 matplotlib, only summary.md. Case names are group/allocator[/args]
@@ -414,24 +415,59 @@ def write_summary(path, cases, failed, contexts, pngs):
         f.write("\n".join(lines))
 
 
-# One color per allocator in every figure and every run; others get the rest.
-KNOWN_ALLOCATORS = ("cudaMallocAsync_default", "preallocated", "sova_pool", "sova_capi", "cudaMalloc",
-                    "torch_caching", "torch_expandable", "cudaMallocAsync_pool", "sova", "cudaMallocAsync",
-                    "rmm_pool", "rmm_arena", "rmm_binning", "rmm_cuda_async")
+# One color per allocator in every figure and every run: the known ones have
+# their own; the others take, in order, the colors of EXTRA_COLORS that the
+# figure does not use yet (hues apart from the known ones', then lighter
+# shades), so that no two allocators of a figure share a color.
+KNOWN_COLORS = {
+    "sova_pool": "#1f77b4", "sova": "#1f77b4", "sova_capi": "#17becf", "sova_thorough": "#2ca02c",
+    "cudaMallocAsync_default": "#d62728", "cudaMallocAsync": "#d62728", "cudaMallocAsync_pool": "#ff9896",
+    "torch_caching": "#ff7f0e", "torch_expandable": "#9467bd", "preallocated": "#7f7f7f",
+    "cudaMalloc": "#8c564b", "rmm_pool": "#e7298a", "rmm_arena": "#66a61e", "rmm_binning": "#a6761d",
+    "rmm_cuda_async": "#7570b3",
+}
+EXTRA_COLORS = ("#e377c2", "#bcbd22", "#000080", "#e6ab02", "#1b9e77", "#8c564b", "#7f7f7f", "#e7298a",
+                "#66a61e", "#a6761d", "#7570b3", "#aec7e8", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
+                "#dbdb8d", "#9edae5", "#ffbb78", "#c7c7c7")
 
 
 def colors_for(allocators):
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    palette = list(plt.get_cmap("tab10").colors) + list(plt.get_cmap("Dark2").colors)
     colors = {}
     for name in allocators:
         base = name[:-4] if name.endswith("_sim") else name
-        if base in KNOWN_ALLOCATORS:
-            colors[name] = palette[KNOWN_ALLOCATORS.index(base) % len(palette)]
+        if base in KNOWN_COLORS:
+            colors[name] = KNOWN_COLORS[base]
+    free = [c for c in EXTRA_COLORS if c not in colors.values()] or list(EXTRA_COLORS)
     others = [a for a in allocator_order(allocators) if a not in colors]
     for i, name in enumerate(others):
-        colors[name] = palette[(len(KNOWN_ALLOCATORS) + i) % len(palette)]
+        colors[name] = free[i % len(free)]
     return colors
+
+
+def figure_legend(fig, axes, columns=None):
+    """One legend for the whole figure, below its panels: every label of
+    every panel once, in the order first drawn (a legend per panel repeated
+    the same allocators beside each)."""
+    handles = OrderedDict()
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            handles.setdefault(label, handle)
+    if not handles:
+        return None
+    columns = columns or min(len(handles), 4)
+    return fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=columns, fontsize=8,
+                      frameon=False, bbox_to_anchor=(0.5, 0.0))
+
+
+def save_with_legend(fig, axes, path, columns=None):
+    """Lays the panels out above one figure legend and writes the PNG."""
+    legend = figure_legend(fig, axes, columns)
+    rows = 0
+    if legend is not None:
+        n = len(legend.get_texts())
+        rows = -(-n // (columns or min(n, 4)))
+    fig.tight_layout(rect=(0, min(0.01 + 0.22 * rows / fig.get_size_inches()[1], 0.3), 1, 1))
+    fig.savefig(path, dpi=110)
 
 
 def draw_bars(ax, rows, data, colors, clip=None):
@@ -485,9 +521,7 @@ def plot_ratios(path, cases):
         ax.set_title(GROUP_TITLES.get(group, group) + ": cost over cudaMallocAsync's", fontsize=9)
         ax.set_ylabel("ratio (log)")
         ax.grid(axis="y", which="major", alpha=0.3)
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_with_legend(fig, axes[:, 0], path)
     plt.close(fig)
     return True
 
@@ -553,9 +587,7 @@ def plot_overheads(path, cases):
         ax.set_xticklabels(rows, fontsize=8)
         ax.set_title(title + ("; bars cut at %g, labels give the value" % clip if top > clip else ""), fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_with_legend(fig, axes[:, 0], path)
     plt.close(fig)
     return True
 
@@ -636,42 +668,92 @@ def plot_replay_figures(path, cases):
         ax.set_xticklabels(rows, fontsize=8)
         ax.set_title(title, fontsize=9)
         ax.grid(axis="y", alpha=0.3)
-        ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_with_legend(fig, axes[:, 0], path)
     plt.close(fig)
     return True
 
 
+def is_sova(allocator):
+    return allocator.startswith("sova")
+
+
+def replay_memory_lines(series):
+    """The allocators replay_memory.png draws, as (allocator, role): sova's
+    default, sova's best alternative, then the peers. Chosen so that the
+    figure stays readable however many cases the run had:
+      * sova's default is sova_pool (sova in the seed's naming);
+      * a sova variant whose reserved memory is the default's, sample for
+        sample, on every trace is the same allocator through another
+        interface (sova_capi, the unchecked variants): left out;
+      * of the other sova variants, the best alternative is the one with the
+        lowest peak reserved over the trace's peak live bytes (geometric mean
+        over the traces); the others are in replay.png's bars;
+      * every allocator that is not sova's (cudaMallocAsync, PyTorch's, RMM's)
+        is a peer, and drawn."""
+    names = allocator_order({a for by_alloc in series.values() for a in by_alloc})
+    default = next((a for a in ("sova_pool", "sova") if a in names), None)
+    if default is None:
+        default = next((a for a in names if is_sova(a)), None)
+
+    def same_as_default(allocator):
+        return all(by_alloc.get(allocator, {}).get("reserved") == by_alloc.get(default, {}).get("reserved")
+                   for by_alloc in series.values() if allocator in by_alloc)
+
+    def overhead(allocator):
+        logs = []
+        for by_alloc in series.values():
+            c = by_alloc.get(allocator)
+            if c and max(c["requested"], default=0) > 0 and max(c["reserved"], default=0) > 0:
+                logs.append(math.log(max(c["reserved"]) / max(c["requested"])))
+        return math.exp(sum(logs) / len(logs)) if logs else float("inf")
+
+    alternatives = [a for a in names if is_sova(a) and a != default and not same_as_default(a)]
+    best = min(alternatives, key=overhead) if alternatives else None
+    lines = []
+    if default:
+        lines.append((default, "sova's default"))
+    if best:
+        lines.append((best, "sova's best alternative"))
+    lines += [(a, "peer") for a in names if not is_sova(a)]
+    return lines
+
+
 def plot_replay_memory(path, series):
-    """replay_memory.png: one panel per trace, memory against operations
-    replayed: each allocator's reserved (solid) and used (dotted), and the
-    bytes live in the trace (black, the same for all: the floor)."""
+    """replay_memory.png: one panel per trace, reserved memory against
+    operations replayed for sova's default, its best alternative and the
+    peers (replay_memory_lines), each in its own color, and the bytes live in
+    the trace (black: the floor every allocator must hold); one legend for
+    all panels."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
     if not series:
         return False
-    colors = colors_for({a for by_alloc in series.values() for a in by_alloc})
-    fig, axes = plt.subplots(len(series), 1, figsize=(12, 3.6 * len(series)), squeeze=False)
+    lines = replay_memory_lines(series)
+    colors = colors_for([a for a, _ in lines])
+    # The roles' colors are fixed, whatever the allocators' names: blue for
+    # sova's default, green for its alternative (no peer has either).
+    role_colors = {"sova's default": KNOWN_COLORS["sova_pool"], "sova's best alternative": KNOWN_COLORS["sova_thorough"]}
+    colors.update({a: role_colors[role] for a, role in lines if role in role_colors})
+    fig, axes = plt.subplots(len(series), 1, figsize=(12, 3.2 * len(series) + 0.8), squeeze=False)
     for ax, (trace, by_alloc) in zip(axes[:, 0], series.items()):
-        top = max(max(c["reserved"] + c["used"] + c["requested"]) for c in by_alloc.values())
+        top = max(max(c["reserved"] + c["requested"]) for c in by_alloc.values())
         unit, scale = ("GiB", float(1 << 30)) if top >= (1 << 30) else ("MiB", float(1 << 20))
         first = next(iter(by_alloc.values()))
-        ax.plot(first["op"], [v / scale for v in first["requested"]], color="black", linewidth=0.8,
+        ax.plot(first["op"], [v / scale for v in first["requested"]], color="black", linewidth=0.9,
                 label="live in the trace")
-        for allocator in allocator_order(by_alloc):
-            c = by_alloc[allocator]
-            ax.plot(c["op"], [v / scale for v in c["reserved"]], color=colors[allocator], linewidth=1.2,
-                    label=allocator + " reserved")
-            ax.plot(c["op"], [v / scale for v in c["used"]], color=colors[allocator], linewidth=0.8,
-                    linestyle=":", label=allocator + " used")
-        ax.set_title("replay/%s: memory over the first replay (from an empty pool)" % trace, fontsize=9)
-        ax.set_xlabel("operations replayed")
+        for allocator, role in lines:
+            c = by_alloc.get(allocator)
+            if c is None:
+                continue
+            label = allocator + (" (%s)" % role if role != "peer" else "")
+            # sova's default on top: the others' lines often run over it.
+            ax.plot(c["op"], [v / scale for v in c["reserved"]], color=colors[allocator], linewidth=1.3,
+                    label=label, zorder=3 if role == "sova's default" else 2)
+        ax.set_title("replay/%s: reserved memory over the first replay (from an empty pool)" % trace, fontsize=9)
+        ax.set_xlabel("operations replayed", fontsize=8)
         ax.set_ylabel(unit)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_with_legend(fig, axes[:, 0], path, columns=3)
     plt.close(fig)
     return True
 
