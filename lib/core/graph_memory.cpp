@@ -1,0 +1,246 @@
+// GraphMemory: graph memory nodes for a sova pool (graph_memory.hpp).
+#include "core/graph_memory.hpp"
+
+#include <algorithm>
+#include <new>
+#include <utility>
+
+namespace sova::detail {
+
+namespace {
+
+/// The calling thread in relaxed capture mode for a scope: what GraphMemory
+/// asks of the driver and the pool during a capture then never invalidates
+/// it (a physical create in global mode would).
+class RelaxedMode {
+ public:
+  explicit RelaxedMode(Driver& driver) noexcept : driver_(driver) {
+    ok_ = driver_.exchange_capture_mode(&saved_) == cudaSuccess;
+  }
+  ~RelaxedMode() {
+    if (ok_) driver_.exchange_capture_mode(&saved_);
+  }
+  RelaxedMode(const RelaxedMode&) = delete;
+  RelaxedMode& operator=(const RelaxedMode&) = delete;
+
+ private:
+  Driver& driver_;
+  cudaStreamCaptureMode saved_ = cudaStreamCaptureModeRelaxed;
+  bool ok_ = false;
+};
+
+}  // namespace
+
+GraphMemory::GraphMemory(Driver& driver, GraphBlockSource& source)
+    : driver_(driver), source_(source), inbox_(std::make_shared<Inbox>()) {}
+
+GraphMemory::~GraphMemory() = default;
+
+void GraphMemory::on_release(void* context) noexcept {
+  // A driver thread: no CUDA, no pool lock. Only the id is queued.
+  auto* ticket = static_cast<Ticket*>(context);
+  {
+    std::lock_guard<std::mutex> lock(ticket->inbox->mu);
+    try {
+      ticket->inbox->released.push_back(ticket->capture_id);
+    } catch (...) {
+      // No host memory: the graph's blocks stay held (a leak, never a reuse too early).
+    }
+    ticket->inbox->pending.store(true, std::memory_order_release);
+  }
+  delete ticket;
+}
+
+GraphMemory::Graph* GraphMemory::graph_for(const CaptureInfo& info, cudaStream_t stream,
+                                           cudaError_t* error) noexcept {
+  auto it = graphs_.find(info.id);
+  if (it != graphs_.end()) return it->second.get();
+  if (info.id == 0 || info.graph == nullptr) {
+    *error = cudaErrorStreamCaptureUnsupported;  // a driver that cannot name the graph
+    return nullptr;
+  }
+  try {
+    auto graph = std::make_unique<Graph>();
+    graph->capture_id = info.id;
+    graph->stream = stream;
+    auto* ticket = new Ticket{inbox_, info.id};
+    auto slot = graphs_.emplace(info.id, std::move(graph)).first;
+    const cudaError_t e = driver_.graph_on_release(info.graph, &GraphMemory::on_release, ticket);
+    if (e != cudaSuccess) {
+      delete ticket;  // never called on failure (Driver::graph_on_release)
+      graphs_.erase(slot);
+      *error = e == cudaErrorNotSupported ? cudaErrorStreamCaptureUnsupported : e;
+      return nullptr;
+    }
+    return slot->second.get();
+  } catch (...) {
+    *error = cudaErrorMemoryAllocation;
+    return nullptr;
+  }
+}
+
+cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept {
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  *ptr = nullptr;
+  if (has_released()) collect();
+  CaptureInfo info;
+  if (cudaError_t e = driver_.stream_capture_info(stream, &info); e != cudaSuccess) return e;
+  if (info.status == cudaStreamCaptureStatusInvalidated) return cudaErrorStreamCaptureInvalidated;
+  if (info.status != cudaStreamCaptureStatusActive) return cudaErrorStreamCaptureUnsupported;
+  unsigned long long stream_id = 0;
+  if (cudaError_t e = driver_.stream_id(stream, &stream_id); e != cudaSuccess) return e;
+
+  RelaxedMode relaxed(driver_);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cudaError_t error = cudaSuccess;
+    Graph* graph = graph_for(info, stream, &error);
+    if (graph == nullptr) return error;
+    // A block freed earlier in this capture on this stream: the smallest that fits.
+    auto lists = graph->reusable.find(stream_id);
+    if (lists != graph->reusable.end()) {
+      auto fit = lists->second.lower_bound(bytes);
+      if (fit != lists->second.end()) {
+        void* block = fit->second;
+        lists->second.erase(fit);
+        blocks_[block].live = true;
+        *ptr = block;
+        return cudaSuccess;
+      }
+    }
+  }
+  // New memory from the pool, outside the lock (the pool's allocate may
+  // collect released graphs, which takes it).
+  void* block = nullptr;
+  if (cudaError_t e = source_.take(bytes, &block); e != cudaSuccess) return e;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = graphs_.find(info.id);
+  try {
+    if (it == graphs_.end()) throw std::bad_alloc();  // released meanwhile: cannot be (still capturing)
+    it->second->blocks.reserve(it->second->blocks.size() + 1);
+    blocks_.emplace(block, BlockInfo{it->second.get(), bytes, true, false});
+    it->second->blocks.push_back(block);
+  } catch (...) {
+    blocks_.erase(block);
+    source_.give_back(std::vector<void*>{block});  // nothing used it
+    return cudaErrorMemoryAllocation;
+  }
+  held_blocks_.fetch_add(1, std::memory_order_relaxed);
+  held_bytes_ += bytes;
+  held_bytes_high_ = std::max(held_bytes_high_, held_bytes_);
+  *ptr = block;
+  return cudaSuccess;
+}
+
+bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, cudaError_t* result) noexcept {
+  if (held_blocks_.load(std::memory_order_relaxed) == 0) return false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (blocks_.find(ptr) == blocks_.end()) return false;
+  }
+  // The stream's capture, asked outside the lock (a driver call).
+  CaptureInfo info;
+  unsigned long long stream_id = 0;
+  cudaError_t e = driver_.stream_capture_info(stream, &info);
+  if (e == cudaSuccess && info.status != cudaStreamCaptureStatusNone) e = driver_.stream_id(stream, &stream_id);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = blocks_.find(ptr);
+  if (it == blocks_.end()) return false;  // released meanwhile: the pool's again, and judges the free
+  BlockInfo& b = it->second;
+  if (e != cudaSuccess) {
+    *result = e;
+    return true;
+  }
+  const bool same_capture = info.status != cudaStreamCaptureStatusNone && info.id == b.graph->capture_id;
+  if (same_capture && info.status == cudaStreamCaptureStatusInvalidated) {
+    *result = cudaErrorStreamCaptureInvalidated;
+    return true;
+  }
+  if (!b.live || b.caller_freed) {
+    *result = cudaErrorInvalidValue;  // freed already
+    return true;
+  }
+  if (same_capture) {
+    // A free node: later allocations of this capture on this stream may reuse it.
+    try {
+      b.graph->reusable[stream_id].emplace(b.bytes, ptr);
+    } catch (...) {
+      *result = cudaErrorMemoryAllocation;
+      return true;
+    }
+    b.live = false;
+  } else {
+    b.caller_freed = true;  // final for the caller; the memory stays with the graph
+  }
+  *result = cudaSuccess;
+  return true;
+}
+
+void GraphMemory::collect() noexcept {
+  std::vector<unsigned long long> released;
+  {
+    std::lock_guard<std::mutex> lock(inbox_->mu);
+    released.swap(inbox_->released);
+    inbox_->pending.store(false, std::memory_order_relaxed);
+  }
+  if (released.empty()) return;
+  std::vector<void*> blocks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (unsigned long long id : released) {
+      auto it = graphs_.find(id);
+      if (it == graphs_.end()) continue;
+      Graph& graph = *it->second;
+      for (void* block : graph.blocks) {
+        auto b = blocks_.find(block);
+        if (b == blocks_.end()) continue;
+        held_bytes_ -= b->second.bytes;
+        blocks_.erase(b);
+        held_blocks_.fetch_sub(1, std::memory_order_relaxed);
+      }
+      try {
+        blocks.insert(blocks.end(), graph.blocks.begin(), graph.blocks.end());
+      } catch (...) {
+        // Cannot list them: they stay out of the pool (a leak, never an early reuse).
+      }
+      graphs_.erase(it);
+      ++released_graphs_;
+    }
+  }
+  if (!blocks.empty()) source_.give_back(blocks);
+}
+
+bool GraphMemory::capture_in_progress() noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool any = false;
+  for (auto& [id, graph] : graphs_) {
+    if (graph->capture_ended) continue;
+    CaptureInfo info;
+    if (driver_.stream_capture_info(graph->stream, &info) != cudaSuccess || info.id != id) {
+      graph->capture_ended = true;  // the stream captures no more, or something else
+      graph->reusable.clear();
+      continue;
+    }
+    any = true;
+  }
+  return any;
+}
+
+GraphMemoryStats GraphMemory::stats() noexcept {
+  if (has_released()) collect();
+  std::lock_guard<std::mutex> lock(mu_);
+  GraphMemoryStats s;
+  s.held_bytes = held_bytes_;
+  s.held_bytes_high = held_bytes_high_;
+  s.held_blocks = blocks_.size();
+  s.graphs = graphs_.size();
+  s.released_graphs = released_graphs_;
+  return s;
+}
+
+void GraphMemory::reset_high() noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  held_bytes_high_ = held_bytes_;
+}
+
+}  // namespace sova::detail

@@ -1,0 +1,231 @@
+// GraphMemory (lib/core/graph_memory.hpp) on its own: the graph-memory-node
+// rules with a recording block source and the simulation's capture model.
+#include "support/catch.hpp"
+
+#include "core/graph_memory.hpp"
+
+#include <sova/sim.hpp>
+
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <vector>
+
+using namespace sova;
+using namespace sova::detail;
+
+namespace {
+
+/// Hands out malloc'ed blocks and records what comes back.
+class RecordingSource final : public GraphBlockSource {
+ public:
+  ~RecordingSource() override {
+    for (void* p : out_) std::free(p);
+  }
+  cudaError_t take(std::size_t bytes, void** out) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (fail_next_) {
+      fail_next_ = false;
+      return cudaErrorMemoryAllocation;
+    }
+    void* p = std::malloc(bytes);
+    out_.insert(p);
+    ++takes_;
+    *out = p;
+    return cudaSuccess;
+  }
+  void give_back(const std::vector<void*>& blocks) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (void* p : blocks) {
+      given_back_.push_back(p);
+      out_.erase(p);
+      std::free(p);
+    }
+  }
+  void fail_next() { fail_next_ = true; }
+  std::size_t takes() const { return takes_; }
+  std::size_t outstanding() const { return out_.size(); }
+  std::size_t given_back() const { return given_back_.size(); }
+
+ private:
+  std::mutex mu_;
+  bool fail_next_ = false;
+  std::size_t takes_ = 0;
+  std::set<void*> out_;
+  std::vector<void*> given_back_;
+};
+
+struct Capture {
+  SimDriver& sim;
+  cudaStream_t stream;
+  Capture(SimDriver& s, cudaStream_t st, cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal)
+      : sim(s), stream(st) {
+    REQUIRE(sim.begin_capture(stream, mode) == cudaSuccess);
+  }
+  cudaGraph_t end() {
+    cudaGraph_t g = nullptr;
+    REQUIRE(sim.end_capture(stream, &g) == cudaSuccess);
+    return g;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("graph memory: an allocation outside capture is refused", "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  GraphMemory graphs(sim, source);
+  cudaStream_t s = sim.create_stream();
+  void* p = reinterpret_cast<void*>(0x1);
+  CHECK(graphs.allocate(&p, 256, s) == cudaErrorStreamCaptureUnsupported);
+  CHECK(p == nullptr);
+  CHECK(source.takes() == 0);
+  cudaError_t result = cudaSuccess;
+  CHECK_FALSE(graphs.deallocate(&result, s, &result));  // not graph memory
+}
+
+TEST_CASE("graph memory: blocks are held by the graph until it and its executables are gone", "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  GraphMemory graphs(sim, source);
+  cudaStream_t s = sim.create_stream();
+  Capture capture(sim, s);
+  void* a = nullptr;
+  void* b = nullptr;
+  REQUIRE(graphs.allocate(&a, 1000, s) == cudaSuccess);
+  REQUIRE(graphs.allocate(&b, 3000, s) == cudaSuccess);
+  CHECK(a != b);
+  CHECK(graphs.stats().held_bytes == 4000);
+  CHECK(graphs.stats().graphs == 1);
+  CHECK(graphs.capture_in_progress());
+  cudaGraph_t graph = capture.end();
+  CHECK_FALSE(graphs.capture_in_progress());
+
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(sim.graph_instantiate(&exec, graph) == cudaSuccess);
+  REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
+  CHECK_FALSE(graphs.has_released());  // the executable holds it
+  // Freed after the capture: accepted once, final for the caller; the memory stays.
+  cudaError_t result = cudaErrorUnknown;
+  REQUIRE(graphs.deallocate(a, s, &result));
+  CHECK(result == cudaSuccess);
+  REQUIRE(graphs.deallocate(a, s, &result));
+  CHECK(result == cudaErrorInvalidValue);
+  CHECK(graphs.stats().held_bytes == 4000);
+  CHECK(source.given_back() == 0);
+
+  REQUIRE(sim.graph_launch(exec, s) == cudaSuccess);
+  REQUIRE(sim.graph_exec_destroy(exec) == cudaSuccess);
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  CHECK(graphs.has_released());
+  graphs.collect();
+  CHECK(source.given_back() == 2);
+  CHECK(source.outstanding() == 0);
+  const GraphMemoryStats stats = graphs.stats();
+  CHECK(stats.held_bytes == 0);
+  CHECK(stats.held_bytes_high == 4000);
+  CHECK(stats.graphs == 0);
+  CHECK(stats.released_graphs == 1);
+  // Released: the pointer is not graph memory any more (the pool judges it).
+  CHECK_FALSE(graphs.deallocate(b, s, &result));
+  graphs.reset_high();
+  CHECK(graphs.stats().held_bytes_high == 0);
+}
+
+TEST_CASE("graph memory: a free in the capture makes the block reusable by later allocations on that stream",
+          "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  GraphMemory graphs(sim, source);
+  cudaStream_t s = sim.create_stream();
+  Capture capture(sim, s);
+  void* a = nullptr;
+  REQUIRE(graphs.allocate(&a, 4096, s) == cudaSuccess);
+  cudaError_t result = cudaErrorUnknown;
+  REQUIRE(graphs.deallocate(a, s, &result));
+  REQUIRE(result == cudaSuccess);
+  REQUIRE(graphs.deallocate(a, s, &result));
+  CHECK(result == cudaErrorInvalidValue);  // freed twice in the capture
+  void* big = nullptr;
+  REQUIRE(graphs.allocate(&big, 8192, s) == cudaSuccess);  // does not fit: new memory
+  CHECK(big != a);
+  void* small = nullptr;
+  REQUIRE(graphs.allocate(&small, 100, s) == cudaSuccess);  // fits: reused
+  CHECK(small == a);
+  CHECK(source.takes() == 2);
+  CHECK(graphs.stats().held_bytes == 4096 + 8192);
+  cudaGraph_t graph = capture.end();
+  // Another capture does not see this one's freed blocks.
+  REQUIRE(graphs.deallocate(small, s, &result));
+  Capture second(sim, s);
+  void* c = nullptr;
+  REQUIRE(graphs.allocate(&c, 100, s) == cudaSuccess);
+  CHECK(c != a);
+  CHECK(graphs.stats().graphs == 2);
+  cudaGraph_t graph2 = second.end();
+  REQUIRE(sim.graph_destroy(graph2) == cudaSuccess);  // out of order: the second first
+  graphs.collect();
+  CHECK(source.given_back() == 1);
+  REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
+  graphs.collect();
+  CHECK(source.given_back() == 3);
+  CHECK(graphs.stats().held_bytes == 0);
+}
+
+TEST_CASE("graph memory: a failed allocation changes nothing and leaves the capture valid", "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  GraphMemory graphs(sim, source);
+  cudaStream_t s = sim.create_stream();
+  Capture capture(sim, s);
+  source.fail_next();
+  void* p = reinterpret_cast<void*>(0x1);
+  CHECK(graphs.allocate(&p, 64, s) == cudaErrorMemoryAllocation);
+  CHECK(p == nullptr);
+  CHECK(graphs.stats().held_bytes == 0);
+  CaptureInfo info;
+  REQUIRE(sim.stream_capture_info(s, &info) == cudaSuccess);
+  CHECK(info.status == cudaStreamCaptureStatusActive);
+  REQUIRE(graphs.allocate(&p, 64, s) == cudaSuccess);
+  REQUIRE(sim.graph_destroy(capture.end()) == cudaSuccess);
+  graphs.collect();
+  CHECK(source.outstanding() == 0);
+}
+
+TEST_CASE("graph memory: an invalidated capture is reported, and its graph's blocks come back", "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  GraphMemory graphs(sim, source);
+  cudaStream_t s = sim.create_stream();
+  REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* p = nullptr;
+  REQUIRE(graphs.allocate(&p, 64, s) == cudaSuccess);
+  REQUIRE(sim.stream_query(s) == cudaErrorStreamCaptureUnsupported);  // invalidates
+  void* q = nullptr;
+  CHECK(graphs.allocate(&q, 64, s) == cudaErrorStreamCaptureInvalidated);
+  CHECK(q == nullptr);
+  cudaError_t result = cudaSuccess;
+  REQUIRE(graphs.deallocate(p, s, &result));
+  CHECK(result == cudaErrorStreamCaptureInvalidated);
+  cudaGraph_t graph = nullptr;
+  CHECK(sim.end_capture(s, &graph) == cudaErrorStreamCaptureInvalidated);
+  graphs.collect();  // the failed capture's graph is gone: its memory comes back
+  CHECK(source.given_back() == 1);
+  CHECK(source.outstanding() == 0);
+}
+
+TEST_CASE("graph memory: a graph released after its GraphMemory is gone touches nothing", "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  cudaStream_t s = sim.create_stream();
+  cudaGraph_t graph = nullptr;
+  {
+    GraphMemory graphs(sim, source);
+    REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    void* p = nullptr;
+    REQUIRE(graphs.allocate(&p, 64, s) == cudaSuccess);
+    REQUIRE(sim.end_capture(s, &graph) == cudaSuccess);
+  }
+  REQUIRE(sim.graph_destroy(graph) == cudaSuccess);  // the callback finds an orphaned inbox
+  CHECK(source.given_back() == 0);
+}
