@@ -249,7 +249,7 @@ def mem_pool():
     with _lock:
         if _pool_allocator is None:
             _pool_allocator = torch.cuda.memory.CUDAPluggableAllocator(
-                _library(), "sova_torch_malloc_segment", "sova_torch_free")
+                _library(), "sova_torch_malloc_segment", "sova_torch_free_segment")
     return torch.cuda.MemPool(_pool_allocator.allocator())
 
 

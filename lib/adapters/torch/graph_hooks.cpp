@@ -94,3 +94,13 @@ void* sova_torch_malloc_segment(size_t size, int device, cudaStream_t stream) {
   }
   return ptr;
 }
+
+void sova_torch_free_segment(void* ptr, size_t size, int device, cudaStream_t stream) {
+  if (ptr == nullptr) return;
+  sova::Driver& driver = sova::process_driver();
+  {
+    RelaxedCaptureMode relaxed;
+    if (driver.device_synchronize(device) != cudaSuccess) (void)driver.stream_synchronize(stream);
+  }
+  sova_torch_free(ptr, size, device, stream);
+}

@@ -77,6 +77,13 @@ SOVA_API void sova_torch_free(void* ptr, size_t size, int device, cudaStream_t s
  * captured one. Otherwise as sova_torch_malloc_nothrow. NULL on failure
  * (PyTorch raises its out-of-memory error; sova_torch_last_error() says why). */
 SOVA_API void* sova_torch_malloc_segment(size_t size, int device, cudaStream_t stream);
+/** The free function that goes with sova_torch_malloc_segment. PyTorch's
+ * caching allocator returns a segment once its blocks are free, but their last
+ * use may be a graph replayed on another stream than the segment's: as
+ * cudaFree does for PyTorch's own segments, the device is synchronized first
+ * (where that fails, as during another thread's capture, the segment's stream
+ * is), then the segment is freed as by sova_torch_free. Never throws. */
+SOVA_API void sova_torch_free_segment(void* ptr, size_t size, int device, cudaStream_t stream);
 
 /** CUDAPluggableAllocator's set_record_stream_fn: every recordStream of the
  * allocator (Tensor.record_stream, and C++ callers such as c10d's NCCL process

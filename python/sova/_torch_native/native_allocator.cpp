@@ -448,7 +448,7 @@ extern "C" __attribute__((visibility("default"))) int sova_torch_native_install(
           return sova_torch_malloc_segment(size, device, stream);
         },
         [](void* ptr, size_t size, int device, cudaStream_t stream) {
-          sova_torch_free(ptr, size, device, stream);
+          sova_torch_free_segment(ptr, size, device, stream);
         });
     auto* keep = new std::shared_ptr<SovaAllocator>(
         std::make_shared<SovaAllocator>(pytorch, std::move(segments)));  // never deleted
