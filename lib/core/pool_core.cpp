@@ -16,16 +16,12 @@ namespace {
 
 std::atomic<std::uint64_t> g_next_pool_uid{1};
 
-// Reading the clock costs ~50 ns on the lent H100's host (measured: a 4 MiB
-// pair took 93 ns against 42 ns for 256 B): look at it on every 16th large
-// free only.
+// A large free reads the clock on every (kClockEvery + 1)th call only
+// (docs/design.md, "Tuning constants").
 constexpr std::uint32_t kClockEvery = 15;
-// A stream that frees blocks other streams allocated (a consumer) hands them
-// back to those streams only through fences: without one, the allocating
-// stream misses, finds its memory stuck in the consumer's cache and grows,
-// and the pool grew without bound on such a pattern (the replay's two-stream
-// trace on the simulation). So the first foreign free, and every 16th after,
-// records a fence: ~25 ns a free amortized, against 0.4 us an event.
+// A stream freeing blocks that other streams allocated (a consumer) records a
+// fence on the first such free and every (kForeignFenceEvery + 1)th after: only
+// fences hand the blocks back to their streams (docs/design.md, "Tuning constants").
 constexpr std::uint32_t kForeignFenceEvery = 15;
 
 DeviceInfo query_device(Driver& driver, int device) {
@@ -83,7 +79,7 @@ PoolCore::PoolCore(const PoolOptions& options)
       map_(arena_.size(), info_.granularity),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       remap_(options.remap),
-      thorough_(options.remap && options.remap_effort == RemapEffort::thorough),
+      budget_(options.remap && options.remap_effort == RemapEffort::thorough),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),
@@ -129,13 +125,13 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   if (bytes == 0) return cudaSuccess;  // as cudaMallocAsync: success, NULL (measured)
   if (bytes > arena_.size()) {
     std::lock_guard<HeapMutex> lock(heap_mutex_);
-    ++failed_allocations_;
+    ++stats_.failed_allocations;
     return cudaErrorMemoryAllocation;
   }
   const std::size_t size = placement_.block_size(bytes);
   if (size == 0 || size > arena_.size()) {
     std::lock_guard<HeapMutex> lock(heap_mutex_);
-    ++failed_allocations_;
+    ++stats_.failed_allocations;
     return size == 0 ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;  // 0: a user's policy broke its contract
   }
   const std::size_t need = placement_.backing(bytes, size);

@@ -29,8 +29,10 @@
 #include "core/block_map.hpp"
 #include "core/block_pool.hpp"
 #include "core/free_index.hpp"
+#include "core/growth_budget.hpp"
 #include "core/heap_mutex.hpp"
 #include "core/placement.hpp"
+#include "core/slow_path_stats.hpp"
 #include "core/stream_state.hpp"
 
 #include <sova/pool.hpp>
@@ -47,131 +49,25 @@
 
 namespace sova::detail {
 
-/// How many best-fit candidates the heap offers the placement policy (and,
-/// waiting on a fence, checks for being covered by it) before giving up.
+// Tuning constants: one line each on what it bounds; the measurements behind
+// the values are in docs/design.md, section "Tuning constants".
+
+/// Best-fit candidates the heap offers the placement policy before giving up.
 inline constexpr int kBackedScan = kPlaceCandidates;
-
-/// How many pending ranges of other streams a placement steps over in one
-/// free block before the block is given up (place_clear_of_pending).
+/// Other streams' pending ranges a placement steps over in one free block.
 inline constexpr int kPendingSkips = 4;
-
-/// Large frees, and a stream's own misses, record a fence at most this often
-/// (unless another stream asked for one), so that memory freed by a stream
-/// that then goes quiet becomes provably complete (and releasable) without an
-/// event per free or per miss (0.4 us each on H100, docs/notes).
+/// Large frees and a stream's own misses record a fence at most this often.
 inline constexpr std::int64_t kFenceIntervalNs = 1'000'000;
-
-/// ... and also every this many pending ranges a stream stages between two
-/// fences (PoolCore::add_pending): a fence that completes lets them go
-/// unmerged, well before PendingRanges::kStagedBeforeMerge.
+/// A stream asks for a fence every this many pending ranges staged between two fences.
 inline constexpr std::size_t kFenceEveryStaged = 1024;
-
-/// A stream that made no allocation or free for this long counts as
-/// inactive: it does not make the pool "shared" for the miss rules, other
-/// streams' misses take its kept blocks, and its frees that no fence covers
-/// are completed by a device synchronize on the release worker's thread
-/// (PoolCore::track_stream_activity). Long against a step of work on a
-/// stream, short against a program's phases.
+/// A stream with no allocation or free for this long counts as inactive.
 inline constexpr std::int64_t kActivityWindowNs = 200'000'000;
-/// The release worker's synchronize for inactive streams runs at most this
-/// often per pool: it waits for all the device's queued work, and a program
-/// whose side stream goes quiet every step would otherwise have the worker
-/// wait (and spin, under the default scheduling) every step.
+/// The release worker synchronizes for inactive streams at most this often per pool.
 inline constexpr std::int64_t kReclaimIntervalNs = 1'000'000'000;
-
-/// The fast path serves blocks of at most this size from the stream's cache
-/// by exact size; a larger block only when it is the one this stream freed
-/// last (a loop that frees and reallocates one buffer stays on the fast
-/// path). Any other large request is placed by the heap's best fit (the slow
-/// path, which flushes the cache first, so the blocks freed a moment ago are
-/// found there, coalesced). A cached large block reused last-freed-first is a
-/// perfect size match, but it sits wherever an earlier step or pass left it,
-/// and the layouts of repeated steps drifted apart: a U-Net's replay went from
-/// 1.04x to 1.11x peak reserved over live by its third pass, a GPT's stayed
-/// at 1.018x where this gives 1.008x (docs/notes/2026-11-22-h100-held-out-traces.md).
+/// The fast path serves larger blocks only when they are the block the stream freed last.
 inline constexpr std::size_t kLargestCachedBlock = std::size_t{4} << 20;
-
-/// Remapping for one block moves at most kRemapMovesPerCreate chunks per chunk
-/// that creating its missing granules would take, plus kRemapMovesExtra: a
-/// move costs about what a create does (an unmap and a map against a create
-/// and a map; docs/policies.md), so this bounds remapping's time to a small
-/// multiple of growth's. Without a bound, random sizes up to 256 MiB moved ten
-/// chunks per allocation, mostly small ones, and ran 250x slower
-/// (docs/notes/2026-11-22-h100-held-out-traces.md).
-inline constexpr std::size_t kRemapMovesPerCreate = 2;
-inline constexpr std::size_t kRemapMovesExtra = 2;
-
-/// And over time: remapping's driver work (a chunk moved, a stream waited
-/// for, a chunk released for a gap: one unit each, ~25-60 us on the H100) is
-/// paid from a credit counted in 1/kRemapCreditScale units, up to
-/// kRemapCreditUnits (the pool starts with it full). With
-/// RemapEffort::balanced, a slow-path allocation of a size the stream has
-/// freed before (steps that repeat: where a tight peak stays tight) earns
-/// half a unit, any other (sizes never seen again) a sixteenth; with
-/// RemapEffort::thorough every one earns two (a KV cache grown by a token
-/// per step never repeats a size, and is what thorough is for). Measured on
-/// the H100 (docs/notes/2026-11-22-h100-remap-effort.md): training steps
-/// that vary spend 0.1-0.3 unit per miss (LSTM, U-Net traces); random sizes
-/// up to 64 MiB, always beyond the budget, ran 133 ms a replay at a quarter
-/// unit per miss against 38 ms at a sixteenth (cudaMallocAsync 34-45 ms)
-/// for 1.117x against 1.123x, and 1.3 s at thorough's two (1.060x); a
-/// quarter per recurring miss alone starved the LSTM (1.060x, session 4).
-/// The bank covers a first pass: growing to the LSTM trace's peak spends
-/// ~220 units, and with 256 banked a pool that was trimmed and grew again
-/// (the benchmark between cases) ran dry in that pass and peaked at 1.08x
-/// instead of 1.026x.
-inline constexpr std::uint64_t kRemapCreditScale = 16;
-inline constexpr std::uint64_t kRemapCreditRecurringMiss = 8;
-inline constexpr std::uint64_t kRemapCreditNewSizeMiss = 1;
-inline constexpr std::uint64_t kRemapCreditPerMissThorough = 32;
-inline constexpr std::uint64_t kRemapCreditUnits = 1024;
-/// RemapEffort::thorough backs a block with chunks of a sixteenth of it,
-/// rounded down to a power of two, and at least kThoroughMinChunk, at most
-/// kThoroughMaxChunk (and max_chunk): a 32 MiB chunk moves only into a gap of
-/// 32 MiB, and the gaps that a decoder's growing KV cache leaves are 2-12
-/// MiB, so blocks under 256 MiB get 8 MiB chunks; larger blocks get 16 MiB
-/// ones, so that backing a 640 MiB block does not take 80 moves. Fixed 8 MiB
-/// chunks moved 2.3x as many chunks a pass on the LSTM trace and 7x on the
-/// U-Net's, for the same memory (docs/notes/2026-11-22-h100-remap-effort.md).
-inline constexpr std::size_t kThoroughMinChunk = std::size_t{8} << 20;
-inline constexpr std::size_t kThoroughMaxChunk = std::size_t{16} << 20;
-inline constexpr std::size_t kThoroughChunksPerBlock = 16;
-
-/// A miss keeps the stream's cached small blocks of recurring sizes while
-/// they hold at most this much (pool_core_slow.cpp says why; kept_cache_bound()).
-inline constexpr std::size_t kKeptSmallCacheBytes = std::size_t{4} << 20;
-/// ... or, where the stream's cache serves at least one allocation in
-/// kKeptReuseShare, 1/kGrowthSlackDivisor of the live peak where that is
-/// more; and, where several streams are active, at least this much, with a
-/// growth budget's slack of as much per stream (kept_small_floor). Streams
-/// cycling through 64 sizes of up to 256 KiB (threads_mixed; 25 of the
-/// default policy's size classes) keep ~6 MiB each: with 4 MiB they missed
-/// on 3-8% of their allocations, and with 16 threads each miss queued for
-/// the shared heap (3 M pairs/s on the H100); with 8 MiB, 0.1%
-/// (simulation), for up to 28 MiB more reserved in pools whose live peak is
-/// under 512 MiB. One stream keeps 4 MiB: its misses queue for nothing, and
-/// 8 MiB made thorough remapping of gpt_decode (live peak 507 MiB) move 60%
-/// more chunks for the same memory. Larger pools are unaffected (the 1/64
-/// is more): every recorded trace places identically.
-inline constexpr std::size_t kServingKeptCacheBytes = std::size_t{8} << 20;
-inline constexpr std::uint64_t kKeptReuseShare = 8;
-
-/// Reserved memory may grow with new physical memory up to the live peak plus
-/// 1/64 of it (1.6%) and a granule; beyond, free chunks are remapped first.
-inline constexpr std::uint64_t kGrowthSlackDivisor = 64;
-/// ... or plus kept_small_floor() per stream, for at most this many
-/// streams, where that is more (small pools: within_growth_budget says why).
-inline constexpr std::uint64_t kSlackStreams = 16;
-
-/// The step of the slow path that served an allocation (PoolStats::slow_*).
-enum class SlowStep : std::uint8_t { heap, heap_all, other_streams, wait, grown, after_synchronize, count };
-
-/// The used high-water mark is sampled at one slow-path allocation in
-/// kUsedSampleEvery per thread, and at every growth (hand_out says why).
+/// The used high-water mark is sampled at one slow-path allocation in this many per thread.
 inline constexpr std::uint32_t kUsedSampleEvery = 16;
-
-/// One slow-path allocation in kSlowTimingEvery (per thread) is timed.
-inline constexpr std::uint32_t kSlowTimingEvery = 8;
 
 /// A block chosen for a request, and where in it the request is placed.
 struct Fit {
@@ -394,63 +290,25 @@ class PoolCore {
   /// fill, and reserved memory crept up pass after pass (1.026x to 1.055x).
   void cover_from_free_memory(std::size_t offset, std::size_t need, StreamState* state, cudaStream_t stream,
                               std::vector<ChunkMove>& moves) noexcept;
-  /// Whether backing [offset, offset + need) with new physical memory keeps
-  /// reserved memory within the growth budget: the peak of live bytes so far
-  /// (this request included) plus 1/kGrowthSlackDivisor of it (at least
-  /// kKeptSmallCacheBytes per stream, up to kSlackStreams) and a granule.
-  /// Beyond it, free chunks are remapped first (they cost a move each, about
-  /// what creating one costs, so remapping below the budget would only trade
-  /// speed for memory that is within the slack anyway).
+  /// GrowthBudget::allows for backing [offset, offset + need), with this
+  /// pool's figures (the live peak including this request, stranded bytes).
   bool within_growth_budget(std::size_t offset, std::size_t need) noexcept;
-  /// The budget's slack over a live peak of `live_peak` bytes: 1/64 of it, or
-  /// kept_small_floor() per active stream (at most kSlackStreams) if more.
-  std::uint64_t growth_slack(std::uint64_t live_peak) const noexcept;
-  /// Whether reserved memory exceeds what is in use by more than what is in
-  /// use (and by at least 64 MiB): then the slow path waits before it grows.
-  bool holds_too_much_free_memory() noexcept;
-  /// Whether a miss keeps the stream's kept blocks where it can: with other
-  /// streams sharing the pool, or in a small pool (a live peak whose 1/64 is
-  /// under kKeptSmallCacheBytes, where the budget's floor is what pays for
-  /// them) whose stream's cache serves one allocation in kKeptReuseShare.
-  /// Then a fit that needs new memory within the budget grows instead of
-  /// flushing them, and a cache over its bound gives back its least recently
-  /// freed blocks, not all of them (pool_core_slow.cpp). Otherwise a stream
-  /// alone flushes them whole: growing instead cost a trace 0.3% more memory
-  /// (encoder_amp_train 1.009x -> 1.012x), and random sizes, whose cache
-  /// serves little, ~1% while their pool was still small (simulation).
-  bool keeps_small_caches(const StreamState* state) const noexcept {
-    if (active_streams_.load(std::memory_order_relaxed) > 1) return true;
-    return used_high_sampled_.load(std::memory_order_relaxed) / kGrowthSlackDivisor < kKeptSmallCacheBytes &&
-           cache_serves(state);
+  /// GrowthBudget::slack with this pool's active streams.
+  std::uint64_t growth_slack(std::uint64_t live_peak) const noexcept {
+    return GrowthBudget::slack(live_peak, active_streams_.load(std::memory_order_relaxed));
   }
-  /// Whether the stream's cache serves at least one allocation in
-  /// kKeptReuseShare: where it does, its newest blocks are worth keeping.
   static bool cache_serves(const StreamState* state) noexcept {
-    const std::uint64_t hits = state->fast_hits.load(std::memory_order_relaxed);
-    const std::uint64_t allocations = state->allocations.load(std::memory_order_relaxed);
-    return hits * kKeptReuseShare >= allocations;
+    return GrowthBudget::cache_serves(state->fast_hits.load(std::memory_order_relaxed),
+                                      state->allocations.load(std::memory_order_relaxed));
   }
-  /// How many bytes of kept blocks (SizeBins::kept_bytes) a miss on `state`
-  /// leaves cached: kKeptSmallCacheBytes; or, for a stream whose cache serves
-  /// at least one allocation in kKeptReuseShare (its blocks come back: a
-  /// training step, a thread's loop), kept_small_floor() or the growth
-  /// slack over the live peak, whichever is more.
-  /// A fixed 4 MiB made a GPT's step flush its recurring small blocks on most
-  /// misses (25% of allocations served by the fast path against 57%, the same
-  /// memory); the larger bound for every stream held 1.13x instead of 1.036x
-  /// on random sizes up to 4 MiB, whose sizes recur by chance and whose cache
-  /// serves almost nothing (issue 12, docs/notes/2026-11-23-real-workload-speed.md).
+  bool keeps_small_caches(const StreamState* state) const noexcept {
+    return GrowthBudget::keeps_small_caches(active_streams_.load(std::memory_order_relaxed),
+                                            used_high_sampled_.load(std::memory_order_relaxed),
+                                            cache_serves(state));
+  }
   std::size_t kept_cache_bound(const StreamState* state) const noexcept {
-    if (!cache_serves(state)) return kKeptSmallCacheBytes;
-    return std::max<std::size_t>(kept_small_floor(),
-                                 used_high_sampled_.load(std::memory_order_relaxed) / kGrowthSlackDivisor);
-  }
-  /// What a serving cache may keep of small blocks whatever the live peak,
-  /// and the growth slack per stream: kServingKeptCacheBytes where several
-  /// streams are active (their misses queue for the heap), else
-  /// kKeptSmallCacheBytes.
-  std::size_t kept_small_floor() const noexcept {
-    return active_streams_.load(std::memory_order_relaxed) > 1 ? kServingKeptCacheBytes : kKeptSmallCacheBytes;
+    return GrowthBudget::kept_cache_bound(cache_serves(state), active_streams_.load(std::memory_order_relaxed),
+                                          used_high_sampled_.load(std::memory_order_relaxed));
   }
   /// Whether any stream caches blocks or has frees pending in the heap. Heap lock held.
   bool frees_held_anywhere() noexcept;
@@ -492,14 +350,8 @@ class PoolCore {
   /// blocks are never merged, so no block, and no chunk, spans both regions.
   const Placement placement_;
   const bool remap_;
-  const bool thorough_;  ///< RemapEffort::thorough (and remap_)
-  /// The chunk limit for backing `need` bytes of one block (Arena::commit):
-  /// 0 (the arena's max_chunk) unless remapping is thorough.
-  std::size_t chunk_limit_for(std::size_t need) const noexcept {
-    if (!thorough_) return 0;
-    const std::size_t share = std::bit_floor(std::max<std::size_t>(need / kThoroughChunksPerBlock, 1));
-    return std::clamp(share, kThoroughMinChunk, kThoroughMaxChunk);
-  }
+  /// The growth budget and the remapping credit (guarded by the heap lock).
+  GrowthBudget budget_;
 
   HeapMutex heap_mutex_;
   BlockPool blocks_;
@@ -571,31 +423,8 @@ class PoolCore {
   std::atomic<bool> reuse_allow_internal_dependencies_;
   const bool check_streams_;
 
-  // Slow-path counters (heap lock) and the sampled used high-water mark.
-  std::uint64_t failed_allocations_ = 0;
-  std::uint64_t cross_stream_reuses_ = 0;
-  std::uint64_t cross_stream_waits_ = 0;
-  std::atomic<std::uint64_t> events_recorded_{0};
-  std::uint64_t device_synchronizes_ = 0;
-  std::uint64_t remap_waits_ = 0;  ///< wait_for_own_frees calls that synchronized
-  /// Slow-path allocations by the step that served them, and the sampled
-  /// host time they took (scaled by kSlowTimingEvery): PoolStats::slow_*.
-  std::uint64_t slow_count_[static_cast<int>(SlowStep::count)] = {};
-  std::uint64_t slow_ns_[static_cast<int>(SlowStep::count)] = {};
-  /// Remapping credit in 1/kRemapCreditScale units (kRemapCreditScale says why).
-  std::uint64_t remap_credit_ = kRemapCreditUnits * kRemapCreditScale;
-  std::size_t remap_units_left() const noexcept { return static_cast<std::size_t>(remap_credit_ / kRemapCreditScale); }
-  /// `recurring_size`: the stream has freed a block of this size before.
-  void earn_remap_credit(bool recurring_size) noexcept {
-    const std::uint64_t earned = thorough_        ? kRemapCreditPerMissThorough
-                                 : recurring_size ? kRemapCreditRecurringMiss
-                                                  : kRemapCreditNewSizeMiss;
-    remap_credit_ = std::min(remap_credit_ + earned, kRemapCreditUnits * kRemapCreditScale);
-  }
-  void spend_remap_units(std::size_t units) noexcept {
-    const std::uint64_t cost = std::uint64_t{units} * kRemapCreditScale;
-    remap_credit_ = cost < remap_credit_ ? remap_credit_ - cost : 0;
-  }
+  SlowPathStats stats_;  ///< the heap lock's, but events_recorded
+  /// The used high-water mark, sampled (hand_out): what the growth budget reads.
   std::atomic<std::uint64_t> used_high_sampled_{0};
 };
 

@@ -50,7 +50,7 @@ bool PoolCore::settle_ghost(const Arena::GhostPin& pin) noexcept {
       }
     }
   }
-  ++remap_waits_;
+  ++stats_.remap_waits;
   // A fence covers them (cover_from_free_memory records one before moving):
   // wait for it alone, not for the lock (other threads may free on that
   // stream meanwhile). Should the event be polled, recycled and recorded

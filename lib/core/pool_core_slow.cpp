@@ -10,7 +10,8 @@
 namespace sova::detail {
 
 namespace {
-// refresh_own_fences reads the clock on every (kMissClockEvery + 1)th miss.
+// refresh_own_fences reads the clock on every (kMissClockEvery + 1)th miss
+// (docs/design.md, "Tuning constants").
 constexpr std::uint32_t kMissClockEvery = 7;
 
 // Detaches the blocks `cache` holds for which `complete(block)` is true and
@@ -44,7 +45,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
     // another allocates, and waiting comes first.
     const bool internal = reuse_allow_internal_dependencies_.load(std::memory_order_relaxed);
     bool waited = false;
-    if (block == nullptr && internal && holds_too_much_free_memory()) {
+    if (block == nullptr && internal && GrowthBudget::holds_too_much_free(arena_.backed_bytes(), used_now())) {
       block = take_with_wait(size, need, state, stream);
       waited = true;
       step = SlowStep::wait;
@@ -52,7 +53,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
     if (block == nullptr) {
       const cudaError_t error = grow(size, need, state, stream, &block);
       if (error != cudaSuccess && error != cudaErrorMemoryAllocation) {
-        ++failed_allocations_;
+        ++stats_.failed_allocations;
         return error;
       }
       step = SlowStep::grown;
@@ -65,15 +66,14 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
       hand_out(block, bytes, state, step == SlowStep::grown);
       *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
       if (attempt > 0) step = SlowStep::after_synchronize;
-      ++slow_count_[static_cast<int>(step)];
-      if (start != 0) slow_ns_[static_cast<int>(step)] += kSlowTimingEvery * static_cast<std::uint64_t>(now_ns() - start);
+      stats_.served(step, start != 0 ? static_cast<std::uint64_t>(now_ns() - start) : 0);
       return cudaSuccess;
     }
     // Step 6: frees not known complete may be holding what we need.
     if (attempt > 0 || !frees_held_anywhere()) break;
     synchronize_everything();
   }
-  ++failed_allocations_;
+  ++stats_.failed_allocations;
   return cudaErrorMemoryAllocation;
 }
 
@@ -129,7 +129,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
       harvest_streams(state, kept_too);
       const Fit other_fit = best_fit(state, size);
       if (Block* block = take_if_backed(other_fit)) {
-        ++cross_stream_reuses_;
+        ++stats_.cross_stream_reuses;
         *step = SlowStep::other_streams;
         return block;
       }
@@ -205,7 +205,7 @@ void PoolCore::wait_for_own_frees(StreamState* state, cudaStream_t stream) noexc
   const std::uint64_t cutoff = close_epoch_locked(state);
   state->lock.unlock();
   if (driver_.stream_synchronize(state->is_legacy ? cudaStreamLegacy : stream) != cudaSuccess) return;
-  ++remap_waits_;
+  ++stats_.remap_waits;
   state->lock.lock();
   const std::uint64_t safe_epoch = mark_complete_through_locked(state, cutoff);
   state->lock.unlock();
@@ -303,8 +303,8 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
     if (chosen != nullptr) {
       if (driver_.stream_wait_event(stream, fence.event) == cudaSuccess) {
         other->lock.unlock();
-        ++cross_stream_waits_;
-        ++cross_stream_reuses_;
+        ++stats_.cross_stream_waits;
+        ++stats_.cross_stream_reuses;
         return chosen;
       }
       insert_free(chosen);  // could not order the streams: give it back
@@ -333,7 +333,7 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need, StreamState* st
   if (remap_ && !within_growth_budget(block->offset, need)) {
     cover_from_free_memory(block->offset, need, state, stream, moves);
   }
-  const std::size_t chunk_limit = chunk_limit_for(need);
+  const std::size_t chunk_limit = budget_.chunk_limit_for(need);
   cudaError_t error = arena_.commit(block->offset, need, chunk_limit);
   if (error == cudaErrorMemoryAllocation) {
     // Step 6: make room by releasing free physical memory that is safe
@@ -370,14 +370,14 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
                                       cudaStream_t stream, std::vector<ChunkMove>& moves) noexcept {
   std::size_t max_moves = 0;
   try {
-    max_moves = kRemapMovesPerCreate * arena_.chunks_to_create(offset, need, chunk_limit_for(need)) + kRemapMovesExtra;
+    max_moves = GrowthBudget::max_moves(arena_.chunks_to_create(offset, need, budget_.chunk_limit_for(need)));
   } catch (const std::bad_alloc&) {
     return;  // no host memory for the lists either: the block is created
   }
   auto move_free_chunks = [&] {
-    const std::size_t moved = remap_free_chunks_into(state, offset, need, std::min(max_moves, remap_units_left()), moves);
+    const std::size_t moved = remap_free_chunks_into(state, offset, need, std::min(max_moves, budget_.units_left()), moves);
     max_moves -= moved;
-    spend_remap_units(moved);
+    budget_.spend(moved);
   };
   // Chunks under this stream's own recent frees may move, their old places
   // pinned until those frees complete (docs/design.md, "Pinned ghosts"). A
@@ -392,55 +392,23 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
   // The wait helps step 3 too (released chunks must be safe), so it does not
   // depend on moves being left: without it, a block that had used its moves
   // found every other free chunk under its own stream's recent frees and grew.
-  if (arena_.unbacked_bytes_in(offset, need) != 0 && remap_units_left() > 1 &&
+  if (arena_.unbacked_bytes_in(offset, need) != 0 && budget_.units_left() > 1 &&
       state->pending.bytes() >= arena_.granularity()) {
-    spend_remap_units(1);
+    budget_.spend(1);
     wait_for_own_frees(state, stream);
     if (max_moves != 0) move_free_chunks();
   }
   if (const std::size_t missing = arena_.unbacked_bytes_in(offset, need); missing != 0) {
-    spend_remap_units(release_for_gap(missing, remap_units_left()));
+    budget_.spend(release_for_gap(missing, budget_.units_left()));
   }
 }
 
 bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexcept {
-  const std::uint64_t missing = arena_.unbacked_bytes_in(offset, need);
   const std::uint64_t live_peak =
       std::max<std::uint64_t>(used_high_sampled_.load(std::memory_order_relaxed), used_now() + need);
-  // The slack: 1/64 of the live peak, but never less than what the streams'
-  // caches may keep of recurring small blocks on a miss (kept_small_floor()
-  // each, for up to kSlackStreams streams). Without that floor a small pool
-  // shared by streams could not hold its streams' kept blocks: a miss whose
-  // fit needed a new granule flushed them, and the stream missed on its next
-  // ~20 allocations (threads_mixed on the simulation, 2 streams of 16 size
-  // classes: 30% of allocations missed, 0.0% with the floor, for 2 MiB more).
-  // Pools with a live peak above 64 x 8 MiB per stream are unaffected: every
-  // recorded trace.
-  const std::uint64_t budget = live_peak + growth_slack(live_peak) + arena_.granularity();
-  // Memory that destroyed or quiet streams' caches hold does not count: no
-  // active stream can take it until the release worker's synchronize (up to
-  // ~1.2 s after the streams stopped), and counting it put every miss of the
-  // streams that replaced them over the budget, where a miss flushes the
-  // stream's kept blocks (above): each flush made the stream miss on its next
-  // few dozen allocations, all queued for the heap lock (threads_mixed, 16
-  // threads made anew for each run: 0.25-0.48 misses a pair in one run of
-  // three on the simulation, with ~180 MiB in the previous run's caches).
-  const std::uint64_t backed = arena_.backed_bytes();
-  const std::uint64_t stranded = std::min(stranded_bytes_.load(std::memory_order_relaxed), backed);
-  return backed - stranded + missing <= budget;
-}
-
-std::uint64_t PoolCore::growth_slack(std::uint64_t live_peak) const noexcept {
-  const std::uint64_t streams =
-      std::clamp<std::uint64_t>(active_streams_.load(std::memory_order_relaxed), 1, kSlackStreams);
-  return std::max<std::uint64_t>(live_peak / kGrowthSlackDivisor, streams * kept_small_floor());
-}
-
-bool PoolCore::holds_too_much_free_memory() noexcept {
-  constexpr std::uint64_t kFreeSlack = std::uint64_t{64} << 20;
-  const std::uint64_t reserved = arena_.backed_bytes();
-  const std::uint64_t used = used_now();
-  return reserved > used + std::max(used, kFreeSlack);
+  return GrowthBudget::allows(arena_.backed_bytes(), stranded_bytes_.load(std::memory_order_relaxed),
+                              arena_.unbacked_bytes_in(offset, need), live_peak, arena_.granularity(),
+                              active_streams_.load(std::memory_order_relaxed));
 }
 
 bool PoolCore::frees_held_anywhere() noexcept {
@@ -480,7 +448,7 @@ void PoolCore::synchronize_everything() noexcept {
     return;
   }
   if (!synchronize_streams(streams)) return;
-  ++device_synchronizes_;
+  ++stats_.device_synchronizes;
   harvest_streams(nullptr);
 }
 
@@ -495,7 +463,7 @@ void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state, boo
   state->count_allocation(bytes);
   const bool recurring = state->cache.note_allocation(block->size);
   state->lock.unlock();
-  earn_remap_credit(recurring);
+  budget_.earn(recurring);
   // The used high-water mark: a walk over every stream state, so once in
   // kUsedSampleEvery slow-path allocations per thread (and at every growth,
   // where the growth budget reads it). Sampling on every one cost 10 us a

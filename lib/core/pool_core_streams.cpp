@@ -36,6 +36,7 @@ std::uintptr_t canonical_key(cudaStream_t stream) noexcept {
   return value;
 }
 
+// Fences outstanding per stream at most (docs/design.md, "Tuning constants").
 constexpr std::size_t kMaxFences = 8;
 
 }  // namespace
@@ -198,7 +199,7 @@ void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noex
   }
   ++state->epoch;
   state->open_epoch_has_frees = false;
-  events_recorded_.fetch_add(1, std::memory_order_relaxed);
+  stats_.events_recorded.fetch_add(1, std::memory_order_relaxed);
 }
 
 cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
