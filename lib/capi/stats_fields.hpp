@@ -67,25 +67,29 @@
 
 namespace sova::capi::stats_fields {
 
-/// Each counter's index in the list, by its C name; kCount is their number.
+/// Each counter's index in the list, by its C name.
 enum Index : std::size_t {
 #define SOVA_STATS_FIELD_INDEX(c_field, cpp_field) c_field,
   SOVA_POOL_STATS_FIELDS(SOVA_STATS_FIELD_INDEX)
 #undef SOVA_STATS_FIELD_INDEX
-  kCount
 };
+
+/// How many counters the list has.
+#define SOVA_STATS_FIELD_ONE(c_field, cpp_field) +1
+inline constexpr std::size_t kCount = 0 SOVA_POOL_STATS_FIELDS(SOVA_STATS_FIELD_ONE);
+#undef SOVA_STATS_FIELD_ONE
 
 /// Where the counters start in the C struct: after structSize.
 inline constexpr std::size_t kFirstCOffset = offsetof(sovaMemPoolStats, reservedCurrent);
 
-#define SOVA_STATS_FIELD_CHECK(c_field, cpp_field)                                                     \
-  static_assert(std::is_same_v<decltype(sovaMemPoolStats::c_field), std::uint64_t>,                    \
-                "sovaMemPoolStats." #c_field " is not a uint64_t");                                    \
-  static_assert(std::is_same_v<decltype(sova::PoolStats::cpp_field), std::uint64_t>,                   \
-                "sova::PoolStats::" #cpp_field " is not a std::uint64_t");                             \
+#define SOVA_STATS_FIELD_CHECK(c_field, cpp_field) \
+  static_assert(std::is_same_v<decltype(sovaMemPoolStats::c_field), std::uint64_t>, \
+                "sovaMemPoolStats." #c_field " is not a uint64_t"); \
+  static_assert(std::is_same_v<decltype(sova::PoolStats::cpp_field), std::uint64_t>, \
+                "sova::PoolStats::" #cpp_field " is not a std::uint64_t"); \
   static_assert(offsetof(sovaMemPoolStats, c_field) == kFirstCOffset + c_field * sizeof(std::uint64_t), \
-                "sovaMemPoolStats." #c_field " is not where lib/capi/stats_fields.hpp lists it");      \
-  static_assert(offsetof(sova::PoolStats, cpp_field) == c_field * sizeof(std::uint64_t),               \
+                "sovaMemPoolStats." #c_field " is not where lib/capi/stats_fields.hpp lists it"); \
+  static_assert(offsetof(sova::PoolStats, cpp_field) == c_field * sizeof(std::uint64_t), \
                 "sova::PoolStats::" #cpp_field " is not where lib/capi/stats_fields.hpp lists it");
 SOVA_POOL_STATS_FIELDS(SOVA_STATS_FIELD_CHECK)
 #undef SOVA_STATS_FIELD_CHECK
