@@ -90,6 +90,8 @@ def test_record_stream_with_a_delayed_kernel():
     # stream, whose implicit synchronization could hide the hazard.
     out = run_script(PRELUDE + """
     sova.torch.enable()
+    # record_stream reaches sova through the allocator's hook, not a Python patch
+    assert sova.torch._orig_record_stream is None
     n = 1 << 22
     main, side = torch.cuda.Stream(), torch.cuda.Stream()
     # Load every kernel the trial uses first: with CUDA's lazy module loading,
@@ -174,30 +176,6 @@ def test_mem_pool_scoped_use_without_enable():
     del x, y
     print("ok", before, used)
     """)
-
-
-def test_graph_capture_is_a_clear_error_and_eager_goes_on():
-    out = run_script(PRELUDE + """
-    sova.torch.enable()
-    x = torch.randn(1024, device="cuda")
-    g = torch.cuda.CUDAGraph()
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    try:
-        with torch.cuda.stream(s):
-            with torch.cuda.graph(g, stream=s):
-                y = x * 2 + 1          # allocates under capture
-    except Exception as e:
-        print("ERR", type(e).__name__, str(e).splitlines()[0])
-        assert "graph capture" in str(e), e
-    else:
-        raise SystemExit("capture with sova did not raise")
-    torch.cuda.synchronize()
-    z = x * 3
-    assert torch.allclose(z, x * 3)
-    print("eager ok")
-    """)
-    assert "eager ok" in out
 
 
 def test_history_in_pytorch_snapshot_format():

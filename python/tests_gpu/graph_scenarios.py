@@ -1,0 +1,218 @@
+"""Scenarios of the CUDA graph GPU tests (test_torch_graphs_gpu.py).
+
+Each runs in a fresh process under one allocator, chosen by ``mode``:
+"torch" (PyTorch's own), "sova" (sova.torch.enable(): the pluggable allocator)
+or "native" (sova.torch.enable(backend="native")), and saves what it computed
+with torch.save, so that the test can check that sova's results equal
+PyTorch's bit for bit: the same kernels on the same inputs, with
+deterministic algorithms. Inputs come from a CPU generator, so that no
+allocator can change them. Each scenario also checks itself (replay against
+eager, memory returned) and prints what it measured.
+
+    python graph_scenarios.py MODE SCENARIO OUT.pt
+"""
+import gc
+import os
+import sys
+import time
+
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+import torch  # noqa: E402
+
+MODES = ("torch", "sova", "native")
+
+
+def setup(mode: str) -> None:
+    if mode not in MODES:
+        raise SystemExit(f"mode must be one of {MODES}, not {mode!r}")
+    if mode != "torch":
+        import sova.torch
+        sova.torch.enable(backend="pluggable" if mode == "sova" else "native")
+    torch.manual_seed(0)
+    torch.use_deterministic_algorithms(True)
+
+
+def sova_used() -> int:
+    """Bytes live in sova's pool of device 0 (0 under PyTorch's allocator)."""
+    import sova.torch
+    return sova.torch.raw_stats(0)["usedCurrent"] if sova.torch.is_enabled() else 0
+
+
+def wait_for(predicate, seconds: float = 5.0) -> bool:
+    """Graph memory returns when CUDA reports the graph destroyed, from its own thread."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def mlp(width: int = 256) -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(64, width), torch.nn.ReLU(),
+                               torch.nn.Linear(width, 64)).cuda()
+
+
+def cpu_randn(gen: torch.Generator, *shape) -> torch.Tensor:
+    return torch.randn(*shape, generator=gen).cuda()
+
+
+def cuda_graph(mode: str) -> dict:
+    """torch.cuda.graph: capture, replays equal to eager, memory returned on destroy."""
+    gen = torch.Generator().manual_seed(1)
+    model = mlp()
+    static_in = cpu_randn(gen, 32, 64)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):   # warm up on the capture stream: cuBLAS's workspace exists
+        for _ in range(3):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    before = sova_used()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        hidden = model[1](model[0](static_in))   # an intermediate freed inside the capture
+        static_out = model[2](hidden)
+        del hidden
+    during = sova_used()
+    outs = []
+    for _ in range(5):
+        static_in.copy_(cpu_randn(gen, 32, 64))
+        g.replay()
+        eager = model(static_in)
+        assert torch.equal(static_out, eager), "a replay differs from eager execution"
+        outs.append(static_out.clone())
+    torch.cuda.synchronize()
+    del g, static_out, eager
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()   # PyTorch's pools (native backend) return their segments here
+    returned = wait_for(lambda: sova_used() <= before)
+    print(f"sova used: before capture {before}, after capture {during}, "
+          f"after destroy {sova_used()}")
+    if mode != "torch":
+        assert during > before, "the capture took no memory from sova"
+        assert returned, f"graph memory not returned: {sova_used()} > {before}"
+    return {"outs": torch.stack(outs).cpu()}
+
+
+def graphed_callables(mode: str) -> dict:
+    """make_graphed_callables: a few training steps; their losses and weights."""
+    gen = torch.Generator().manual_seed(2)
+    model = mlp()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    sample = cpu_randn(gen, 32, 64)
+    graphed = torch.cuda.make_graphed_callables(model, (sample,))
+    losses = []
+    for _ in range(6):
+        x, target = cpu_randn(gen, 32, 64), cpu_randn(gen, 32, 64)
+        loss = (graphed(x) - target).square().mean()
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.detach().clone())
+    torch.cuda.synchronize()
+    print("losses", [round(float(v), 6) for v in losses])
+    return {"losses": torch.stack(losses).cpu(),
+            "params": [p.detach().cpu().clone() for p in model.parameters()]}
+
+
+def graph_in_sova_mem_pool(mode: str) -> dict:
+    """torch.cuda.graph(pool=sova.torch.mem_pool().id) with PyTorch's allocator
+    the process's: the graph's segments come from sova, asked for during the
+    capture, and go back once the graph and the pool are gone."""
+    import sova.torch
+    assert mode == "torch", "this scenario keeps PyTorch's allocator"
+    gen = torch.Generator().manual_seed(3)
+    model = mlp(width=2048)   # blocks of 2048x32 floats: segments beyond the small pool
+    static_in = cpu_randn(gen, 32, 64)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        model(static_in)
+    torch.cuda.current_stream().wait_stream(s)
+    torch.cuda.synchronize()
+    pool = sova.torch.mem_pool()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, pool=pool.id, stream=s):
+        static_out = model(static_in)
+    held = sova.torch.raw_stats(0)["usedCurrent"]
+    assert held > 0, "the graph's memory did not come from sova"
+    outs = []
+    for _ in range(4):
+        static_in.copy_(cpu_randn(gen, 32, 64))
+        g.replay()
+        assert torch.equal(static_out, model(static_in)), "a replay differs from eager execution"
+        outs.append(static_out.clone())
+    torch.cuda.synchronize()
+    del g, static_out
+    gc.collect()
+    torch.cuda.synchronize()
+    del pool
+    gc.collect()
+    torch.cuda.empty_cache()
+    left = sova.torch.raw_stats(0)["usedCurrent"]
+    print(f"sova held {held} during the graph's life, {left} after")
+    assert left == 0, f"segments not returned to sova: {left} bytes live"
+    return {"outs": torch.stack(outs).cpu()}
+
+
+def reduce_overhead(mode: str) -> dict:
+    """torch.compile(mode="reduce-overhead") (cudagraph trees, default checks):
+    inference with several shapes, then training steps."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+    gen = torch.Generator().manual_seed(4)
+    model = mlp()
+    infer = torch.compile(model, mode="reduce-overhead")
+    outs = []
+    with torch.no_grad():
+        for batch in (8, 32, 8, 128, 32, 8):
+            for _ in range(3):   # warm-up, recording, replay
+                outs.append(infer(cpu_randn(gen, batch, 64)).clone())
+    train_model = mlp()
+    opt = torch.optim.SGD(train_model.parameters(), lr=0.05)
+    train = torch.compile(train_model, mode="reduce-overhead")
+    losses = []
+    for _ in range(8):
+        torch.compiler.cudagraph_mark_step_begin()
+        x, target = cpu_randn(gen, 16, 64), cpu_randn(gen, 16, 64)
+        loss = (train(x) - target).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        losses.append(loss.detach().clone())
+    torch.cuda.synchronize()
+    skips = dict(counters["inductor"])
+    print("inductor counters", {k: v for k, v in skips.items() if "cudagraph" in k})
+    assert skips.get("cudagraph_skips", 0) == 0, f"cudagraphs were skipped: {skips}"
+    segments = sum(s["total_size"] for s in torch.cuda.memory_snapshot())
+    used = sova_used()
+    print(f"graph pool segments {segments} bytes; sova used {used}")
+    if mode == "native":
+        assert segments > 0 and used >= segments, "the graph pools' segments are not sova's"
+    result = {"outs": [o.cpu() for o in outs], "losses": torch.stack(losses).cpu(),
+              "params": [p.detach().cpu().clone() for p in train_model.parameters()]}
+    del infer, train, outs, losses, loss
+    torch._dynamo.reset()   # drops the cudagraph trees and their graphs
+    gc.collect()
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    left = sum(s["total_size"] for s in torch.cuda.memory_snapshot())
+    print(f"graph pool segments after reset: {left} bytes; sova used {sova_used()}")
+    if mode == "native":
+        assert left == 0, f"graph pools kept {left} bytes after reset and empty_cache"
+        assert sova_used() < used, "no memory returned to sova"
+    return result
+
+
+SCENARIOS = {f.__name__: f for f in (cuda_graph, graphed_callables, graph_in_sova_mem_pool,
+                                     reduce_overhead)}
+
+if __name__ == "__main__":
+    mode, scenario, out = sys.argv[1:4]
+    setup(mode)
+    torch.save(SCENARIOS[scenario](mode), out)
+    print("saved", scenario, mode)
