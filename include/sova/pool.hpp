@@ -91,6 +91,11 @@ class SOVA_API Pool {
   bool contains(const void* ptr) const noexcept;
   /// The requested size of a live block, 0 if `ptr` is not one.
   std::size_t block_size(const void* ptr) const noexcept;
+  /// What `ptr` is to this pool, in words, for error messages: "a live block
+  /// of this pool", "inside a block allocated at 0x... (N bytes); free its
+  /// start", "already freed", "not allocated by this pool", ... Takes the
+  /// pool's heap lock and may walk every block: not for hot paths.
+  std::string describe_pointer(const void* ptr) const;
   int device() const noexcept;
   Driver& driver() const noexcept;
   /// What the driver reports for the physical memory under `ptr` (a live

@@ -355,6 +355,17 @@ SOVA_API cudaError_t sovaLogStart(const char* path);
  * while logging (disk full): cudaErrorUnknown, after closing. */
 SOVA_API cudaError_t sovaLogStop(void);
 
+/** What went wrong in the last sova call that failed on the calling thread,
+ * as the runtime's cudaGetErrorString tells what a code means: the function,
+ * then the reason where sova knows it ("sovaFreeAsync: cannot free 0x...:
+ * already freed", "... inside a block allocated at 0x... (N bytes); free its
+ * start", "... no NVIDIA driver or GPU was found ...; SOVA_DRIVER=sim runs
+ * sova on its host simulation"), else the code's name and description. ""
+ * when no sova call has failed on this thread. A successful call leaves it
+ * as it was. The string belongs to the thread and is overwritten by its next
+ * failure; never NULL. */
+SOVA_API const char* sovaGetLastErrorMessage(void);
+
 #ifdef __cplusplus
 }  /* extern "C" */
 

@@ -27,7 +27,7 @@ Aliases& aliases() {
 
 using namespace sova::capi;
 
-cudaError_t sovaMemAliasCreate(void** alias, void* ptr, enum cudaMemAccessFlags flags) {
+static cudaError_t sovaMemAliasCreate_unchecked(void** alias, void* ptr, enum cudaMemAccessFlags flags) {
   if (alias == nullptr || ptr == nullptr) return cudaErrorInvalidValue;
   try {
     std::unique_ptr<sova::BlockAlias> made;
@@ -47,8 +47,11 @@ cudaError_t sovaMemAliasCreate(void** alias, void* ptr, enum cudaMemAccessFlags 
   }
   return cudaSuccess;
 }
+cudaError_t sovaMemAliasCreate(void** alias, void* ptr, enum cudaMemAccessFlags flags) {
+  return checked(__func__, sovaMemAliasCreate_unchecked(alias, ptr, flags));
+}
 
-cudaError_t sovaMemAliasDestroy(void* alias) {
+static cudaError_t sovaMemAliasDestroy_unchecked(void* alias) {
   std::unique_ptr<sova::BlockAlias> gone;
   {
     Aliases& a = aliases();
@@ -59,4 +62,7 @@ cudaError_t sovaMemAliasDestroy(void* alias) {
     a.live.erase(it);
   }
   return cudaSuccess;  // `gone` synchronizes and unmaps outside the mutex
+}
+cudaError_t sovaMemAliasDestroy(void* alias) {
+  return checked(__func__, sovaMemAliasDestroy_unchecked(alias));
 }

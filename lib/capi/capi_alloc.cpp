@@ -19,6 +19,9 @@
 
 #include <sova/sova.h>
 
+#include <cstdio>
+#include <string>
+
 namespace sova::capi {
 namespace {
 
@@ -97,6 +100,46 @@ inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
   return err;
 }
 
+/// Why `pool` refused to free `ptr`, for the thread's last error message.
+[[gnu::cold, gnu::noinline]] void note_free_refused(const sova::Pool& pool, const void* ptr, cudaStream_t stream,
+                                                    cudaError_t err) noexcept {
+  char text[320];
+  try {
+    const std::string what = pool.describe_pointer(ptr);
+    if (what == "a live block of this pool") {  // the block is fine: the stream was refused
+      std::snprintf(text, sizeof text, "freeing %p on stream %p failed: %s (%s)", ptr, static_cast<void*>(stream),
+                    cudaGetErrorName(err), cudaGetErrorString(err));
+    } else {
+      std::snprintf(text, sizeof text, "cannot free %p: %s", ptr, what.c_str());
+    }
+  } catch (...) {
+    return;  // no host memory for the words: the code alone is recorded
+  }
+  note_detail(err, text);
+}
+
+/// A free of a pointer that no pool of this process lists: an imported
+/// pointer (sovaMemPoolImportPointer), or one sova never handed out.
+[[gnu::noinline]] cudaError_t free_outside_pools(void* ptr, cudaStream_t stream) noexcept {
+  const cudaError_t err = free_imported(ptr, stream);
+  if (err == cudaErrorInvalidValue) [[unlikely]] {
+    char text[160];
+    std::snprintf(text, sizeof text, "cannot free %p: not allocated by sova (no sova pool holds a block there)", ptr);
+    note_detail(err, text);
+  }
+  return err;
+}
+
+/// An allocation's failure, with its size, as the thread's last error message.
+[[gnu::cold, gnu::noinline]] cudaError_t record_malloc_error(const char* function, cudaError_t err,
+                                                             std::size_t size) noexcept {
+  char text[200];
+  std::snprintf(text, sizeof text, "allocating %zu bytes failed: %s (%s)", size, cudaGetErrorName(err),
+                err == cudaErrorMemoryAllocation ? "out of memory" : cudaGetErrorString(err));
+  note_detail(err, text);
+  return record_error(function, err);
+}
+
 /// A free into a destroyed pool: the free that returns its last block
 /// finalizes it (pool_lifetime.hpp). Ends `section`.
 [[gnu::noinline]] void after_free_in_destroyed(PoolEntry* e, ReadSection& section) noexcept {
@@ -114,15 +157,16 @@ inline cudaError_t free_impl(void* ptr, cudaStream_t stream) noexcept {
   PoolEntry* e = g_state.owners.find_for_free(ptr);
   if (e == nullptr) [[unlikely]] {
     section.leave();
-    return free_imported(ptr, stream);  // an imported pointer, or nobody's
+    return free_outside_pools(ptr, stream);  // an imported pointer, or nobody's
   }
   // An exported block's export data goes stale before the block can be reused.
   if (PoolExporter* x = e->exporter.load(std::memory_order_acquire)) [[unlikely]] x->forget(ptr);
   const cudaError_t err = e->pool.try_deallocate(ptr, stream);
   if (err == cudaErrorInvalidValue && !e->pool.contains(ptr)) [[unlikely]] {
     section.leave();
-    return free_imported(ptr, stream);
+    return free_outside_pools(ptr, stream);
   }
+  if (err != cudaSuccess) [[unlikely]] note_free_refused(e->pool, ptr, stream, err);  // the pool is still held
   if (e->destroyed.load(std::memory_order_acquire)) [[unlikely]] {
     if (err == cudaSuccess) after_free_in_destroyed(e, section);
   }
@@ -134,30 +178,40 @@ inline cudaError_t free_impl(void* ptr, cudaStream_t stream) noexcept {
 
 using namespace sova::capi;
 
+// Each records its failure as the thread's last error (last_error.hpp) in a
+// cold call: the success path gains one predicted branch.
 cudaError_t sovaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
-  return malloc_current(devPtr, size, stream);
+  const cudaError_t err = malloc_current(devPtr, size, stream);
+  if (err != cudaSuccess) [[unlikely]] return record_malloc_error(__func__, err, size);
+  return err;
 }
 
 cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream) {
-  return malloc_current(devPtr, size, per_thread_if_zero(stream));
+  const cudaError_t err = malloc_current(devPtr, size, per_thread_if_zero(stream));
+  if (err != cudaSuccess) [[unlikely]] return record_malloc_error(__func__, err, size);
+  return err;
 }
 
 cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream) {
-  return free_impl(devPtr, stream);
+  return checked(__func__, free_impl(devPtr, stream));
 }
 
 cudaError_t sovaFreeAsync_ptsz(void* devPtr, cudaStream_t stream) {
-  return free_impl(devPtr, per_thread_if_zero(stream));
+  return checked(__func__, free_impl(devPtr, per_thread_if_zero(stream)));
 }
 
 cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool,
                                     cudaStream_t stream) {
-  return malloc_from(devPtr, size, pool, stream);
+  const cudaError_t err = malloc_from(devPtr, size, pool, stream);
+  if (err != cudaSuccess) [[unlikely]] return record_malloc_error(__func__, err, size);
+  return err;
 }
 
 cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool,
                                          cudaStream_t stream) {
-  return malloc_from(devPtr, size, pool, per_thread_if_zero(stream));
+  const cudaError_t err = malloc_from(devPtr, size, pool, per_thread_if_zero(stream));
+  if (err != cudaSuccess) [[unlikely]] return record_malloc_error(__func__, err, size);
+  return err;
 }
 
 namespace sova::capi {
@@ -176,10 +230,16 @@ cudaError_t stream_synchronized_impl(sovaMemPool_t pool, cudaStream_t stream) no
 }  // namespace
 }  // namespace sova::capi
 
-cudaError_t sovaMemPoolStreamSynchronized(sovaMemPool_t pool, cudaStream_t stream) {
+static cudaError_t sovaMemPoolStreamSynchronized_unchecked(sovaMemPool_t pool, cudaStream_t stream) {
   return stream_synchronized_impl(pool, stream);
 }
+cudaError_t sovaMemPoolStreamSynchronized(sovaMemPool_t pool, cudaStream_t stream) {
+  return checked(__func__, sovaMemPoolStreamSynchronized_unchecked(pool, stream));
+}
 
-cudaError_t sovaMemPoolStreamSynchronized_ptsz(sovaMemPool_t pool, cudaStream_t stream) {
+static cudaError_t sovaMemPoolStreamSynchronized_ptsz_unchecked(sovaMemPool_t pool, cudaStream_t stream) {
   return stream_synchronized_impl(pool, per_thread_if_zero(stream));
+}
+cudaError_t sovaMemPoolStreamSynchronized_ptsz(sovaMemPool_t pool, cudaStream_t stream) {
+  return checked(__func__, sovaMemPoolStreamSynchronized_ptsz_unchecked(pool, stream));
 }

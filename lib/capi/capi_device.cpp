@@ -3,6 +3,7 @@
 // give the codes the runtime gives (docs/runtime-errors.md): the
 // default-pool query says cudaErrorInvalidDevice, the other two
 // cudaErrorInvalidValue.
+#include "capi/last_error.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -12,7 +13,7 @@
 
 using namespace sova::capi;
 
-cudaError_t sovaDeviceGetDefaultMemPool(sovaMemPool_t* pool, int device) {
+static cudaError_t sovaDeviceGetDefaultMemPool_unchecked(sovaMemPool_t* pool, int device) {
   if (pool == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess)
     return err;
@@ -21,8 +22,11 @@ cudaError_t sovaDeviceGetDefaultMemPool(sovaMemPool_t* pool, int device) {
   *pool = HandleTable::to_handle(e);  // default pools are never deleted
   return cudaSuccess;
 }
+cudaError_t sovaDeviceGetDefaultMemPool(sovaMemPool_t* pool, int device) {
+  return checked(__func__, sovaDeviceGetDefaultMemPool_unchecked(pool, device));
+}
 
-cudaError_t sovaDeviceGetMemPool(sovaMemPool_t* pool, int device) {
+static cudaError_t sovaDeviceGetMemPool_unchecked(sovaMemPool_t* pool, int device) {
   if (pool == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t err = check_device(device, cudaErrorInvalidValue); err != cudaSuccess)
     return err;
@@ -41,8 +45,11 @@ cudaError_t sovaDeviceGetMemPool(sovaMemPool_t* pool, int device) {
   *pool = HandleTable::to_handle(current != nullptr ? current : e);
   return cudaSuccess;
 }
+cudaError_t sovaDeviceGetMemPool(sovaMemPool_t* pool, int device) {
+  return checked(__func__, sovaDeviceGetMemPool_unchecked(pool, device));
+}
 
-cudaError_t sovaDeviceSetMemPool(int device, sovaMemPool_t pool) {
+static cudaError_t sovaDeviceSetMemPool_unchecked(int device, sovaMemPool_t pool) {
   if (const cudaError_t err = check_device(device, cudaErrorInvalidValue); err != cudaSuccess)
     return err;
   // Under the mutex: a concurrent sovaMemPoolDestroy either retires the handle
@@ -52,4 +59,7 @@ cudaError_t sovaDeviceSetMemPool(int device, sovaMemPool_t pool) {
   if (e == nullptr || e->device != device) return cudaErrorInvalidValue;
   g_state.devices.set_current(device, e);
   return cudaSuccess;
+}
+cudaError_t sovaDeviceSetMemPool(int device, sovaMemPool_t pool) {
+  return checked(__func__, sovaDeviceSetMemPool_unchecked(device, pool));
 }

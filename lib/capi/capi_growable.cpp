@@ -34,7 +34,7 @@ GrowableBuffer* lookup(sovaGrowable_t handle) {
 
 using namespace sova::capi;
 
-cudaError_t sovaGrowableCreate(sovaGrowable_t* buffer, void** devPtr, size_t maxSize, int device) {
+static cudaError_t sovaGrowableCreate_unchecked(sovaGrowable_t* buffer, void** devPtr, size_t maxSize, int device) {
   if (buffer == nullptr || devPtr == nullptr || maxSize == 0) return cudaErrorInvalidValue;
   if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess) return err;
   try {
@@ -52,16 +52,22 @@ cudaError_t sovaGrowableCreate(sovaGrowable_t* buffer, void** devPtr, size_t max
   }
   return cudaSuccess;
 }
+cudaError_t sovaGrowableCreate(sovaGrowable_t* buffer, void** devPtr, size_t maxSize, int device) {
+  return checked(__func__, sovaGrowableCreate_unchecked(buffer, devPtr, maxSize, device));
+}
 
-cudaError_t sovaGrowableResize(sovaGrowable_t buffer, size_t size, cudaStream_t stream) {
+static cudaError_t sovaGrowableResize_unchecked(sovaGrowable_t buffer, size_t size, cudaStream_t stream) {
   Growables& g = growables();
   std::lock_guard lock(g.mutex);
   sova::GrowableBuffer* b = lookup(buffer);
   if (b == nullptr) return cudaErrorInvalidValue;
   return b->resize(size, stream);
 }
+cudaError_t sovaGrowableResize(sovaGrowable_t buffer, size_t size, cudaStream_t stream) {
+  return checked(__func__, sovaGrowableResize_unchecked(buffer, size, stream));
+}
 
-cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, size_t* physicalBytes) {
+static cudaError_t sovaGrowableGetInfo_unchecked(sovaGrowable_t buffer, size_t* size, size_t* physicalBytes) {
   Growables& g = growables();
   std::lock_guard lock(g.mutex);
   sova::GrowableBuffer* b = lookup(buffer);
@@ -70,8 +76,11 @@ cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, size_t* phy
   if (physicalBytes != nullptr) *physicalBytes = b->physical_bytes();
   return cudaSuccess;
 }
+cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, size_t* physicalBytes) {
+  return checked(__func__, sovaGrowableGetInfo_unchecked(buffer, size, physicalBytes));
+}
 
-cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer) {
+static cudaError_t sovaGrowableDestroy_unchecked(sovaGrowable_t buffer) {
   sova::GrowableBuffer* b = nullptr;
   {
     Growables& g = growables();
@@ -82,4 +91,7 @@ cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer) {
   }
   delete b;  // synchronizes the device: outside the mutex
   return cudaSuccess;
+}
+cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer) {
+  return checked(__func__, sovaGrowableDestroy_unchecked(buffer));
 }

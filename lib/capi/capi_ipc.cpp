@@ -105,7 +105,7 @@ cudaError_t get_imported_access(cudaMemAccessFlags* flags, sovaMemPool_t handle,
 
 using namespace sova::capi;
 
-cudaError_t sovaMemPoolExportToShareableHandle(void* shareableHandle, sovaMemPool_t pool,
+static cudaError_t sovaMemPoolExportToShareableHandle_unchecked(void* shareableHandle, sovaMemPool_t pool,
                                                enum cudaMemAllocationHandleType handleType, unsigned int flags) {
   if (shareableHandle == nullptr || flags != 0) return cudaErrorInvalidValue;
   if (handleType == cudaMemHandleTypeFabric) return cudaErrorNotSupported;
@@ -123,8 +123,12 @@ cudaError_t sovaMemPoolExportToShareableHandle(void* shareableHandle, sovaMemPoo
   }
   return cudaSuccess;
 }
+cudaError_t sovaMemPoolExportToShareableHandle(void* shareableHandle, sovaMemPool_t pool,
+                                               enum cudaMemAllocationHandleType handleType, unsigned int flags) {
+  return checked(__func__, sovaMemPoolExportToShareableHandle_unchecked(shareableHandle, pool, handleType, flags));
+}
 
-cudaError_t sovaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void* ptr) {
+static cudaError_t sovaMemPoolExportPointer_unchecked(cudaMemPoolPtrExportData* exportData, void* ptr) {
   if (exportData == nullptr || ptr == nullptr) return cudaErrorInvalidValue;
   ReadSection section;
   PoolEntry* e = g_state.owners.find(ptr);
@@ -133,8 +137,11 @@ cudaError_t sovaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void*
   if (const cudaError_t err = exporter_of(e, &x); err != cudaSuccess) return err;
   return x->export_pointer(ptr, exportData);
 }
+cudaError_t sovaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void* ptr) {
+  return checked(__func__, sovaMemPoolExportPointer_unchecked(exportData, ptr));
+}
 
-cudaError_t sovaMemPoolImportFromShareableHandle(sovaMemPool_t* pool, void* shareableHandle,
+static cudaError_t sovaMemPoolImportFromShareableHandle_unchecked(sovaMemPool_t* pool, void* shareableHandle,
                                                  enum cudaMemAllocationHandleType handleType, unsigned int flags) {
   if (pool == nullptr || flags != 0) return cudaErrorInvalidValue;
   if (handleType == cudaMemHandleTypeFabric) return cudaErrorNotSupported;
@@ -155,12 +162,19 @@ cudaError_t sovaMemPoolImportFromShareableHandle(sovaMemPool_t* pool, void* shar
   }
   return cudaSuccess;
 }
+cudaError_t sovaMemPoolImportFromShareableHandle(sovaMemPool_t* pool, void* shareableHandle,
+                                                 enum cudaMemAllocationHandleType handleType, unsigned int flags) {
+  return checked(__func__, sovaMemPoolImportFromShareableHandle_unchecked(pool, shareableHandle, handleType, flags));
+}
 
-cudaError_t sovaMemPoolImportPointer(void** ptr, sovaMemPool_t pool, cudaMemPoolPtrExportData* exportData) {
+static cudaError_t sovaMemPoolImportPointer_unchecked(void** ptr, sovaMemPool_t pool, cudaMemPoolPtrExportData* exportData) {
   if (ptr == nullptr || exportData == nullptr) return cudaErrorInvalidValue;
   Imported& im = imported();
   std::lock_guard lock(im.mutex);
   auto it = im.pools.find(reinterpret_cast<std::uintptr_t>(pool));
   if (it == im.pools.end()) return cudaErrorInvalidValue;
   return it->second->import_pointer(*exportData, ptr);
+}
+cudaError_t sovaMemPoolImportPointer(void** ptr, sovaMemPool_t pool, cudaMemPoolPtrExportData* exportData) {
+  return checked(__func__, sovaMemPoolImportPointer_unchecked(ptr, pool, exportData));
 }

@@ -55,7 +55,7 @@ cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
 
 using namespace sova::capi;
 
-cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props) {
+static cudaError_t sovaMemPoolCreate_unchecked(sovaMemPool_t* pool, const sovaMemPoolProps* props) {
   if (pool == nullptr || props == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t err = check_props(*props); err != cudaSuccess) return err;
   sova::PoolOptions options;
@@ -87,13 +87,19 @@ cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props
   *pool = HandleTable::to_handle(e);
   return cudaSuccess;
 }
+cudaError_t sovaMemPoolCreate(sovaMemPool_t* pool, const sovaMemPoolProps* props) {
+  return checked(__func__, sovaMemPoolCreate_unchecked(pool, props));
+}
 
-cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) {
+static cudaError_t sovaMemPoolDestroy_unchecked(sovaMemPool_t pool) {
   if (is_imported_handle(pool)) return destroy_imported(pool);
   return destroy_pool(pool);
 }
+cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) {
+  return checked(__func__, sovaMemPoolDestroy_unchecked(pool));
+}
 
-cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
+static cudaError_t sovaMemPoolSetAttribute_unchecked(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
@@ -101,8 +107,11 @@ cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr att
   if (!sova::detail::known_pool_attr(raw_enum(attr))) return cudaErrorInvalidValue;
   return e->pool.set_attribute(attr, value);
 }
+cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
+  return checked(__func__, sovaMemPoolSetAttribute_unchecked(pool, attr, value));
+}
 
-cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
+static cudaError_t sovaMemPoolGetAttribute_unchecked(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
@@ -110,8 +119,11 @@ cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr att
   if (!sova::detail::known_pool_attr(raw_enum(attr))) return cudaErrorInvalidValue;
   return e->pool.get_attribute(attr, value);
 }
+cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
+  return checked(__func__, sovaMemPoolGetAttribute_unchecked(pool, attr, value));
+}
 
-cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep) {
+static cudaError_t sovaMemPoolTrimTo_unchecked(sovaMemPool_t pool, size_t minBytesToKeep) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
@@ -122,20 +134,30 @@ cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep) {
   }
   return cudaSuccess;
 }
+cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep) {
+  return checked(__func__, sovaMemPoolTrimTo_unchecked(pool, minBytesToKeep));
+}
 
-cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count) {
+static cudaError_t sovaMemPoolSetAccess_unchecked(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count) {
   if (is_imported_handle(pool)) return set_imported_access(pool, descs, count);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || (descs == nullptr && count != 0)) return cudaErrorInvalidValue;
   return e->pool.set_access(descs, count);
 }
+cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count) {
+  return checked(__func__, sovaMemPoolSetAccess_unchecked(pool, descs, count));
+}
 
-cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
+static cudaError_t sovaMemPoolGetAccess_unchecked(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
                                  cudaMemLocation* location) {
   if (is_imported_handle(pool)) return get_imported_access(flags, pool, location);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || flags == nullptr || location == nullptr) return cudaErrorInvalidValue;
   return e->pool.get_access(flags, location);
+}
+cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
+                                 cudaMemLocation* location) {
+  return checked(__func__, sovaMemPoolGetAccess_unchecked(flags, pool, location));
 }

@@ -28,7 +28,7 @@ sovaMemPoolStats to_c(const sova::PoolStats& s) noexcept {
 
 }  // namespace
 
-cudaError_t sovaMemPoolGetStats(sovaMemPool_t pool, sovaMemPoolStats* stats) {
+static cudaError_t sovaMemPoolGetStats_unchecked(sovaMemPool_t pool, sovaMemPoolStats* stats) {
   if (stats == nullptr) return cudaErrorInvalidValue;
   const std::size_t caller_size = stats->structSize;
   // The smallest struct worth filling holds structSize and reservedCurrent.
@@ -49,4 +49,7 @@ cudaError_t sovaMemPoolGetStats(sovaMemPool_t pool, sovaMemPoolStats* stats) {
               reinterpret_cast<const char*>(&full) + offsetof(sovaMemPoolStats, reservedCurrent),
               n - offsetof(sovaMemPoolStats, reservedCurrent));
   return cudaSuccess;
+}
+cudaError_t sovaMemPoolGetStats(sovaMemPool_t pool, sovaMemPoolStats* stats) {
+  return checked(__func__, sovaMemPoolGetStats_unchecked(pool, stats));
 }

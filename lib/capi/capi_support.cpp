@@ -1,6 +1,7 @@
 // sova C API — sovaDeviceGetVmmSupport: the device's VMM capabilities and
 // what sova does with them. Asks the query driver (the pools' driver once
 // one exists): no context, no pool.
+#include "capi/last_error.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -11,7 +12,7 @@
 
 using namespace sova::capi;
 
-cudaError_t sovaDeviceGetVmmSupport(sovaVmmSupport* support, int device) {
+static cudaError_t sovaDeviceGetVmmSupport_unchecked(sovaVmmSupport* support, int device) {
   if (support == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess) return err;
   sova::DeviceInfo info;
@@ -45,8 +46,11 @@ cudaError_t sovaDeviceGetVmmSupport(sovaVmmSupport* support, int device) {
   *support = s;
   return cudaSuccess;
 }
+cudaError_t sovaDeviceGetVmmSupport(sovaVmmSupport* support, int device) {
+  return checked(__func__, sovaDeviceGetVmmSupport_unchecked(support, device));
+}
 
-cudaError_t sovaMemGetAllocationProperties(sovaAllocationProperties* props, const void* ptr) {
+static cudaError_t sovaMemGetAllocationProperties_unchecked(sovaAllocationProperties* props, const void* ptr) {
   if (props == nullptr || ptr == nullptr) return cudaErrorInvalidValue;
   sova::PhysicalProps p;
   {
@@ -62,4 +66,7 @@ cudaError_t sovaMemGetAllocationProperties(sovaAllocationProperties* props, cons
   out.compressed = p.compressible ? 1 : 0;
   *props = out;
   return cudaSuccess;
+}
+cudaError_t sovaMemGetAllocationProperties(sovaAllocationProperties* props, const void* ptr) {
+  return checked(__func__, sovaMemGetAllocationProperties_unchecked(props, ptr));
 }

@@ -43,6 +43,22 @@ inline cudaError_t deallocate_impl(detail::PoolCore& core, void* ptr, cudaStream
   return core.deallocate(ptr, stream);
 }
 
+/// Pool::deallocate's message: what `ptr` is to the pool ("already freed",
+/// "inside a block allocated at ..."), read after the free was refused.
+[[gnu::cold]] std::string free_failure_message(detail::PoolCore& core, const void* ptr, cudaStream_t stream,
+                                               cudaError_t error) {
+  const detail::PointerStatus status = core.pointer_status(ptr);
+  char head[160];
+  if (status.kind == detail::PointerStatus::Kind::live) {
+    // The block is fine: the stream was refused (under capture, an invalid handle).
+    std::snprintf(head, sizeof head, "sova: freeing %p on stream %p failed (%s)", ptr,
+                  static_cast<void*>(stream), cudaGetErrorName(error));
+    return head;
+  }
+  std::snprintf(head, sizeof head, "sova: cannot free %p: ", ptr);
+  return head + detail::describe_pointer_status(status) + " (" + cudaGetErrorName(error) + ")";
+}
+
 }  // namespace
 
 Pool::Pool(const PoolOptions& options) : core_(std::make_unique<detail::PoolCore>(options)) {
@@ -65,12 +81,11 @@ void* Pool::allocate(std::size_t bytes, cudaStream_t stream) {
 void Pool::deallocate(void* ptr, cudaStream_t stream) {
   const cudaError_t error = deallocate_impl(*core_, ptr, stream);
   if (error == cudaSuccess) return;
-  char message[200];
-  std::snprintf(message, sizeof message,
-                "sova: cannot free %p: not a live block of this pool (foreign or interior pointer, or "
-                "double free) (%s)",
-                ptr, cudaGetErrorName(error));
-  throw Error(message, error);
+  throw Error(free_failure_message(*core_, ptr, stream, error), error);
+}
+
+std::string Pool::describe_pointer(const void* ptr) const {
+  return detail::describe_pointer_status(core_->pointer_status(ptr));
 }
 
 cudaError_t Pool::try_allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept {

@@ -1,5 +1,6 @@
 // PoolCore construction, destruction and the fast paths.
 #include "core/pool_core.hpp"
+#include "driver/no_gpu_hint.hpp"
 
 #include "arena/physical_options.hpp"
 #include "core/clock.hpp"
@@ -28,8 +29,8 @@ DeviceInfo query_device(Driver& driver, int device) {
   int count = 0;
   cudaError_t error = driver.device_count(&count);
   if (error != cudaSuccess) {
-    throw Error(std::string("sova: no usable device (") + driver.name() + " driver): " +
-                    cudaGetErrorName(error),
+    throw Error(std::string("sova: no usable device (") + driver.name() + " driver: " + cudaGetErrorName(error) +
+                    (means_no_gpu(error) ? std::string("): ") + kNoGpuHint : std::string(")")),
                 error);
   }
   if (device < 0 || device >= count) {

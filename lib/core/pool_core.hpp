@@ -31,6 +31,7 @@
 #include "core/free_index.hpp"
 #include "core/growth_budget.hpp"
 #include "core/heap_mutex.hpp"
+#include "core/pointer_status.hpp"
 #include "core/placement.hpp"
 #include "core/slow_path_stats.hpp"
 #include "core/stream_state.hpp"
@@ -119,6 +120,13 @@ class PoolCore {
     return arena_.contains(reinterpret_cast<std::uintptr_t>(ptr));
   }
   std::size_t block_size(const void* ptr) const noexcept;
+  /// What `ptr` is to this pool (a live block, inside one, freed, foreign),
+  /// for the message of a refused free (pool_core_pointer_status.cpp). Takes
+  /// the heap lock and walks the blocks in address order from map_.find(0):
+  /// error paths only. Needs, wherever the heap moves: the block map, the
+  /// blocks' address-order links (prev/next), their state and requested size,
+  /// and the heap lock that guards their shape.
+  PointerStatus pointer_status(const void* ptr);
   /// Pool::chunks_under (pool_core_views.cpp): under the heap lock.
   cudaError_t chunks_under(const void* ptr, std::size_t bytes, std::vector<Pool::ChunkView>* out);
   const Arena& arena() const noexcept { return arena_; }  ///< base, size, granularity, props: fixed for life

@@ -65,10 +65,13 @@ def pool_bytes(figure="used", device=0):
 def malloc(size, stream):
     """A block of `size` bytes for work on `stream` (an int); 0 for size 0.
 
-    Raises SovaOutOfMemory when memory cannot be had (nothing changed), and
+    Raises SovaOutOfMemory when memory cannot be had (nothing changed),
     _capi.SovaError for any other failure (a stream under graph capture, no
-    device).
+    device), and TypeError/ValueError/OverflowError for a size that is not an
+    int in [0, 2**64-1] (ctypes would wrap it).
     """
+    _capi.size_arg(size, "sova: malloc size")
+    _capi.address_arg(stream, "sova: malloc stream")
     ptr = ctypes.c_void_p()
     code = library().sovaMallocAsync(ctypes.byref(ptr), size, stream)
     if code == _CUDA_SUCCESS:
@@ -80,5 +83,8 @@ def malloc(size, stream):
 
 def free(ptr, stream):
     """Frees `ptr` in stream order on `stream`. Raises _capi.SovaError when
-    sova refuses it (not a live sova block, or freed twice), changing nothing."""
+    sova refuses it (not a live sova block, or freed twice), changing nothing;
+    TypeError/ValueError/OverflowError for an argument that is no address."""
+    _capi.address_arg(ptr, "sova: free ptr")
+    _capi.address_arg(stream, "sova: free stream")
     _capi.check(library().sovaFreeAsync(ptr, stream), "sovaFreeAsync", f"{ptr:#x} on stream {stream:#x}")

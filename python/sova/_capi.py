@@ -23,7 +23,8 @@ import os
 import threading
 
 __all__ = ["SovaError", "lib", "torch_lib", "check", "error_name", "PoolProps",
-           "PoolStats", "TorchOptions", "TorchStats", "TorchEvent", "library_path"]
+           "PoolStats", "TorchOptions", "TorchStats", "TorchEvent", "library_path",
+           "SIZE_MAX", "size_arg", "address_arg", "last_error_message"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -47,6 +48,34 @@ def error_name(code: int) -> str:
     return _ERROR_NAMES.get(code, f"cudaError {code}")
 
 
+# The largest size_t (and pointer) value. ctypes converts a larger int, or a
+# negative one, modulo 2**64 without a word: (1 << 64) + 8192 would reach C as
+# 8192. Every size or address handed to C goes through size_arg/address_arg.
+SIZE_MAX = (1 << (8 * ctypes.sizeof(ctypes.c_size_t))) - 1
+
+
+def size_arg(value, what: str) -> int:
+    """``value`` checked as a size_t argument named ``what``: TypeError unless
+    an int (bools refused), ValueError when negative, OverflowError above
+    SIZE_MAX. Returns it unchanged."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"sova: {what} must be an int, not {type(value).__name__}")
+    if value < 0:
+        raise ValueError(f"sova: {what} must be >= 0, not {value}")
+    if value > SIZE_MAX:
+        raise OverflowError(f"sova: {what} must be at most 2**64-1 (size_t), not {value}")
+    return value
+
+
+def address_arg(value, what: str) -> int:
+    """``value`` checked as an address (a device pointer or a cudaStream_t,
+    as an int; 0 is NULL / the legacy stream): as size_arg, and None is a
+    TypeError that says what was expected."""
+    if value is None:
+        raise TypeError(f"sova: {what} must be an int address (0 for NULL), not None")
+    return size_arg(value, what)
+
+
 class SovaError(RuntimeError):
     """A sova call failed. ``code`` is the cudaError_t it returned."""
 
@@ -55,16 +84,40 @@ class SovaError(RuntimeError):
         self.code = code
 
 
-def check(err: int, what: str, detail: str = "") -> None:
-    """Raises SovaError when ``err`` is not cudaSuccess."""
+# Codes that mean no usable NVIDIA driver or GPU (lib/driver/no_gpu_hint.hpp).
+_NO_GPU_CODES = (3, 34, 35, 100)
+_NO_GPU_HINT = ("no NVIDIA driver or GPU was found (or the driver is older than CUDA 12); "
+                "SOVA_DRIVER=sim runs sova on its host simulation, without a GPU")
+
+
+def last_error_message() -> str:
+    """sovaGetLastErrorMessage: why the last failed sova call on this thread
+    failed, without the function's name ("" if none failed, or if the loaded
+    libsova predates the call)."""
+    fn = getattr(lib(), "sovaGetLastErrorMessage", None)
+    if fn is None:
+        return ""
+    text = (fn() or b"").decode(errors="replace")
+    head, sep, rest = text.partition(": ")
+    return rest if sep and head.startswith("sova") and " " not in head else text
+
+
+def check(err: int, what: str, detail: str = "", capi: bool = True) -> None:
+    """Raises SovaError when ``err`` is not cudaSuccess. ``capi``: ``err``
+    came from a C API call (sova.h) made just before on this thread, whose
+    own message (sovaGetLastErrorMessage: "already freed", "inside a block
+    allocated at ...", no GPU and SOVA_DRIVER=sim) is then the reason; else,
+    and where there is none, the code's name is."""
     if err == 0:
         return
-    hint = ""
-    if err in (3, 35, 100):
-        hint = " (no usable GPU or CUDA driver on this machine)"
-    message = f"sova: {what} failed: {error_name(err)} ({err}){hint}"
+    reason = (last_error_message() if capi else "") or f"{error_name(err)} ({err})"
+    if error_name(err) not in reason:  # the code's name too, for whoever searches for it
+        reason += f" ({error_name(err)})"
+    if err in _NO_GPU_CODES and "SOVA_DRIVER" not in reason:
+        reason += f": {_NO_GPU_HINT}"
+    message = f"sova: {what} failed: {reason}"
     if detail:
-        message += f": {detail}"
+        message += f" ({detail})"
     raise SovaError(message, err)
 
 
@@ -157,6 +210,7 @@ _SIGNATURES = {
     "sovaDeviceGetDefaultMemPool": (_ERR, [_c.POINTER(_P), _c.c_int]),
     "sovaDeviceSetMemPool": (_ERR, [_c.c_int, _P]),
     "sovaDeviceGetMemPool": (_ERR, [_c.POINTER(_P), _c.c_int]),
+    "sovaGetLastErrorMessage": (_c.c_char_p, []),
 }
 _TORCH_SIGNATURES = {
     "sova_torch_configure": (_ERR, [_c.POINTER(TorchOptions)]),
@@ -173,6 +227,8 @@ _TORCH_SIGNATURES = {
     "sova_torch_bind_torch": (_ERR, [_c.c_char_p]),
     "sova_torch_last_error": (_c.c_char_p, []),
 }
+# Declared where present: a libsova of a build before it still loads.
+_OPTIONAL = frozenset({"sovaGetLastErrorMessage"})
 # sova_torch_malloc is not declared: it throws C++ exceptions and is only for
 # PyTorch to call (its address is taken with symbol_address).
 
@@ -198,7 +254,11 @@ def _load(name: str, signatures: dict) -> ctypes.CDLL:
         except OSError as e:
             raise SovaError(f"sova: cannot load {path}: {e}") from e
         for fn, (restype, argtypes) in signatures.items():
-            f = getattr(handle, fn)
+            f = getattr(handle, fn, None)
+            if f is None and fn in _OPTIONAL:  # a libsova older than this package (SOVA_LIBRARY)
+                continue
+            if f is None:
+                raise SovaError(f"sova: {path} lacks {fn}: a libsova of another version?")
             f.restype, f.argtypes = restype, argtypes
         _libs[name] = handle
         return handle

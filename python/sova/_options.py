@@ -53,6 +53,8 @@ class PoolOptions:
             raise TypeError(f"sova: max_size must be an int, not {type(ms).__name__}")
         if ms < 0:
             raise ValueError(f"sova: max_size must be >= 0, not {ms}")
+        if ms > UINT64_MAX:
+            raise OverflowError(f"sova: max_size must be at most 2**64-1, not {ms}")
 
     @property
     def threshold_value(self) -> int:

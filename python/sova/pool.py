@@ -15,6 +15,7 @@ from ._options import PoolOptions
 _ATTR_RELEASE_THRESHOLD = 4
 _ATTR_RESERVED_HIGH = 6
 _ATTR_USED_HIGH = 8
+_INT_MAX = (1 << 31) - 1
 
 
 class Pool:
@@ -28,7 +29,7 @@ class Pool:
         if options is not None and kwargs:
             raise TypeError("sova.Pool: give options or keyword options, not both")
         opts = options if options is not None else PoolOptions(**kwargs)
-        if isinstance(device, bool) or not isinstance(device, int) or device < 0:
+        if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device <= _INT_MAX:
             raise ValueError(f"sova.Pool: device must be an int >= 0, not {device!r}")
         self.options = opts
         self.device = device
@@ -61,10 +62,12 @@ class Pool:
 
     def allocate(self, size: int, stream: int = 0) -> int:
         """A block of ``size`` bytes for work on ``stream``; its address (0 for size 0).
-        Out of memory: SovaError with code 2 (cudaErrorMemoryAllocation), the pool unchanged."""
+        Out of memory: SovaError with code 2 (cudaErrorMemoryAllocation), the pool unchanged.
+        A size that is not an int: TypeError; negative: ValueError; 2**64 or more:
+        OverflowError (nothing is allocated)."""
         self._check_open()
-        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
-            raise ValueError(f"sova.Pool.allocate: size must be an int >= 0, not {size!r}")
+        _capi.size_arg(size, "sova.Pool.allocate: size")
+        _capi.address_arg(stream, "sova.Pool.allocate: stream")
         ptr = ctypes.c_void_p()
         _capi.check(_capi.lib().sovaMallocFromPoolAsync(ctypes.byref(ptr), size, self._handle,
                                                         ctypes.c_void_p(stream)),
@@ -72,8 +75,12 @@ class Pool:
         return ptr.value or 0
 
     def free(self, ptr: int, stream: int = 0) -> None:
-        """Frees a block in stream order. Foreign or double-freed: SovaError, nothing changes."""
+        """Frees a block in stream order; 0 (NULL) is ignored. A pointer this pool
+        did not hand out, one inside a block, or a block already freed: SovaError
+        saying which, nothing changes. Not an int (None included): TypeError."""
         self._check_open()
+        _capi.address_arg(ptr, "sova.Pool.free: ptr")
+        _capi.address_arg(stream, "sova.Pool.free: stream")
         _capi.check(_capi.lib().sovaFreeAsync(ctypes.c_void_p(ptr), ctypes.c_void_p(stream)),
                     f"freeing {ptr:#x}")
 
@@ -87,6 +94,7 @@ class Pool:
     def trim(self, keep: int = 0) -> None:
         """Releases free physical memory beyond ``keep`` bytes (may synchronize the device)."""
         self._check_open()
+        _capi.size_arg(keep, "sova.Pool.trim: keep")
         _capi.check(_capi.lib().sovaMemPoolTrimTo(self._handle, keep), "trimming")
 
     def reset_peaks(self) -> None:

@@ -6,7 +6,10 @@
 #   pkgconfig-shared  install (meson install --destdir), moved to another
 #                     prefix; sova.pc names no path of the build machine but
 #                     its prefix and cuda_root; a C program built with
-#                     `pkg-config --cflags --libs sova` links libsova.so and runs
+#                     `pkg-config --cflags --libs sova` links libsova.so and
+#                     runs without LD_LIBRARY_PATH (the flags' run path); one
+#                     that calls the runtime too links with it added; the
+#                     installed sova-info runs
 #   pkgconfig-static  the same install without libsova.so: built with
 #                     `pkg-config --static`, it links libsova.a (no libsova.so
 #                     needed) and runs
@@ -58,8 +61,12 @@ case $mode in
       bash -c "$(declare -f pc pc_dir); tmp=$tmp; pc --cflags | grep -q -- '-I.*include' && test -f \"\$(pc --variable=cuda_includedir)/cuda_runtime_api.h\""
     check "a C program builds with pkg-config --cflags --libs sova" \
       bash -c "$cc -std=c11 -Wall -Werror -o '$tmp/c_shared' '$src/test/packaging/c_app/main.c' $(pc --cflags --libs)"
-    check "it needs libsova.so and runs" \
-      bash -c "readelf -d '$tmp/c_shared' | grep -q 'libsova.so' && LD_LIBRARY_PATH='$(dirname "$(find "$tmp/prefix" -name 'libsova.so' | head -n 1)")' '$tmp/c_shared'"
+    check "it needs libsova.so and runs, found by the run path the flags set" \
+      bash -c "readelf -d '$tmp/c_shared' | grep -q 'libsova.so' && env -u LD_LIBRARY_PATH '$tmp/c_shared'"
+    check "a C program that calls the CUDA runtime too links with the runtime added, and runs" \
+      bash -c "$cc -std=c11 -Wall -Werror -o '$tmp/c_runtime' '$src/test/packaging/c_app/calls_runtime.c' $(pc --cflags --libs) -L'$(pc --variable=cuda_libdir)' -lcudart_static -ldl -lrt -lpthread && env -u LD_LIBRARY_PATH '$tmp/c_runtime'"
+    check "the installed sova-info starts (run path to the moved prefix's libsova.so) and runs" \
+      bash -c "env -u LD_LIBRARY_PATH '$tmp/prefix/bin/sova-info' | grep -q 'sova will use'"
     ;;
   pkgconfig-static)
     check "meson install, moved to another prefix" install_moved || exit 1

@@ -6,7 +6,7 @@
 //   sova-info            every device
 //   sova-info DEVICE     one device
 // Exit status: 0, or 1 when there is no usable driver/device or the device
-// does not exist (with the runtime's error on stderr).
+// does not exist (with sova's message on stderr: sovaGetLastErrorMessage).
 #include <sova/sova.h>
 
 #include <cstdio>
@@ -34,7 +34,9 @@ int print_device(int device) {
   sovaVmmSupport s;
   const cudaError_t err = sovaDeviceGetVmmSupport(&s, device);
   if (err != cudaSuccess) {
-    std::fprintf(stderr, "sova-info: device %d: %s (%s)\n", device, cudaGetErrorName(err), cudaGetErrorString(err));
+    // The C API's message names the cause; without a driver or GPU it says
+    // so and points to SOVA_DRIVER=sim (the runtime's code alone misleads).
+    std::fprintf(stderr, "sova-info: device %d: %s\n", device, sovaGetLastErrorMessage());
     return 1;
   }
   std::printf("device %d: %s, %s\n", device, s.name, bytes_text(s.totalMemory).c_str());
