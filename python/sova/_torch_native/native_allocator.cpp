@@ -340,16 +340,20 @@ class SovaAllocator final : public cca::CUDAAllocator {
       desc.location.type = cudaMemLocationTypeDevice;
       desc.location.id = dev_to_access;
       desc.flags = cudaMemAccessFlagsProtReadWrite;
-      TORCH_CHECK(sovaMemPoolSetAccess(pool, &desc, 1) == cudaSuccess,
-                  "sova: cannot give device ", static_cast<int>(dev_to_access),
-                  " access to the pool of device ", static_cast<int>(dev));
+      if (sovaMemPoolSetAccess(pool, &desc, 1) != cudaSuccess) {  // memcpyAsync copies as peers
+        TORCH_WARN_ONCE("sova: cannot give device ", static_cast<int>(dev_to_access),
+                        " access to the pool of device ", static_cast<int>(dev), ": ",
+                        sovaGetLastErrorMessage());
+      }
     }
   }
   cudaError_t memcpyAsync(void* dst, int dst_device, const void* src, int src_device, size_t count,
                           cudaStream_t stream, bool p2p_enabled) override {
-    // sova's memory is VMM memory: across devices without peer access to the
-    // pool, only the peer copy works.
-    if (p2p_enabled || dst_device == src_device)
+    // sova's memory is VMM memory: another device reaches it only where the
+    // pool granted access (enablePeerAccess, once the pool exists), which a
+    // peer copy does not need; it uses peer-to-peer where the devices can.
+    (void)p2p_enabled;
+    if (dst_device == src_device)
       return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
     return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, count, stream);
   }
