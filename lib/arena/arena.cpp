@@ -22,8 +22,9 @@ Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va
       granularity_(granularity),
       max_physical_(max_physical),
       max_chunk_granules_(max_chunk == 0 ? 0 : std::max<std::size_t>(1, max_chunk / granularity)),
+      ghosts_(driver),
       props_(props) {
-  if (va_bytes > SIZE_MAX - (granularity_ - 1)) {  // the round-up would wrap (issue 17)
+  if (va_bytes > SIZE_MAX - (granularity_ - 1)) {  // the round-up would wrap
     throw Error("sova: a VA range of " + std::to_string(va_bytes) +
                     " bytes cannot be reserved: rounded up to the granule it exceeds the address space",
                 cudaErrorMemoryAllocation);
@@ -36,7 +37,7 @@ Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va
                 error);
   }
   chunk_of_granule_.assign(size_ / granularity_, kUnbacked);
-  ghost_of_granule_.assign(size_ / granularity_, kNone);
+  ghosts_.cover(base_, granularity_, size_ / granularity_);
   backed_bits_.assign((chunk_of_granule_.size() + 63) / 64, 0);
   backed_words_.assign((backed_bits_.size() + 63) / 64, 0);
 }
@@ -130,7 +131,7 @@ cudaError_t Arena::map_chunk(const Chunk& chunk, bool with_access) noexcept {
 }
 
 Arena::~Arena() {
-  settler_ = nullptr;  // the caller guarantees the device no longer touches any of it
+  ghosts_.set_settler(nullptr, nullptr);  // the caller guarantees the device no longer touches any of it
   for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
     if (chunks_[slot].granules != 0) destroy_chunk(static_cast<std::int32_t>(slot));
   }
@@ -194,7 +195,7 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
 }
 
 bool Arena::destroy_chunk(std::int32_t slot) noexcept {
-  if (!drop_ghosts_of(slot)) return false;  // the memory goes back with the chunk's last mapping
+  if (!ghosts_.drop_of(slot)) return false;  // the memory goes back with the chunk's last mapping
   Chunk& chunk = chunks_[slot];
   const std::size_t bytes = chunk.granules * granularity_;
   driver_.unmap(base_ + chunk.first_granule * granularity_, bytes);
@@ -264,7 +265,7 @@ cudaError_t Arena::commit(std::size_t offset, std::size_t bytes, std::size_t chu
     const std::size_t run_start = granule;
     std::size_t run_end = granule;  // inclusive
     while (run_end + 1 <= last && chunk_of_granule_[run_end + 1] == kUnbacked) ++run_end;
-    if (!drop_ghosts_in(run_start, run_end - run_start + 1)) {  // nothing else may be mapped there
+    if (!ghosts_.drop_in(run_start, run_end - run_start + 1)) {  // nothing else may be mapped there
       undo();
       return cudaErrorNotReady;
     }
@@ -338,20 +339,9 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
   }
   const std::size_t from_granule = chunk.first_granule;
   if (mapped != nullptr) *mapped = false;
-  for (std::size_t i = 0; i < kGhostsPerChunk && chunk.ghosts[i] != kNone; ++i) {
-    const std::int32_t index = chunk.ghosts[i];
-    if (ghosts_[index].first_granule != to_granule || !ghosts_[index].accessible) continue;
-    // Back to a place the chunk left: still mapped, with its access. The
-    // place it leaves becomes the ghost (the newest).
-    mark_ghost(to_granule, chunk.granules, kNone);
-    ghosts_[index].first_granule = from_granule;
-    ghosts_[index].accessible = chunk.accessible;
-    ghosts_[index].pin = leaving;  // the old pin went with the place it came back to, which stays mapped
+  if (ghosts_.move_back(slot, chunk.granules, from_granule, to_granule, chunk.accessible, leaving)) {
+    // Back to a place the chunk left: still mapped, with its access.
     chunk.accessible = true;
-    mark_ghost(from_granule, chunk.granules, index);
-    std::rotate(chunk.ghosts.begin() + static_cast<std::ptrdiff_t>(i),
-                chunk.ghosts.begin() + static_cast<std::ptrdiff_t>(i) + 1,
-                std::find(chunk.ghosts.begin(), chunk.ghosts.end(), kNone));
     mark(from_granule, chunk.granules, kUnbacked);
     chunk.first_granule = to_granule;
     mark(to_granule, chunk.granules, slot);
@@ -365,21 +355,21 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
   // an overlapping place): both unmap ghosts, each after its pin settles.
   // The old mapping stays until the new one is made: on failure nothing has
   // changed but ghosts gone.
-  if (chunk.ghosts.back() != kNone && !drop_ghost(chunk.ghosts.front())) return cudaErrorNotReady;
-  if (!drop_ghosts_in(to_granule, chunk.granules)) return cudaErrorNotReady;
-  const std::int32_t record = acquire_ghost_record();
+  if (!ghosts_.make_room(slot)) return cudaErrorNotReady;
+  if (!ghosts_.drop_in(to_granule, chunk.granules)) return cudaErrorNotReady;
+  const std::int32_t record = ghosts_.acquire(slot);
   // Without a record the old place is unmapped at once: not while work may use it.
-  if (record == kNone && leaving.owner != nullptr) return cudaErrorMemoryAllocation;
+  if (record == GhostMappings::kNone && leaving.owner != nullptr) return cudaErrorMemoryAllocation;
   chunk.first_granule = to_granule;
   const cudaError_t error = map_chunk(chunk, with_access);
   chunk.first_granule = from_granule;
   if (error != cudaSuccess) {
-    if (record != kNone) free_ghost_slots_.push_back(record);  // capacity reserved: no throw
+    if (record != GhostMappings::kNone) ghosts_.give_back(record);
     return error;
   }
   mark(from_granule, chunk.granules, kUnbacked);
-  if (record != kNone) {
-    keep_ghost(record, slot, from_granule, chunk.accessible, leaving);
+  if (record != GhostMappings::kNone) {
+    ghosts_.keep(record, slot, chunk.granules, from_granule, chunk.accessible, leaving);
   } else {
     driver_.unmap(base_ + from_granule * granularity_, bytes);  // as without ghosts
   }
@@ -393,83 +383,9 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
 }
 
 std::size_t Arena::ghost_within(std::int32_t slot, std::size_t first_granule, std::size_t granules) const noexcept {
-  const Chunk& chunk = chunks_[slot];
-  for (const std::int32_t index : chunk.ghosts) {
-    if (index == kNone) break;
-    const std::size_t at = ghosts_[index].first_granule;
-    if (ghosts_[index].accessible && at >= first_granule && at + chunk.granules <= first_granule + granules &&
-        next_backed(at, at + chunk.granules) == at + chunk.granules) {
-      return at;
-    }
-  }
-  return kNoGhost;
-}
-
-void Arena::mark_ghost(std::size_t first_granule, std::size_t granules, std::int32_t index) noexcept {
-  std::fill_n(ghost_of_granule_.begin() + static_cast<std::ptrdiff_t>(first_granule), granules, index);
-}
-
-std::int32_t Arena::acquire_ghost_record() noexcept {
-  try {
-    if (!free_ghost_slots_.empty()) {
-      const std::int32_t index = free_ghost_slots_.back();
-      free_ghost_slots_.pop_back();
-      return index;
-    }
-    ghosts_.emplace_back();
-    try {
-      free_ghost_slots_.reserve(ghosts_.size());  // drop_ghost's push_back never throws
-    } catch (const std::bad_alloc&) {
-      ghosts_.pop_back();
-      return kNone;
-    }
-    return static_cast<std::int32_t>(ghosts_.size() - 1);
-  } catch (const std::bad_alloc&) {
-    return kNone;
-  }
-}
-
-void Arena::keep_ghost(std::int32_t index, std::int32_t slot, std::size_t first_granule, bool accessible,
-                       const GhostPin& pin) noexcept {
-  Chunk& chunk = chunks_[slot];
-  ghosts_[index] = Ghost{slot, first_granule, accessible, pin};
-  mark_ghost(first_granule, chunk.granules, index);
-  *std::find(chunk.ghosts.begin(), chunk.ghosts.end(), kNone) = index;
-}
-
-bool Arena::drop_ghost(std::int32_t index) noexcept {
-  const Ghost ghost = ghosts_[index];
-  if (ghost.pin.owner != nullptr && settler_ != nullptr && !settler_(settler_context_, ghost.pin)) return false;
-  Chunk& chunk = chunks_[ghost.slot];
-  driver_.unmap(base_ + ghost.first_granule * granularity_, chunk.granules * granularity_);
-  mark_ghost(ghost.first_granule, chunk.granules, kNone);
-  auto it = std::find(chunk.ghosts.begin(), chunk.ghosts.end(), index);
-  std::copy(it + 1, chunk.ghosts.end(), it);
-  chunk.ghosts.back() = kNone;
-  ghosts_[index] = Ghost{};
-  free_ghost_slots_.push_back(index);  // capacity reserved in acquire_ghost_record: no throw
-  return true;
-}
-
-bool Arena::drop_ghosts_in(std::size_t first, std::size_t granules) noexcept {
-  for (std::size_t g = first; g < first + granules; ++g) {
-    if (ghost_of_granule_[g] != kNone && !drop_ghost(ghost_of_granule_[g])) return false;
-  }
-  return true;
-}
-
-bool Arena::drop_ghosts_of(std::int32_t slot) noexcept {
-  while (chunks_[slot].ghosts.front() != kNone) {
-    if (!drop_ghost(chunks_[slot].ghosts.front())) return false;
-  }
-  return true;
-}
-
-bool Arena::drop_all_ghosts() noexcept {
-  for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
-    if (chunks_[slot].granules != 0 && !drop_ghosts_of(static_cast<std::int32_t>(slot))) return false;
-  }
-  return true;
+  return ghosts_.find_within(slot, chunks_[slot].granules, first_granule, granules, [this](std::size_t at, std::size_t n) {
+    return next_backed(at, at + n) == at + n;
+  });
 }
 
 std::size_t Arena::backed_prefix(std::size_t offset, std::size_t bytes) const noexcept {
@@ -530,7 +446,7 @@ cudaError_t Arena::set_peer_access(const cudaMemAccessDesc* descs, std::size_t c
       if (desc.flags != cudaMemAccessFlagsProtNone) peers.push_back(desc);
     }
     // Ghosts keep the access they were mapped with: unmap them all.
-    if (!drop_all_ghosts()) return cudaErrorNotReady;
+    if (!ghosts_.drop_all()) return cudaErrorNotReady;
     // Apply to every mapped chunk; on failure restore the previous access.
     std::vector<cudaMemAccessDesc> apply = peers;
     for (std::size_t i = 0; i < count; ++i) {

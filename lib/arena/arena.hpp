@@ -5,11 +5,14 @@
 // backed" and "give back the chunks lying wholly inside this range". Physical
 // memory is created in chunks of up to max_chunk per run of unbacked granules:
 // a 32 MiB chunk costs one create/map/set-access round (~50 us on H100), as
-// much as a 2 MiB one (docs/notes); the price is that a chunk can only be
-// released whole, once every byte of it is free.
+// much as a 2 MiB one (docs/design.md, "The arena"); the price is that a
+// chunk can only be released whole, once every byte of it is free. The old
+// places of moved chunks are GhostMappings' (ghost_mappings.hpp).
 //
 // Not thread-safe: the pool calls it under its heap lock.
 #pragma once
+
+#include "arena/ghost_mappings.hpp"
 
 #include <sova/driver.hpp>
 
@@ -95,25 +98,14 @@ class Arena {
       granule = run_end;
     }
   }
-  /// Work that may still use a place a chunk leaves: its frees there, not yet
-  /// known complete, all of one stream (the pool's stream state: opaque
-  /// here) up to `epoch`. A move whose old place has such frees is safe for
-  /// the physical memory (the new block belongs to that same stream, whose
-  /// work runs in order) but not for the old VA, which must stay mapped
-  /// until that work is done: a pinned ghost.
-  struct GhostPin {
-    const void* owner = nullptr;  ///< nullptr: nothing pending there
-    std::uint64_t epoch = 0;
-  };
-  /// Called before a pinned ghost is unmapped, under the caller's lock: true
-  /// once the pin's work is complete (it may wait for it), false when that
-  /// cannot be made sure; the ghost then stays, and what needed it gone
-  /// fails (move_chunk, commit: cudaErrorNotReady; release_chunk: 0).
-  using GhostSettler = bool (*)(void* context, const GhostPin& pin) noexcept;
-  void set_ghost_settler(GhostSettler settler, void* context) noexcept {
-    settler_ = settler;
-    settler_context_ = context;
-  }
+  /// Work that may still use a place a chunk leaves (GhostMappings::Pin).
+  using GhostPin = GhostMappings::Pin;
+  /// Called before a pinned ghost is unmapped, under the caller's lock
+  /// (GhostMappings::Settler). When it returns false the ghost stays, and
+  /// what needed it gone fails (move_chunk, commit: cudaErrorNotReady;
+  /// release_chunk: 0).
+  using GhostSettler = GhostMappings::Settler;
+  void set_ghost_settler(GhostSettler settler, void* context) noexcept { ghosts_.set_settler(settler, context); }
 
   /// Moves chunk `slot` so that it backs the granules from `to_granule` on,
   /// which must all be unbacked: map at the new VA (ghosts there unmapped
@@ -136,7 +128,7 @@ class Arena {
   /// Where chunk `slot` has a ghost lying wholly inside the unbacked granules
   /// [first_granule, first_granule + granules): its first granule, or
   /// kNoGhost. A move there costs nothing.
-  static constexpr std::size_t kNoGhost = ~std::size_t{0};
+  static constexpr std::size_t kNoGhost = GhostMappings::kNotFound;
   std::size_t ghost_within(std::int32_t slot, std::size_t first_granule, std::size_t granules) const noexcept;
   /// Unmaps and releases chunk `slot` (a ChunkRef's). The caller guarantees
   /// no pending work touches it where it is; its ghosts' pins are settled
@@ -191,13 +183,11 @@ class Arena {
   std::uint64_t bytes_moved() const noexcept { return bytes_moved_; }
   /// Moves that went back to a ghost (no driver call).
   std::uint64_t ghost_moves() const noexcept { return ghost_moves_; }
-  std::size_t live_ghosts() const noexcept { return ghosts_.size() - free_ghost_slots_.size(); }
+  std::size_t live_ghosts() const noexcept { return ghosts_.live(); }
   std::size_t live_chunks() const noexcept { return chunks_.size() - free_chunk_slots_.size(); }
 
  private:
   static constexpr std::int32_t kUnbacked = -1;
-  static constexpr std::int32_t kNone = -1;
-  static constexpr std::size_t kGhostsPerChunk = 2;
   struct Chunk {
     std::size_t first_granule = 0;
     std::size_t granules = 0;  // 0 = slot unused
@@ -206,19 +196,6 @@ class Arena {
     /// Its mapping has its access (set_access done): a mapping made without
     /// has none until grant_access covers it, and a ghost left by it none.
     bool accessible = false;
-    /// Indices into ghosts_, oldest first; kNone past the last.
-    std::array<std::int32_t, kGhostsPerChunk> ghosts = [] {
-      std::array<std::int32_t, kGhostsPerChunk> none{};
-      none.fill(kNone);
-      return none;
-    }();
-  };
-  /// A chunk's old mapping at [first_granule, first_granule + granules).
-  struct Ghost {
-    std::int32_t slot = kNone;  // the chunk; kNone: record unused
-    std::size_t first_granule = 0;
-    bool accessible = false;    // a move back needs no access call (else: not used)
-    GhostPin pin;               // work that may still use it (owner nullptr: none)
   };
 
   cudaError_t create_chunk(std::size_t first_granule, std::size_t granules, std::int32_t* slot) noexcept;
@@ -227,22 +204,6 @@ class Arena {
   std::size_t chunk_granules(std::size_t chunk_limit) const noexcept;
   /// False (nothing released) when one of its ghosts' pins cannot be settled.
   bool destroy_chunk(std::int32_t slot) noexcept;
-  /// A free ghost record, or kNone without host memory for one.
-  std::int32_t acquire_ghost_record() noexcept;
-  /// Makes record `index` chunk `slot`'s newest ghost, at `first_granule`
-  /// (the place it is leaving); the chunk has room (fewer than
-  /// kGhostsPerChunk ghosts).
-  void keep_ghost(std::int32_t index, std::int32_t slot, std::size_t first_granule, bool accessible,
-                  const GhostPin& pin) noexcept;
-  /// Unmaps ghost `index` and forgets it, after its pin is settled; false
-  /// (the ghost stays) when the pin cannot be.
-  bool drop_ghost(std::int32_t index) noexcept;
-  /// Unmaps every ghost overlapping granules [first, first + granules);
-  /// false when one of them stays (drop_ghost).
-  bool drop_ghosts_in(std::size_t first, std::size_t granules) noexcept;
-  bool drop_ghosts_of(std::int32_t slot) noexcept;
-  bool drop_all_ghosts() noexcept;
-  void mark_ghost(std::size_t first_granule, std::size_t granules, std::int32_t index) noexcept;
   /// Maps `chunk`'s handle at its first_granule; with `with_access`, sets
   /// access too (undoing the map if that fails).
   cudaError_t map_chunk(const Chunk& chunk, bool with_access) noexcept;
@@ -270,9 +231,7 @@ class Arena {
   std::vector<std::uint64_t> backed_words_;     // bit w set: backed_bits_[w] != 0 (for skipping further)
   std::vector<Chunk> chunks_;
   std::vector<std::int32_t> free_chunk_slots_;
-  std::vector<std::int32_t> ghost_of_granule_;  // kNone or index into ghosts_
-  std::vector<Ghost> ghosts_;
-  std::vector<std::int32_t> free_ghost_slots_;
+  GhostMappings ghosts_;  ///< the old places of moved chunks, still mapped
   std::vector<cudaMemAccessDesc> peers_;  // devices other than the owner
   std::size_t backed_bytes_ = 0;
   std::size_t backed_high_ = 0;
@@ -283,8 +242,6 @@ class Arena {
   std::uint64_t ghost_moves_ = 0;
   PhysicalProps props_;
   std::uint64_t next_serial_ = 1;
-  GhostSettler settler_ = nullptr;  ///< nullptr: pins are not checked (no pool, or its end)
-  void* settler_context_ = nullptr;
 };
 
 }  // namespace sova::detail
