@@ -18,7 +18,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <cstring>
+#include <bit>
 #include <map>
 #include <mutex>
 #include <string>
@@ -55,8 +55,7 @@ class ImporterImpl {
 
   cudaError_t import_pointer(const cudaMemPoolPtrExportData& raw, void** ptr) noexcept {
     if (ptr == nullptr) return cudaErrorInvalidValue;
-    PointerData d;
-    std::memcpy(&d, &raw, sizeof d);
+    const auto d = std::bit_cast<PointerData>(raw);
     if (d.magic != kMagic || d.version != kVersion || d.check != checksum(d)) return cudaErrorInvalidValue;
     if (d.pool_token != info_.pool_token) return cudaErrorInvalidValue;  // another pool's
     if (d.size == 0 || d.offset >= info_.va_size || d.size > info_.va_size - d.offset) return cudaErrorInvalidValue;

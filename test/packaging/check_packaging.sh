@@ -4,8 +4,9 @@
 # meson test (test/packaging/meson.build), each in its own temp dir:
 #
 #   pkgconfig-shared  install (meson install --destdir), moved to another
-#                     prefix; sova.pc names no path of the build machine but
-#                     its prefix and cuda_root; a C program built with
+#                     prefix, with every public header; sova.pc names no
+#                     path of the build machine but its prefix and
+#                     cuda_root; a C program built with
 #                     `pkg-config --cflags --libs sova` links libsova.so and
 #                     runs without LD_LIBRARY_PATH (the flags' run path); one
 #                     that calls the runtime too links with it added; the
@@ -53,9 +54,21 @@ pc_has_no_machine_paths() {
   ! grep -v -E '^(prefix|cuda_root)=' "$f" | grep -v '^#' | grep -q '=/\|[[:space:]]/'
 }
 
+# Every public header (include/sova/*.h, *.hpp) is installed: the root
+# meson.build's install_headers lists them one by one.
+headers_installed() {
+  local inc h missing=0
+  inc=$(dirname "$(find "$tmp/prefix" -path '*/include/sova/sova.h' | head -n 1)")
+  for h in "$src"/include/sova/*.h "$src"/include/sova/*.hpp; do
+    [ -f "$inc/$(basename "$h")" ] || { echo "not installed: include/sova/$(basename "$h")"; missing=1; }
+  done
+  return "$missing"
+}
+
 case $mode in
   pkgconfig-shared)
     check "meson install, moved to another prefix" install_moved || exit 1
+    check "every public header is installed" headers_installed
     check "sova.pc: no path of the build machine but prefix and cuda_root" pc_has_no_machine_paths
     check "pkg-config --cflags names CUDA's include directory" \
       bash -c "$(declare -f pc pc_dir); tmp=$tmp; pc --cflags | grep -q -- '-I.*include' && test -f \"\$(pc --variable=cuda_includedir)/cuda_runtime_api.h\""
