@@ -74,6 +74,9 @@ struct SimCounters {
   std::size_t mappings = 0;          ///< live mappings (map calls not yet unmapped)
   std::size_t events_recorded = 0;
   std::size_t event_queries = 0;     ///< event_query calls (each a driver call on a GPU)
+  /// stream_is_capturing, stream_capture_info, stream_id, stream_device and
+  /// current_device calls: what the pool's stream checks ask the driver
+  std::size_t stream_queries = 0;
   std::size_t stream_waits = 0;
   std::size_t device_synchronizes = 0;
 };

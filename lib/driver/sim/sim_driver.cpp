@@ -78,6 +78,7 @@ SimCounters SimDriver::counters() const {
   state_->memory.fill_counters(&c);
   c.events_recorded = state_->events_recorded.load();
   c.event_queries = state_->event_queries.load();
+  c.stream_queries = state_->stream_queries.load();
   c.stream_waits = state_->stream_waits.load();
   c.device_synchronizes = state_->device_synchronizes.load();
   return c;
@@ -92,6 +93,7 @@ cudaError_t SimDriver::device_count(int* count) noexcept {
 }
 
 cudaError_t SimDriver::current_device(int* device) noexcept {
+  state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   if (device == nullptr) return cudaErrorInvalidValue;
   *device = sim::thread_current_device();
   return cudaSuccess;

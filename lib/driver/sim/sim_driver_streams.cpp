@@ -108,6 +108,7 @@ cudaError_t SimDriver::stream_synchronize(cudaStream_t stream) noexcept {
 }
 
 cudaError_t SimDriver::stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept {
+  state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     if (capturing == nullptr) return cudaErrorInvalidValue;
     CaptureInfo info;
@@ -119,6 +120,7 @@ cudaError_t SimDriver::stream_is_capturing(cudaStream_t stream, bool* capturing)
 }
 
 cudaError_t SimDriver::stream_id(cudaStream_t stream, unsigned long long* id) noexcept {
+  state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     if (id == nullptr) return cudaErrorInvalidValue;
     return state_->streams->id(stream, id);
@@ -126,6 +128,7 @@ cudaError_t SimDriver::stream_id(cudaStream_t stream, unsigned long long* id) no
 }
 
 cudaError_t SimDriver::stream_device(cudaStream_t stream, int* device) noexcept {
+  state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     if (device == nullptr) return cudaErrorInvalidValue;
     return state_->streams->device_of(stream, device);
@@ -146,6 +149,7 @@ cudaError_t SimDriver::device_synchronize(int device) noexcept {
 // ---- graph capture (sim_graphs.hpp) ------------------------------------------
 
 cudaError_t SimDriver::stream_capture_info(cudaStream_t stream, CaptureInfo* out) noexcept {
+  state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] { return state_->graphs.info(stream, out); });
 }
 

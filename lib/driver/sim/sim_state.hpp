@@ -42,6 +42,7 @@ struct SimDriver::State {
   sim::SimEvents events;
   std::atomic<std::size_t> events_recorded{0};
   std::atomic<std::size_t> event_queries{0};
+  std::atomic<std::size_t> stream_queries{0};
   std::atomic<std::size_t> stream_waits{0};
   std::atomic<std::size_t> device_synchronizes{0};
 };
