@@ -31,6 +31,7 @@
 #pragma once
 
 #include <sova/driver.hpp>
+#include <sova/graphs.hpp>
 
 #include <atomic>
 #include <cstddef>
@@ -55,15 +56,6 @@ class GraphBlockSource {
   /// Blocks from take() that nothing uses any more (their graphs and
   /// launches are gone): free, and complete, for every stream.
   virtual void give_back(const std::vector<void*>& blocks) noexcept = 0;
-};
-
-/// What graphs hold (the counterpart of cudaDeviceGetGraphMemAttribute).
-struct GraphMemoryStats {
-  std::uint64_t held_bytes = 0;       ///< bytes of the blocks graphs hold now
-  std::uint64_t held_bytes_high = 0;  ///< high-water mark of held_bytes
-  std::uint64_t held_blocks = 0;
-  std::uint64_t graphs = 0;           ///< graphs (captures) holding blocks, not yet released
-  std::uint64_t released_graphs = 0;  ///< graphs whose blocks went back to the pool
 };
 
 class GraphMemory {

@@ -91,6 +91,20 @@ class CudaTestDevice final : public TestDevice {
     check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     check(cudaMemset(wrong_, 0, sizeof(unsigned long long)), "cudaMemset");
   }
+  cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode) override {
+    return cudaStreamBeginCapture(stream, mode);
+  }
+  cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph) override {
+    return cudaStreamEndCapture(stream, graph);
+  }
+  cudaError_t instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) override {
+    return cudaGraphInstantiate(exec, graph, 0);
+  }
+  cudaError_t launch_graph(cudaGraphExec_t exec, cudaStream_t stream) override {
+    return cudaGraphLaunch(exec, stream);
+  }
+  cudaError_t destroy_graph(cudaGraph_t graph) override { return cudaGraphDestroy(graph); }
+  cudaError_t destroy_graph_exec(cudaGraphExec_t exec) override { return cudaGraphExecDestroy(exec); }
 
  private:
   unsigned long long* wrong_ = nullptr;

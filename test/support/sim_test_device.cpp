@@ -41,6 +41,18 @@ class SimTestDevice final : public TestDevice {
   void synchronize_device() override { sim_.device_synchronize(0); }
   std::uint64_t mismatches() override { return mismatches_.load(); }
   void reset_mismatches() override { mismatches_.store(0); }
+  cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode) override {
+    return sim_.begin_capture(stream, mode);
+  }
+  cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph) override { return sim_.end_capture(stream, graph); }
+  cudaError_t instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) override {
+    return sim_.graph_instantiate(exec, graph);
+  }
+  cudaError_t launch_graph(cudaGraphExec_t exec, cudaStream_t stream) override {
+    return sim_.graph_launch(exec, stream);
+  }
+  cudaError_t destroy_graph(cudaGraph_t graph) override { return sim_.graph_destroy(graph); }
+  cudaError_t destroy_graph_exec(cudaGraphExec_t exec) override { return sim_.graph_exec_destroy(exec); }
 
  private:
   static SimConfig config() {

@@ -35,6 +35,16 @@ class TestDevice {
   /// Words found wrong by expect() so far (synchronize first).
   virtual std::uint64_t mismatches() = 0;
   virtual void reset_mismatches() = 0;
+
+  // Graphs: the runtime's stream capture on a GPU, SimDriver's model on the
+  // sim (lib/driver/sim/sim_graphs.hpp). fill/expect/busy on a capturing
+  // stream are recorded, and run at each launch.
+  virtual cudaError_t begin_capture(cudaStream_t stream, cudaStreamCaptureMode mode) = 0;
+  virtual cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph) = 0;
+  virtual cudaError_t instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) = 0;
+  virtual cudaError_t launch_graph(cudaGraphExec_t exec, cudaStream_t stream) = 0;
+  virtual cudaError_t destroy_graph(cudaGraph_t graph) = 0;
+  virtual cudaError_t destroy_graph_exec(cudaGraphExec_t exec) = 0;
 };
 
 /// The device of this test binary: SimDriver in sova_tests, the GPU in sova_gpu_tests.

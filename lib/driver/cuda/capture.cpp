@@ -3,6 +3,7 @@
 // Nothing here enqueues work on any stream.
 #include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
+#include "driver/cuda/relaxed_capture.hpp"
 #include "driver/cuda/runtime_call.hpp"
 
 #include <atomic>
@@ -78,6 +79,7 @@ cudaError_t CudaDriver::graph_on_release(cudaGraph_t graph, GraphReleaseCallback
 
 cudaError_t CudaDriver::stream_create(int device, cudaStream_t* out) noexcept {
   if (out == nullptr) return cudaErrorInvalidValue;
+  RelaxedCapture relaxed;     // made while another stream may capture
   ScopedContext ctx(device);  // the device's primary context: the stream is the device's
   if (ctx.status() != cudaSuccess) return ctx.status();
   return quiet([&] { return cudaStreamCreateWithFlags(out, cudaStreamNonBlocking); });

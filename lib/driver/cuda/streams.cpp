@@ -13,6 +13,7 @@
 #include "driver/cuda/cuda_driver.hpp"
 #include "driver/cuda/entry_points.hpp"
 #include "driver/cuda/error_map.hpp"
+#include "driver/cuda/relaxed_capture.hpp"
 #include "driver/cuda/runtime_call.hpp"
 
 namespace sova::cuda_detail {
@@ -27,6 +28,9 @@ cudaError_t CudaDriver::event_create(EventHandle* event) noexcept {
   if (event == nullptr) return cudaErrorInvalidValue;
   cudaEvent_t created = nullptr;
   // Timing off: recording and querying are cheaper, and we never time.
+  // Relaxed capture mode: a pool may make an event while a stream captures
+  // (relaxed_capture.hpp).
+  RelaxedCapture relaxed;
   const cudaError_t err =
       quiet([&] { return cudaEventCreateWithFlags(&created, cudaEventDisableTiming); });
   if (err != cudaSuccess) return err;
