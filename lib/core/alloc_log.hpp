@@ -26,8 +26,7 @@
 // cost more than the allocation) and writes them: woken when a buffer holds
 // 4096 records, and every 100 ms. A thread writes the batch itself only when
 // the writer has fallen 64K records behind it, which bounds the memory and
-// slows the program to the writer's pace. docs/notes/2026-11-23-packaging.md
-// has the figures.
+// slows the program to the writer's pace.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -14,7 +14,7 @@
 //     the common case), erase unlinks: no node allocation, no rebalancing.
 // With the std::set each insert and erase was a tree descent and rebalance
 // over nodes spread in memory: a quarter of a training replay's slow path
-// (perf and callgrind, vit_train; docs/notes/2026-11-24-cheap-misses.md).
+// (perf and callgrind, vit_train).
 // A class holds blocks within 6% of one another in size; many free blocks of
 // nearly one size make its walks longer (the cost is then linear in them,
 // where the set's was logarithmic).

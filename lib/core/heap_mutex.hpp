@@ -7,8 +7,7 @@
 // plain std::mutex puts a waiter to sleep at once, and the futex wake-up
 // that hands the lock over costs microseconds: with 16 threads missing on
 // mixed sizes, each miss cost ~8 us of handover for ~0.5 us of work
-// (threads_mixed, classes:64, on the H100;
-// docs/notes/2026-11-23-real-workload-speed.md). So waiters spin first.
+// (threads_mixed, classes:64, on the H100). So waiters spin first.
 //
 // They spin on a plain load and try to take the lock only when it looks
 // free (test-and-test-and-set): the previous version spun on

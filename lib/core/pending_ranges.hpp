@@ -37,7 +37,7 @@ class PendingRanges {
   /// unmerged. A stream alone in its pool (a training loop) is asked about
   /// only when it grows, and its flushes added every free of the last fence
   /// interval to the map: ~450 instructions a miss, a fifth of a replay's
-  /// slow path (callgrind, vit_train; docs/notes/2026-11-24-cheap-misses.md).
+  /// slow path (callgrind, vit_train).
   /// Throws std::bad_alloc, changing nothing.
   void add(std::size_t offset, std::size_t bytes, std::uint64_t epoch);
   /// Drops the ranges whose epoch is <= safe_epoch. O(1) when none is (the

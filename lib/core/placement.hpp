@@ -107,7 +107,7 @@ class Placement {
     if (backs_whole_block_) return size;
     const std::size_t need = backs_request_ ? bytes : policy_->backing(bytes, size);
     // Clamped before rounding: a user's answer near SIZE_MAX would wrap to 0
-    // when rounded up (issue 17). `size` is a multiple of 512 and at least
+    // when rounded up. `size` is a multiple of 512 and at least
     // `bytes`, so the rounded value stays within it.
     return round_up_to_alignment(std::clamp(need, bytes, size));
   }

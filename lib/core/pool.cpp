@@ -108,7 +108,7 @@ void Pool::trim_to(std::size_t bytes_to_keep) {
 }
 
 // Enum values are read as integers and checked here, before the core
-// switches on them (lib/core/raw_enum.hpp says why; issue 17).
+// switches on them (lib/core/raw_enum.hpp says why).
 cudaError_t Pool::set_attribute(cudaMemPoolAttr attr, const void* value) noexcept {
   if (!detail::known_pool_attr(detail::raw_enum(attr))) return cudaErrorInvalidValue;
   return core_->set_attribute(attr, value);
@@ -120,7 +120,7 @@ cudaError_t Pool::get_attribute(cudaMemPoolAttr attr, void* value) const noexcep
 cudaError_t Pool::set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept {
   // Every descriptor's flags are checked before anything is stored: an empty
   // pool applies them to no chunk, and once stored they would fail every
-  // later growth (issue 17).
+  // later growth.
   for (std::size_t i = 0; descs != nullptr && i < count; ++i) {
     if (!detail::valid_access_flags(detail::raw_enum(descs[i].flags)) ||
         detail::raw_enum(descs[i].location.type) != cudaMemLocationTypeDevice) {

@@ -4,8 +4,7 @@
 // argument; in C++ an enum object holding a value outside its enumerators'
 // range is undefined behaviour to load (UBSan's -fsanitize=enum reports it),
 // so switching on it or comparing it is too. sova reads such values with
-// raw_enum and checks them before any code looks at them as enums
-// (issue 17, defects 3 and 6).
+// raw_enum and checks them before any code looks at them as enums.
 #pragma once
 
 #include <cuda_runtime_api.h>

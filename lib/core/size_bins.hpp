@@ -7,7 +7,7 @@
 // freed here is marked recurring (note_allocation); the mark stays with the
 // size while the pool lives, through rebuilds of the table (dropping it with
 // the size's list, as an earlier version did, unmarked exactly the sizes that
-// were live at the time, and their next misses flushed them: issue 12).
+// were live at the time, and their next misses flushed them).
 //
 // Every cached block is also on one of two address-free lists
 // (Block::list_prev / list_next): `kept`, blocks of at most kSmallBlockLimit
@@ -169,7 +169,7 @@ class SizeBins {
   static constexpr std::size_t kInitialSlots = 64;
 
   /// Kept: small blocks only. Recurring blocks up to 4 MiB kept too held
-  /// 1.5-4% more memory on four of the seven recorded traces (issue 12, docs/notes).
+  /// 1.5-4% more memory on four of the seven recorded traces (simulation).
   static bool kept_size(const Slot& slot) noexcept { return slot.recurring && slot.size <= kSmallBlockLimit; }
 
   void list_push(Block*& head, Block* block) noexcept {
