@@ -68,11 +68,6 @@ class BadAlloc : public std::bad_alloc {
   __cxxabiv1::__cxa_throw(object, b.oom_type, destroy_thrown);
 }
 
-void* symbol(void* handle, const char* name) noexcept {
-  void* p = dlsym(handle, name);
-  return p != nullptr ? p : dlsym(RTLD_DEFAULT, name);
-}
-
 }  // namespace
 
 void throw_out_of_memory(const std::string& message) {
