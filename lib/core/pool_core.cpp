@@ -25,6 +25,11 @@ constexpr std::uint32_t kClockEvery = 15;
 // fences hand the blocks back to their streams (docs/design.md, "Tuning constants").
 constexpr std::uint32_t kForeignFenceEvery = 15;
 
+bool has_several_devices(Driver& driver) noexcept {
+  int count = 0;
+  return driver.device_count(&count) == cudaSuccess && count > 1;
+}
+
 DeviceInfo query_device(Driver& driver, int device) {
   int count = 0;
   cudaError_t error = driver.device_count(&count);
@@ -85,7 +90,8 @@ PoolCore::PoolCore(const PoolOptions& options)
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),
       reuse_allow_internal_dependencies_(options.reuse_allow_internal_dependencies),
-      check_streams_(options.check_streams) {
+      check_streams_(options.check_streams),
+      several_devices_(has_several_devices(driver_)) {
   // The whole VA range starts as one free, safe, unbacked block; two where
   // the policy keeps regions (the boundary is never merged across).
   const std::size_t boundary = placement_.region_boundary();
@@ -111,8 +117,9 @@ PoolCore::PoolCore(const PoolOptions& options)
 
 PoolCore::~PoolCore() {
   unregister_for_release(this);
-  // Frees may still be pending on streams: wait before unmapping anything.
-  driver_.device_synchronize(device_);
+  // Frees may still be pending on streams, of other devices too (a free is
+  // accepted on any device's stream): wait before unmapping anything.
+  synchronize_devices();
   for (auto& entry : streams_) {
     for (const Fence& fence : entry.second->fences) driver_.event_destroy(fence.event);
   }
@@ -193,6 +200,9 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
   }
+  // Before the free is stamped: a synchronize that closes the epoch holding
+  // it then sees its device (synchronize_devices).
+  note_stream_device(state, stream);
 
   state->lock.lock();
   BlockState expected = BlockState::live;

@@ -322,6 +322,26 @@ class PoolCore {
   bool frees_held_anywhere() noexcept;
   /// Synchronizes the device; afterwards every free made so far is complete.
   void synchronize_everything() noexcept;
+  /// Synchronizes the pool's device and every other device a free of this
+  /// pool was made on (foreign_devices_): what a free
+  /// not covered by a fence needs before it counts as complete. A free on
+  /// another device's stream is accepted, as cudaFreeAsync accepts it, and
+  /// its stream's work there may still use the memory.
+  cudaError_t synchronize_devices() noexcept;
+  /// Where the system has several devices: marks `state` foreign, and notes
+  /// the device, when `stream` (for the implicit handles, the calling
+  /// thread's current device's) is not on the pool's device. Called by each
+  /// free before it touches `state`: one cuStreamGetDevice where the system
+  /// has several devices (asked at every free: a destroyed stream's handle
+  /// may come back as a stream of another device, and a free does not renew
+  /// the state), nothing where it has one.
+  void note_stream_device(StreamState* state, cudaStream_t stream) noexcept {
+    if (!several_devices_) return;
+    int device = -1;  // unknown: every device
+    if (driver_.stream_device(stream, &device) != cudaSuccess) device = -1;
+    if (device != device_) note_foreign(state, device);
+  }
+  void note_foreign(StreamState* state, int device) noexcept;
   /// Closes `states`' epochs, synchronizes the device, then marks every free
   /// stamped before it complete and thaws the states. False (nothing marked)
   /// when the synchronize fails or host memory runs out. No heap lock needed.
@@ -338,6 +358,9 @@ class PoolCore {
   /// (with `may_cross`, the last chunk released may take it below `keep`;
   /// without, such a chunk is kept). Returns the bytes released.
   std::size_t release_free_memory(std::size_t keep, bool may_cross = false) noexcept;
+  /// trim_to's release: at most `keep` stays backed where safe free memory
+  /// allows, a chunk straddling `keep` released too. Returns the bytes released.
+  std::size_t release_down_to(std::size_t keep) noexcept;
   /// Releases safe free chunks until at least `bytes` are gone, or none is
   /// left: whole chunks, so possibly more. Returns the bytes released.
   std::size_t release_at_least(std::size_t bytes) noexcept;
@@ -430,6 +453,11 @@ class PoolCore {
   std::atomic<bool> reuse_allow_opportunistic_;
   std::atomic<bool> reuse_allow_internal_dependencies_;
   const bool check_streams_;
+  /// The driver has more than one device: streams may be another device's.
+  const bool several_devices_;
+  /// The devices other than the pool's that frees were made on,
+  /// one bit each (bit 63: device 63 or later, or unknown: every device).
+  std::atomic<std::uint64_t> foreign_devices_{0};
 
   SlowPathStats stats_;  ///< the heap lock's, but events_recorded
   /// The used high-water mark, sampled (hand_out): what the growth budget reads.

@@ -175,7 +175,7 @@ void PoolCore::add_pending(StreamState* owner, std::size_t offset, std::size_t b
     // No host memory to remember the range: make the free complete instead.
     // Slow, but the range must never be handed to another stream early. (No
     // stream lock is taken: callers may hold `owner`'s.)
-    driver_.device_synchronize(device_);
+    synchronize_devices();
   }
 }
 

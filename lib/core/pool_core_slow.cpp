@@ -204,7 +204,13 @@ void PoolCore::wait_for_own_frees(StreamState* state, cudaStream_t stream) noexc
   state->lock.lock();
   const std::uint64_t cutoff = close_epoch_locked(state);
   state->lock.unlock();
-  if (driver_.stream_synchronize(state->is_legacy ? cudaStreamLegacy : stream) != cudaSuccess) return;
+  // A foreign state's implicit handle may name another device's stream than
+  // its frees were made on: only a synchronize of those devices covers them.
+  const bool implicit = state->is_legacy || stream == cudaStreamPerThread;
+  const cudaError_t synchronized = implicit && state->foreign.load(std::memory_order_relaxed)
+                                       ? synchronize_devices()
+                                       : driver_.stream_synchronize(state->is_legacy ? cudaStreamLegacy : stream);
+  if (synchronized != cudaSuccess) return;
   ++stats_.remap_waits;
   state->lock.lock();
   const std::uint64_t safe_epoch = mark_complete_through_locked(state, cutoff);
@@ -431,7 +437,9 @@ bool PoolCore::synchronize_streams(const std::vector<StreamState*>& states) noex
     std::lock_guard<SpinLock> lock(states[i]->lock);
     cutoffs[i] = close_epoch_locked(states[i]);
   }
-  if (driver_.device_synchronize(device_) != cudaSuccess) return false;
+  // The pool's device, and every device a free was made on (a free on
+  // another device's stream: its work there may still use the memory).
+  if (synchronize_devices() != cudaSuccess) return false;
   for (std::size_t i = 0; i < states.size(); ++i) {
     std::lock_guard<SpinLock> lock(states[i]->lock);
     mark_complete_through_locked(states[i], cutoffs[i]);

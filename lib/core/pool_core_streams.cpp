@@ -143,6 +143,30 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
   return current;
 }
 
+void PoolCore::note_foreign(StreamState* state, int device) noexcept {
+  if (!state->foreign.load(std::memory_order_relaxed)) state->foreign.store(true, std::memory_order_relaxed);
+  const std::uint64_t bit = device >= 0 && device < 63 ? std::uint64_t{1} << device : std::uint64_t{1} << 63;
+  if ((foreign_devices_.load(std::memory_order_relaxed) & bit) == 0) foreign_devices_.fetch_or(bit, std::memory_order_relaxed);
+}
+
+cudaError_t PoolCore::synchronize_devices() noexcept {
+  cudaError_t result = driver_.device_synchronize(device_);
+  // Read after the callers closed the epochs they mark complete: a free
+  // stamped in them noted its device before it was stamped (deallocate).
+  const std::uint64_t others = foreign_devices_.load(std::memory_order_acquire);
+  if (others == 0) return result;
+  int count = 0;
+  if (driver_.device_count(&count) != cudaSuccess) return cudaErrorUnknown;
+  for (int device = 0; device < count; ++device) {
+    if (device == device_) continue;
+    const std::uint64_t bit = device < 63 ? std::uint64_t{1} << device : std::uint64_t{1} << 63;
+    const bool all = (others >> 63) != 0;
+    if ((others & bit) == 0 && !all) continue;
+    if (const cudaError_t error = driver_.device_synchronize(device); error != cudaSuccess) result = error;
+  }
+  return result;
+}
+
 EventHandle PoolCore::acquire_event() noexcept {
   {
     std::lock_guard<std::mutex> lock(events_mutex_);
@@ -179,6 +203,9 @@ void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noex
   state->fence_requested.store(false, std::memory_order_relaxed);
   state->last_fence_ns = now_ns();
   if (!state->open_epoch_has_frees) return;  // nothing new to cover
+  // Frees made on another device's stream: no event of the pool's device
+  // covers them (StreamState::foreign); synchronize_devices completes them.
+  if (state->foreign.load(std::memory_order_relaxed)) return;
   // A stream that only ever hits its cache never reaches the slow path that
   // polls its fences: poll here, and keep at most kMaxFences outstanding, so a
   // long fast loop cannot pile up events (one per millisecond of large frees).
@@ -205,6 +232,12 @@ void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noex
 cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
   StreamState* state = stream_state(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
+  // An implicit handle (0, cudaStreamPerThread) names the current device's
+  // stream: where its state holds frees made with another device current
+  // (foreign), this one synchronize does not cover them, so the hint is
+  // not taken; a synchronize of every device they were made on completes them.
+  const bool implicit = state->is_legacy || stream == cudaStreamPerThread;
+  if (implicit && state->foreign.load(std::memory_order_relaxed)) return cudaSuccess;
   state->lock.lock();
   mark_frees_complete_locked(state);
   state->lock.unlock();

@@ -38,6 +38,14 @@ struct StreamState {
   /// The driver's never-reused id of the stream this state was made for
   /// (cuStreamGetId); 0 when unknown or not checked.
   unsigned long long stream_id = 0;
+  /// Set once a free on this state's stream was made on
+  /// another device than the pool's (PoolCore::note_stream_device), and never
+  /// cleared: the pool's fence events cannot be recorded on such a stream,
+  /// and for the implicit handles a fence recorded from another thread would
+  /// land on another device's stream and prove nothing. Such a state records
+  /// no fence; its frees complete through synchronizes that cover the devices
+  /// they were made on (PoolCore::synchronize_devices).
+  std::atomic<bool> foreign{false};
 
   // ---- guarded by `lock` --------------------------------------------------
   SpinLock lock;

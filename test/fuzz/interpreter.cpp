@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -277,6 +278,7 @@ class Actor {
       case 15: w_.sim.delay(pick_stream(static_cast<int>(in_.below(2))), std::chrono::microseconds(in_.below(200))); break;
       case 16: handoff(); break;
       case 17: pool_lifecycle(); break;
+      case 18: free_across_devices(); break;
       default: allocate(); break;
     }
   }
@@ -369,6 +371,39 @@ class Actor {
     if (mine_.empty()) return;
     const std::size_t i = in_.below(mine_.size());
     free_block(i, pick_stream(w_.pools[mine_[i].pool].device));
+  }
+
+  /// A block freed on a stream of the other device than its pool's (as
+  /// cudaFreeAsync allows), often with work still queued there, then often
+  /// a trim or (single-threaded) the pool's destruction at once: every path
+  /// that releases memory must wait for the freeing stream's device too.
+  /// The stream is a created one of the other device, or for a device-1
+  /// pool also the legacy or per-thread stream (the thread's current device
+  /// is 0). The implicit handles with the current device switched are left
+  /// out: a pool keeps one state for each implicit handle whatever the
+  /// current device (docs/design.md, "Several devices").
+  void free_across_devices() {
+    if (mine_.empty()) return;
+    const std::size_t i = in_.below(mine_.size());
+    const int index = mine_[i].pool;
+    const int other = 1 - w_.pools[index].device;
+    const cudaStream_t t = pick_stream(other);
+    if (in_.flag()) w_.sim.delay(t, std::chrono::microseconds(100 + in_.below(2000)));  // work in flight
+    free_block(i, t);
+    switch (in_.below(3)) {
+      case 0: w_.pools[index].pool->trim_to(in_.flag() ? 0 : w_.granularity); break;
+      case 1:
+        if (!w_.threaded) {
+          for (std::size_t j = mine_.size(); j-- > 0;) {
+            if (mine_[j].pool == index) free_block(j, pick_stream(w_.pools[index].device));
+          }
+          std::erase_if(freed_, [&](const Block& b) { return b.pool == index; });
+          w_.pools[index].pool.reset();  // waits for the device work that may use the memory
+          w_.create_pool(index, in_);
+        }
+        break;
+      default: break;
+    }
   }
 
   void bad_free() {
