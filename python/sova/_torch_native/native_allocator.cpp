@@ -278,7 +278,12 @@ class SovaAllocator final : public cca::CUDAAllocator {
   void beginAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                            std::function<bool(cudaStream_t)> filter) override {
     const bool created = ensure_pool(device, id);
-    pytorch_->beginAllocateToPool(device, id, filter);
+    try {
+      pytorch_->beginAllocateToPool(device, id, filter);
+    } catch (...) {  // e.g. already recording to that pool: nothing changes
+      if (created) pytorch_->releasePool(device, id);
+      throw;
+    }
     if (created) pytorch_->releasePool(device, id);  // keep only beginAllocateToPool's reference
     std::lock_guard lock(routes_mutex_);
     routes_.push_back(Route{device, id, std::move(filter)});
