@@ -1,0 +1,214 @@
+// sova_multi_device: does one device's allocator work slow another's? One
+// sova::Pool per device in one process; each case runs on every device alone,
+// then on all devices at once, and prints each device's rate and the ratio
+// (together / alone; 1.00 = no interference).
+//
+//   sova_multi_device [--devices=N] [--case=threads|replay|all] [--threads=T]
+//                     [--seconds=S] [--trace=FILE.csv[.gz]] [--passes=P]
+//
+//   threads  T host threads per device (default 4), each with its own stream
+//            of that device, allocate+free pairs of small blocks (256 B ..
+//            64 KiB, the sizes threads/ of sova_bench cycles) for S seconds
+//            (default 2): pairs per second per device.
+//   replay   one host thread per device replays a recorded trace (default
+//            bench/traces/gpt_train.csv.gz) P passes (default 3) on its
+//            device's pool, each trace stream a stream of that device;
+//            milliseconds per pass (median) and the pool's peak reserved.
+// N defaults to every device CUDA sees; fewer than 2 is an error (exit 2).
+#include "replay/trace.hpp"
+
+#include <sova/pool.hpp>
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) {
+    std::fprintf(stderr, "sova_multi_device: %s: %s\n", what, cudaGetErrorString(e));
+    std::exit(1);
+  }
+}
+
+cudaStream_t make_stream(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  return s;
+}
+
+constexpr std::size_t kSmallSizes[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+
+/// pairs per second of `threads` threads on each device in `devices`, all at once.
+std::vector<double> run_threads(const std::vector<int>& devices, int threads, double seconds) {
+  std::vector<std::unique_ptr<sova::Pool>> pools;
+  for (int d : devices) {
+    sova::PoolOptions o;
+    o.device = d;
+    pools.push_back(std::make_unique<sova::Pool>(o));
+  }
+  std::vector<std::atomic<std::uint64_t>> pairs(devices.size());
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false}, stop{false};
+  std::vector<std::thread> workers;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    for (int t = 0; t < threads; ++t) {
+      workers.emplace_back([&, i, t] {
+        cudaStream_t s = make_stream(devices[i]);
+        sova::Pool& pool = *pools[i];
+        for (std::size_t b : kSmallSizes) pool.deallocate(pool.allocate(b, s), s);  // warm
+        std::size_t next = static_cast<std::size_t>(t) % std::size(kSmallSizes);
+        std::uint64_t n = 0;
+        ++ready;
+        while (!go.load()) std::this_thread::yield();
+        while (!stop.load(std::memory_order_relaxed)) {
+          for (int k = 0; k < 256; ++k) {
+            pool.deallocate(pool.allocate(kSmallSizes[next], s), s);
+            if (++next == std::size(kSmallSizes)) next = 0;
+          }
+          n += 256;
+        }
+        pairs[i] += n;
+        check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+        check(cudaStreamDestroy(s), "cudaStreamDestroy");
+      });
+    }
+  }
+  while (ready.load() < static_cast<int>(workers.size())) std::this_thread::yield();
+  const auto t0 = Clock::now();
+  go = true;
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (std::thread& w : workers) w.join();
+  const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  std::vector<double> rates;
+  for (auto& p : pairs) rates.push_back(static_cast<double>(p.load()) / elapsed);
+  return rates;
+}
+
+struct ReplayFigures {
+  double median_ms = 0;
+  std::uint64_t peak_reserved = 0;
+};
+
+std::vector<ReplayFigures> run_replay(const std::vector<int>& devices, const sova_bench::Trace& trace, int passes) {
+  std::vector<ReplayFigures> figures(devices.size());
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<std::thread> workers;
+  for (std::size_t i = 0; i < devices.size(); ++i) {
+    workers.emplace_back([&, i] {
+      const int device = devices[i];
+      sova::PoolOptions o;
+      o.device = device;
+      sova::Pool pool(o);
+      std::vector<cudaStream_t> streams;
+      for (std::size_t k = 0; k < trace.streams.size(); ++k) streams.push_back(make_stream(device));
+      std::vector<void*> slots(trace.slots, nullptr);
+      std::vector<double> ms;
+      ++ready;
+      while (!go.load()) std::this_thread::yield();
+      for (int p = 0; p < passes; ++p) {
+        const auto t0 = Clock::now();
+        for (const sova_bench::TraceOp& op : trace.ops) {
+          if (op.bytes != 0) {
+            slots[op.slot] = pool.allocate(op.bytes, streams[op.stream]);
+          } else {
+            pool.deallocate(slots[op.slot], streams[op.stream]);
+            slots[op.slot] = nullptr;
+          }
+        }
+        for (cudaStream_t s : streams) check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+        ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+      }
+      std::sort(ms.begin(), ms.end());
+      figures[i].median_ms = ms[ms.size() / 2];
+      figures[i].peak_reserved = pool.stats().reserved_high;
+      for (cudaStream_t s : streams) check(cudaStreamDestroy(s), "cudaStreamDestroy");
+    });
+  }
+  while (ready.load() < static_cast<int>(workers.size())) std::this_thread::yield();
+  go = true;
+  for (std::thread& w : workers) w.join();
+  return figures;
+}
+
+bool arg(const char* a, const char* name, std::string* value) {
+  const std::size_t n = std::strlen(name);
+  if (std::strncmp(a, name, n) != 0 || a[n] != '=') return false;
+  *value = a + n + 1;
+  return true;
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr,
+               "sova_multi_device: %s\nusage: sova_multi_device [--devices=N] [--case=threads|replay|all] "
+               "[--threads=T] [--seconds=S] [--trace=FILE] [--passes=P]\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int found = 0;
+  if (cudaGetDeviceCount(&found) != cudaSuccess) found = 0;
+  int n = found, threads = 4, passes = 3;
+  double seconds = 2;
+  std::string which = "all", trace_path = SOVA_BENCH_TRACE_DIR "/gpt_train.csv.gz", v;
+  for (int i = 1; i < argc; ++i) {
+    if (arg(argv[i], "--devices", &v)) n = std::atoi(v.c_str());
+    else if (arg(argv[i], "--case", &v)) which = v;
+    else if (arg(argv[i], "--threads", &v)) threads = std::atoi(v.c_str());
+    else if (arg(argv[i], "--seconds", &v)) seconds = std::atof(v.c_str());
+    else if (arg(argv[i], "--trace", &v)) trace_path = v;
+    else if (arg(argv[i], "--passes", &v)) passes = std::atoi(v.c_str());
+    else return usage((std::string("unknown argument ") + argv[i]).c_str());
+  }
+  if (which != "threads" && which != "replay" && which != "all") return usage("--case takes threads, replay or all");
+  if (threads < 1 || passes < 1 || !(seconds > 0)) return usage("--threads, --passes and --seconds must be positive");
+  if (n < 2 || n > found) {
+    std::fprintf(stderr, "sova_multi_device: needs 2 or more devices (asked %d, CUDA sees %d)\n", n, found);
+    return 2;
+  }
+  std::vector<int> all;
+  for (int d = 0; d < n; ++d) all.push_back(d);
+
+  if (which != "replay") {
+    std::printf("threads: %d threads per device, %.1f s, pairs/s (M)\n", threads, seconds);
+    std::printf("%-8s %12s %12s %8s\n", "device", "alone", "together", "ratio");
+    std::vector<double> alone;
+    for (int d : all) alone.push_back(run_threads({d}, threads, seconds)[0]);
+    const std::vector<double> together = run_threads(all, threads, seconds);
+    for (int d : all)
+      std::printf("%-8d %12.3f %12.3f %8.2f\n", d, alone[d] / 1e6, together[d] / 1e6, together[d] / alone[d]);
+  }
+  if (which != "threads") {
+    const sova_bench::Trace trace = sova_bench::load_trace(trace_path);
+    std::printf("replay: %s, %zu ops, %zu streams, %d passes, median ms per pass\n", trace_path.c_str(),
+                trace.ops.size(), trace.streams.size(), passes);
+    std::printf("%-8s %12s %12s %8s %14s\n", "device", "alone", "together", "ratio", "peak_res_MiB");
+    std::vector<ReplayFigures> alone;
+    for (int d : all) alone.push_back(run_replay({d}, trace, passes)[0]);
+    const std::vector<ReplayFigures> together = run_replay(all, trace, passes);
+    for (int d : all)
+      std::printf("%-8d %12.2f %12.2f %8.2f %14.1f\n", d, alone[d].median_ms, together[d].median_ms,
+                  together[d].median_ms / alone[d].median_ms,
+                  static_cast<double>(together[d].peak_reserved) / (1 << 20));
+  }
+  return 0;
+}
