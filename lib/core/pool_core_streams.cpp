@@ -16,6 +16,7 @@ struct RecentStream {
   std::uint64_t pool_uid = 0;
   cudaStream_t stream = nullptr;
   StreamState* state = nullptr;
+  int other_device = -1;  ///< other_current_device() when the entry was made
 };
 constexpr int kRecent = 4;
 SOVA_TLS_INITIAL_EXEC thread_local RecentStream t_recent[kRecent];
@@ -29,10 +30,38 @@ std::uintptr_t per_thread_key() noexcept {
   return t_per_thread_key;
 }
 
-std::uintptr_t canonical_key(cudaStream_t stream) noexcept {
+bool is_implicit(cudaStream_t stream) noexcept {
   const auto value = reinterpret_cast<std::uintptr_t>(stream);
-  if (value == 0 || value == reinterpret_cast<std::uintptr_t>(cudaStreamLegacy)) return kLegacyKey;
-  if (value == reinterpret_cast<std::uintptr_t>(cudaStreamPerThread)) return per_thread_key();
+  return value == 0 || value == reinterpret_cast<std::uintptr_t>(cudaStreamLegacy) ||
+         value == reinterpret_cast<std::uintptr_t>(cudaStreamPerThread);
+}
+
+/// For an implicit handle on a system of several devices: the calling
+/// thread's current device where it is not the pool's, whose stream the
+/// handle then names; else -1.
+int other_current_device(Driver& driver, bool several_devices, int pool_device, cudaStream_t stream) noexcept {
+  if (!several_devices || !is_implicit(stream)) return -1;
+  int device = pool_device;
+  if (driver.current_device(&device) != cudaSuccess) return -1;
+  return device == pool_device ? -1 : device;
+}
+
+/// The state key of `stream`. The implicit handles name the current
+/// device's streams, so with another device than the pool's current
+/// (`other_device` >= 0) they get keys of their own: ...001 above
+/// kLegacyKey for the legacy stream, ...11 for the per-thread stream (real
+/// handles are aligned to 8; kLegacyKey is 0x1, per-thread keys ...10).
+/// One state for both devices' legacy streams handed a free on one to the
+/// other at once, unordered.
+std::uintptr_t canonical_key(cudaStream_t stream, int other_device) noexcept {
+  const auto value = reinterpret_cast<std::uintptr_t>(stream);
+  const auto other = static_cast<std::uintptr_t>(other_device + 1);
+  if (value == 0 || value == reinterpret_cast<std::uintptr_t>(cudaStreamLegacy)) {
+    return other_device < 0 ? kLegacyKey : kLegacyKey | (other << 3);
+  }
+  if (value == reinterpret_cast<std::uintptr_t>(cudaStreamPerThread)) {
+    return other_device < 0 ? per_thread_key() : ((per_thread_key() >> 2) << 9) | ((other & 127) << 2) | 0x3;
+  }
   return value;
 }
 
@@ -43,29 +72,34 @@ constexpr std::size_t kMaxFences = 8;
 
 StreamState* PoolCore::stream_state(cudaStream_t stream) noexcept {
   const RecentStream& first = t_recent[0];
-  if (first.pool_uid == uid_ && first.stream == stream) return first.state;
+  if (first.pool_uid == uid_ && first.stream == stream &&
+      (!several_devices_ || first.other_device == other_current_device(driver_, true, device_, stream))) {
+    return first.state;
+  }
   return stream_state_slow(stream);
 }
 
 StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
   StreamState* state = nullptr;
   int hit = -1;
+  const int other_device = other_current_device(driver_, several_devices_, device_, stream);
   for (int i = 1; i < kRecent; ++i) {
-    if (t_recent[i].pool_uid == uid_ && t_recent[i].stream == stream) {
+    if (t_recent[i].pool_uid == uid_ && t_recent[i].stream == stream && t_recent[i].other_device == other_device) {
       state = t_recent[i].state;
       hit = i;
       break;
     }
   }
   if (state == nullptr) {
-    const std::uintptr_t key = canonical_key(stream);
+    const std::uintptr_t key = canonical_key(stream, other_device);
     try {
       std::lock_guard<std::mutex> lock(streams_mutex_);
       std::unique_ptr<StreamState>& slot = streams_[key];
       if (!slot) {
         auto fresh = std::make_unique<StreamState>();
         fresh->key = key;
-        fresh->is_legacy = key == kLegacyKey;
+        fresh->is_legacy = (key & 0x7) == kLegacyKey;  // either device's legacy stream
+        if (other_device >= 0) note_foreign(fresh.get(), other_device);
         if (check_streams_ && !fresh->is_legacy) driver_.stream_id(stream, &fresh->stream_id);
         // Counted active before it is published: the release worker's count,
         // if it sees the state, then stores it among the others, and if it
@@ -84,7 +118,7 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
   }
   // Move to the front, most recent first.
   for (int i = hit; i > 0; --i) t_recent[i] = t_recent[i - 1];
-  t_recent[0] = RecentStream{uid_, stream, state};
+  t_recent[0] = RecentStream{uid_, stream, state, other_device};
   return state;
 }
 
@@ -111,6 +145,9 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
       auto fresh = std::make_unique<StreamState>();
       fresh->key = state->key;
       fresh->stream_id = id;
+      if (state->foreign.load(std::memory_order_relaxed) && (state->key & 0x3) == 0x3) {
+        fresh->foreign.store(true, std::memory_order_relaxed);  // another device's per-thread stream
+      }
       retired_streams_.reserve(retired_streams_.size() + 1);
       slot->retired.store(true, std::memory_order_relaxed);
       // The fresh state is active. Where the retired one was counted active,

@@ -134,3 +134,26 @@ TEST_CASE("destroying a pool waits for the device of a stream a block was freed 
   sim.destroy_stream(s0);
   sim.destroy_stream(s1);
 }
+
+TEST_CASE("stream 0 with another device current is another stream: its frees are not handed to the first",
+          "[core][devices][cross-device]") {
+  SimDriver sim(two_devices());
+  PoolOptions options = options_on(sim);
+  options.release_threshold = ~std::uint64_t{0};
+  Pool pool(options);  // device 0
+  void* p = pool.allocate(MiB, nullptr);  // device 0's legacy stream
+  REQUIRE(sim.device_synchronize(0) == cudaSuccess);
+  std::shared_ptr<std::atomic<bool>> done;
+  {
+    ScopedCurrentDevice current(sim, 1);  // stream 0 is device 1's legacy stream now
+    done = slow_reader(sim, nullptr);
+    REQUIRE(pool.try_deallocate(p, nullptr) == cudaSuccess);
+  }
+  // Device 0's legacy stream is not ordered after device 1's: the block is
+  // not its own free to reuse at once.
+  void* q = pool.allocate(MiB, nullptr);
+  CHECK((q != p || done->load()));
+  pool.deallocate(q, nullptr);
+  REQUIRE(sim.device_synchronize(1) == cudaSuccess);
+  REQUIRE(sim.device_synchronize(0) == cudaSuccess);
+}

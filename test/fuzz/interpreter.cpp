@@ -377,19 +377,31 @@ class Actor {
   /// cudaFreeAsync allows), often with work still queued there, then often
   /// a trim or (single-threaded) the pool's destruction at once: every path
   /// that releases memory must wait for the freeing stream's device too.
-  /// The stream is a created one of the other device, or for a device-1
-  /// pool also the legacy or per-thread stream (the thread's current device
-  /// is 0). The implicit handles with the current device switched are left
-  /// out: a pool keeps one state for each implicit handle whatever the
-  /// current device (docs/design.md, "Several devices").
+  /// The stream is one of this actor's, or the implicit stream (legacy or
+  /// per-thread) with the thread's current device switched for the free.
   void free_across_devices() {
     if (mine_.empty()) return;
     const std::size_t i = in_.below(mine_.size());
     const int index = mine_[i].pool;
     const int other = 1 - w_.pools[index].device;
-    const cudaStream_t t = pick_stream(other);
+    const bool implicit = in_.flag();
+    // The implicit handles name another stream once the device is switched:
+    // the block's last use is ordered by an event recorded before the switch.
+    EventHandle ready = nullptr;
+    if (implicit && mine_[i].pending) {
+      ready = event_for(mine_[i].last);
+      FUZZ_CHECK(w_.sim.event_record(ready, mine_[i].last) == cudaSuccess, "event_record");
+    }
+    if (implicit) FUZZ_CHECK(w_.sim.set_current_device(other) == cudaSuccess, "set_current_device");
+    const cudaStream_t t = implicit ? (in_.flag() ? nullptr : cudaStreamPerThread) : pick_stream(other);
+    if (ready != nullptr) {
+      FUZZ_CHECK(w_.sim.stream_wait_event(t, ready) == cudaSuccess, "stream_wait_event");
+      w_.sim.event_destroy(ready);
+      mine_[i].last = t;  // ordered: free_block adds no wait
+    }
     if (in_.flag()) w_.sim.delay(t, std::chrono::microseconds(100 + in_.below(2000)));  // work in flight
     free_block(i, t);
+    if (implicit) FUZZ_CHECK(w_.sim.set_current_device(0) == cudaSuccess, "set_current_device");
     switch (in_.below(3)) {
       case 0: w_.pools[index].pool->trim_to(in_.flag() ? 0 : w_.granularity); break;
       case 1:
