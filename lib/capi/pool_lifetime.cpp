@@ -166,7 +166,10 @@ void finalize_pool(PoolEntry* e) noexcept {
     g_state.owners.remove(e);
   }
   synchronize_readers();
-  delete e;  // ~Pool waits for the device, then releases VA and memory
+  // ~Pool waits for the pool's device and for every device its blocks were
+  // freed on (a last sovaFreeAsync on stream 0 of another current device
+  // included), then releases VA and memory.
+  delete e;
 }
 
 }  // namespace sova::capi

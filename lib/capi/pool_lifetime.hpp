@@ -9,7 +9,8 @@
 //              sovaFreeAsync finds it.
 //   finalized  the last live block is freed (or none was live at destroy):
 //              unlisted, then after synchronize_readers() the Pool is deleted
-//              (its destructor waits for the device and releases all memory).
+//              (its destructor waits for the pool's device, and for every other
+//              device its blocks were freed on, and releases all memory).
 // Default pools stay published for the life of the process.
 //
 // Locking: one mutex (`mutex`) guards every change to the tables; it is never
