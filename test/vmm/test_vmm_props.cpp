@@ -152,6 +152,37 @@ TEST_CASE("vmm: a host memory pool holds pinned host memory the host and the dev
   sim.destroy_stream(s);
 }
 
+TEST_CASE("vmm: Pool::chunk_props says what the pool asks of every chunk, as its options set it", "[vmm]") {
+  SimConfig config;
+  config.compression_supported = true;
+  config.host_numa_nodes = 2;
+  SimDriver sim(config);
+  Pool plain(on(sim));
+  CHECK(plain.chunk_props().location.type == cudaMemLocationTypeDevice);
+  CHECK(plain.chunk_props().location.id == 0);
+  CHECK(plain.chunk_props().handle_types == 0);
+  CHECK_FALSE(plain.chunk_props().compressible);
+
+  PoolOptions o = on(sim);
+  o.handle_types = cudaMemHandleTypePosixFileDescriptor;
+  o.host_numa_node = 1;
+  Pool asked(o);
+  CHECK(asked.chunk_props().location.type == cudaMemLocationTypeHostNuma);
+  CHECK(asked.chunk_props().location.id == 1);
+  CHECK(asked.chunk_props().handle_types == cudaMemHandleTypePosixFileDescriptor);
+  CHECK_FALSE(asked.chunk_props().compressible);
+  PoolOptions c = on(sim);
+  c.compressible = true;
+  CHECK(Pool(c).chunk_props().compressible);
+  // What a block got agrees with what was asked.
+  void* p = asked.allocate(kMiB, nullptr);
+  PhysicalProps got;
+  REQUIRE(asked.properties(p, &got) == cudaSuccess);
+  CHECK(got.location.type == cudaMemLocationTypeHostNuma);
+  CHECK(got.handle_types == cudaMemHandleTypePosixFileDescriptor);
+  asked.deallocate(p, nullptr);
+}
+
 TEST_CASE("vmm: host pools are refused where the device has no host-NUMA VMM, or the node is bad", "[vmm]") {
   SimConfig config;
   config.host_numa_nodes = 0;
