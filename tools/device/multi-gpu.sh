@@ -1,0 +1,173 @@
+#!/bin/bash
+# The checks and figures of several GPUs, in one device call of at most about
+# 9 minutes on a machine of 2 (or 4, ...) GPUs, each step time-limited, in
+# order of priority:
+#   suite        the multigpu test suite (test/multigpu: pools per device,
+#                peer access, frees across devices, release, out of memory,
+#                IPC across devices and processes); fails with fewer than 2 GPUs
+#   torch        DDP and FSDP2 under torchrun on every GPU: native, sova.torch
+#                (stream checks on and off, with c10d's recordStream) and
+#                expandable segments (bench/torch/multi_gpu_train.py)
+#   nccl         an all-reduce on sova memory, registered or not, against
+#                ncclMemAlloc's and cudaMalloc's (sova_nccl_allreduce)
+#   bench        one pool per device in one process, alone vs together:
+#                threads and trace replay (sova_multi_device)
+#   conformance  the conformance tests of sova_gpu_tests on physical GPU 1
+#                (CUDA_VISIBLE_DEVICES=1, and 1,0 with GPU 0 visible beside it)
+#
+#   OUT=DIR tools/device/multi-gpu.sh            every step
+#   STEPS="suite nccl" tools/device/multi-gpu.sh  some, in the order above
+#   BUILDDIR=DIR                                  another build dir (default build-mgpu)
+#
+# Logs: $OUT/multi-gpu.log (this script's output: each step's lines and a
+# closing summary), one log per step but the build ($OUT/<step>.log), the PyTorch table's
+# JSON ($OUT/torch-summary.json) and its runs' logs ($OUT/torch-runs.tar.gz).
+# OUT defaults to /tmp/out. The lent machines have no network: carry
+# meson-python's wheels in .carry/torch-whl/ (python_env.sh). NCCL comes from
+# PyTorch's nvidia-nccl wheel (-Dnccl_root), else the CUDA toolkit.
+# NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the like), as the lent
+# machines require. TOTAL_S (default 530) bounds the call; each step gets at
+# most its own limit and what is left. Exit status: 0 when every step that
+# ran passed; a step that fails, times out or is left out for time is named
+# in the summary.
+set -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+t0=$SECONDS
+total=${TOTAL_S:-530}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" || { echo "multi-gpu.sh: cannot create OUT=$OUT" >&2; exit 1; }
+steps=${STEPS:-suite torch nccl bench conformance}
+builddir=${BUILDDIR:-build-mgpu}
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export PYTHONUNBUFFERED=1
+exec > >(tee "$OUT/multi-gpu.log") 2>&1
+
+summary=()
+status=0
+left() { echo $((total - (SECONDS - t0))); }
+wanted() { [[ " $steps " == *" $1 "* ]]; }
+# run_step NAME LIMIT_S COMMAND: runs the shell command COMMAND (exported
+# functions included) within min(LIMIT_S, time left), its output to the
+# terminal and $OUT/NAME.log; records the outcome.
+run_step() {
+  local name=$1 limit=$2 command=$3
+  local budget
+  budget=$(left)
+  [ "$limit" -lt "$budget" ] && budget=$limit
+  if [ "$budget" -lt 15 ]; then
+    summary+=("$name: NOT RUN (no time left)")
+    status=1
+    return
+  fi
+  echo "=== $name (at $((SECONDS - t0)) s, limit $budget s)"
+  local start=$SECONDS
+  local log=$OUT/$name.log
+  [ "$name" = build ] && log=/tmp/mgpu-build.log  # in multi-gpu.log only: $OUT takes 8 files
+  timeout --kill-after=10 "$budget" bash -o pipefail -c "$command" 2>&1 | tee "$log"
+  local rc=${PIPESTATUS[0]}
+  local took=$((SECONDS - start))
+  if [ "$rc" = 0 ]; then
+    summary+=("$name: passed (${took} s)")
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    summary+=("$name: TIMED OUT after ${took} s")
+    status=1
+  else
+    summary+=("$name: FAILED (exit $rc, ${took} s; $log)")
+    status=1
+  fi
+}
+finish() {
+  echo "=== summary ($((SECONDS - t0)) s)"
+  printf '  %s\n' "${summary[@]}"
+  exit $status
+}
+
+# ---- devices ----------------------------------------------------------------
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
+if [ "${gpus:-0}" -lt 2 ]; then
+  echo "multi-gpu.sh: FAILED: needs 2 or more GPUs, nvidia-smi lists ${gpus:-0}" >&2
+  summary+=("devices: FAILED (${gpus:-0} GPUs)")
+  status=1
+  finish
+fi
+nvidia-smi topo -m 2>/dev/null | head -$((gpus + 2))
+
+# ---- build ------------------------------------------------------------------
+# NCCL: PyTorch's wheel (the library torch loads), as a folder meson's
+# -Dnccl_root reads (include/, lib/libnccl.so).
+export NCCL_OPT=""
+nccl_dir=$(python3 -c "import nvidia.nccl as m; print(list(m.__path__)[0])" 2>/dev/null)
+if [ -n "$nccl_dir" ] && [ -f "$nccl_dir/include/nccl.h" ]; then
+  nccl_lib=$(ls "$nccl_dir"/lib/libnccl.so* 2>/dev/null | head -1)
+  if [ -n "$nccl_lib" ]; then
+    mkdir -p /tmp/nccl-root/lib
+    ln -sfn "$nccl_dir/include" /tmp/nccl-root/include
+    ln -sf "$nccl_lib" /tmp/nccl-root/lib/libnccl.so
+    NCCL_OPT=-Dnccl_root=/tmp/nccl-root
+    export LD_LIBRARY_PATH=$nccl_dir/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    echo "NCCL: $nccl_lib"
+  fi
+fi
+[ -z "$NCCL_OPT" ] && echo "NCCL: no nvidia-nccl wheel found; meson looks in pkg-config and the toolkit"
+
+build() {
+  env=$(tools/ensure-build-deps --print-env) && eval "$env" || return 1
+  local reconf=()
+  [ -d "$builddir/meson-info" ] && reconf=(--reconfigure)
+  meson setup "${reconf[@]}" "$builddir" -Dgpu=enabled -Dbenchmarks=true -Dtests=true -Dbuildtype=release \
+    -Db_ndebug=false $NCCL_OPT | tail -5 || return 1
+  local targets=(test/multigpu/sova_multigpu_tests bench/multigpu/sova_multi_device)
+  wanted conformance && targets+=(test/sova_gpu_tests)
+  ninja -C "$builddir" "${targets[@]}" | grep -vE '^\[[0-9]+/' || return 1
+  if wanted nccl; then
+    [ -f "$builddir/bench/multigpu/sova_nccl_allreduce" ] || ninja -C "$builddir" bench/multigpu/sova_nccl_allreduce ||
+      { echo "build: sova_nccl_allreduce not built (NCCL not found?)"; return 1; }
+  fi
+}
+# The Python package for the torch step, built beside the C++ build.
+if wanted torch; then
+  source tools/device/python_env.sh
+  use_carried_wheels .carry/torch-whl
+  (pip_install_sova 280 > /tmp/pip-sova.log 2>&1; echo "pip exit $?" >> /tmp/pip-sova.log) &
+  pip_pid=$!
+fi
+export builddir steps
+export -f build wanted
+run_step build 300 build
+if [ "${summary[-1]%%:*}" = build ] && [[ ${summary[-1]} != *passed* ]]; then
+  echo "multi-gpu.sh: the build failed; nothing else can run" >&2
+  finish
+fi
+
+# ---- steps --------------------------------------------------------------------
+if wanted suite; then
+  run_step suite 150 "$builddir/test/multigpu/sova_multigpu_tests --reporter console --durations yes"
+fi
+if wanted torch; then
+  wait "$pip_pid"
+  cat /tmp/pip-sova.log
+  if python3 -c "import sova.torch" 2>/dev/null; then
+    # The rest after it needs about 150 s: the torch step starts no round beyond that.
+    torch_limit=$(( $(left) - 150 ))
+    [ "$torch_limit" -gt 280 ] && torch_limit=280
+    run_step torch "$torch_limit" \
+      "python3 bench/torch/multi_gpu_train.py --out /tmp/mgpu-torch --budget-s $((torch_limit - 140))"
+    cp /tmp/mgpu-torch/summary.json "$OUT/torch-summary.json" 2>/dev/null
+    tar -czf "$OUT/torch-runs.tar.gz" -C /tmp mgpu-torch 2>/dev/null
+  else
+    summary+=("torch: FAILED (import sova.torch failed: pip install . did not work, see above)")
+    status=1
+  fi
+fi
+if wanted nccl; then
+  run_step nccl 100 "$builddir/bench/multigpu/sova_nccl_allreduce --min-mib=1 --max-mib=1024 --iters=10 --reps=5"
+fi
+if wanted bench; then
+  run_step bench 60 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=2 --passes=3"
+fi
+if wanted conformance; then
+  run_step conformance 90 "CUDA_VISIBLE_DEVICES=1 $builddir/test/sova_gpu_tests '[conformance]' --reporter compact &&
+    CUDA_VISIBLE_DEVICES=1,0 $builddir/test/sova_gpu_tests '[conformance]' --reporter compact"
+fi
+finish
