@@ -28,24 +28,20 @@ struct Control {
   cudaMemPoolPtrExportData a{};  ///< written by the exporter (device 0) with kTagA
   cudaMemPoolPtrExportData b{};  ///< written by the importer (device 1) with kTagB
   int step = 0;
-  int failures = 0;  ///< the peer's count of failed checks, sent with its answer
 };
 
-void send_control(int socket, const Control& c, int fd = -1) {
-  REQUIRE(send_message(socket, &c, sizeof c, &fd, fd >= 0 ? 1 : 0));
+// One shareable handle per importer: share() makes a connection each.
+void send_control(int socket, const Control& c, const int* fds = nullptr, std::size_t nfds = 0) {
+  REQUIRE(send_message(socket, &c, sizeof c, fds, nfds));
 }
 
-Control receive_control(int socket, int* fd = nullptr) {
+Control receive_control(int socket, int* fds = nullptr, std::size_t want_fds = 0) {
   Control c;
-  int fds[4];
+  int got[4];
   std::size_t n = 0;
-  REQUIRE(receive_message(socket, &c, sizeof c, fds, 4, &n) == static_cast<long>(sizeof c));
-  if (fd != nullptr) {
-    REQUIRE(n == 1);
-    *fd = fds[0];
-  } else {
-    for (std::size_t i = 0; i < n; ++i) ::close(fds[i]);
-  }
+  REQUIRE(receive_message(socket, &c, sizeof c, got, 4, &n) == static_cast<long>(sizeof c));
+  REQUIRE(n == want_fds);
+  for (std::size_t i = 0; i < n; ++i) fds[i] = got[i];
   return c;
 }
 
@@ -69,13 +65,16 @@ TEST_CASE("multigpu ipc: a device-0 pool imported for device 1 in another proces
   Control control;
   REQUIRE(exporter.export_pointer(a, &control.a) == cudaSuccess);
   REQUIRE(exporter.export_pointer(b, &control.b) == cudaSuccess);
-  cudaError_t shared = cudaErrorUnknown;
-  const int handle = exporter.share(&shared);
-  REQUIRE(shared == cudaSuccess);
+  int handles[2];
+  for (int& h : handles) {
+    cudaError_t shared = cudaErrorUnknown;
+    h = exporter.share(&shared);
+    REQUIRE(shared == cudaSuccess);
+  }
 
   sova::test::PeerProcess peer("multigpu ipc peer: importer on device 1");
-  send_control(peer.socket(), control, handle);
-  ::close(handle);
+  send_control(peer.socket(), control, handles, 2);
+  for (int h : handles) ::close(h);
   const Control done = receive_control(peer.socket());
   CHECK(done.step == 1);
   // The peer's device 1 wrote kTagB into b and synchronized before answering.
@@ -89,13 +88,13 @@ TEST_CASE("multigpu ipc: a device-0 pool imported for device 1 in another proces
 TEST_CASE("multigpu ipc peer: importer on device 1", "[.peer]") {
   const int socket = sova::test::peer_socket();
   REQUIRE(socket >= 0);
-  int handle = -1;
-  const Control control = receive_control(socket, &handle);
+  int handles[2] = {-1, -1};
+  const Control control = receive_control(socket, handles, 2);
   DeviceStream s1(1);
   {
     ImportOptions options;
     options.device = 1;
-    ImportedPool imported(handle, options);
+    ImportedPool imported(handles[0], options);
     void* a = nullptr;
     void* b = nullptr;
     REQUIRE(imported.import_pointer(control.a, &a) == cudaSuccess);
@@ -121,7 +120,7 @@ TEST_CASE("multigpu ipc peer: importer on device 1", "[.peer]") {
     ImportOptions options;
     options.device = 1;
     options.access = cudaMemAccessFlagsProtRead;
-    ImportedPool imported(handle, options);
+    ImportedPool imported(handles[1], options);
     void* a = nullptr;
     REQUIRE(imported.import_pointer(control.a, &a) == cudaSuccess);
     CHECK(imported.access() == cudaMemAccessFlagsProtRead);
@@ -129,7 +128,7 @@ TEST_CASE("multigpu ipc peer: importer on device 1", "[.peer]") {
     CHECK(count_wrong(a, kBytesA, kTagA, s1) == 0);
     CHECK(imported.free_pointer(a, s1) == cudaSuccess);
   }
-  ::close(handle);
+  for (int h : handles) ::close(h);
   Control done;
   done.step = 1;
   send_control(socket, done);
