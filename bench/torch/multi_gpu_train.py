@@ -21,11 +21,12 @@ Allocators:
   expandable     the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   sova           sova.torch.enable() (the pluggable allocator, default options)
   sova_nochecks  sova.torch.enable(stream_checks=False): the pool's per-call
-                 stream checks off, so the difference to `sova` is their cost
+                 stream checks off, so the difference to `sova` is their cost (DDP only)
   sova_recstream sova with TORCH_NCCL_AVOID_RECORD_STREAMS=0: c10d then calls
                  recordStream on its NCCL stream for every collective's tensors,
                  through the allocator's hook to sova (recordStreamWaits > 0
                  proves it arrived); its time shows what those waits cost
+                 (DDP, first round only)
 Model: a GPT-style decoder (6 layers, d 512, 8 heads, vocab 8192), bf16
 autocast, batch 8 per rank, sequence length drawn per step from 128..512
 (multiples of 64, the same on every rank), each rank's tokens its own.
@@ -84,8 +85,12 @@ def worker(mode: str, allocator: str, steps: int, out_dir: str) -> None:
         def forward(self, x):
             b, s, _ = x.shape
             q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, H, D // H).permute(2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            x = x + self.proj(a.transpose(1, 2).reshape(b, s, D))
+            # Attention spelled out (as train_compare.py): every kernel has a
+            # deterministic backward, which SDPA's fused ones need not have.
+            att = (q @ k.transpose(-1, -2)) * (D // H) ** -0.5
+            mask = torch.ones(s, s, device=x.device, dtype=torch.bool).triu(1)
+            att = att.masked_fill(mask, float("-inf")).softmax(-1)
+            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, s, D))
             return x + self.mlp(self.ln2(x))
 
     class GPT(nn.Module):
@@ -256,6 +261,8 @@ def main() -> int:
             for a in allocators:
                 if a == "sova_recstream" and (m != "ddp" or rnd > 0):
                     continue  # DDP's collectives are where c10d records streams; once is enough
+                if a == "sova_nochecks" and m != "ddp":
+                    continue  # the overhead in question is DDP's
                 t = time.monotonic()
                 r = launch(m, a, gpus, args.steps, os.path.join(args.out, f"{m}_{a}_r{rnd}"), args.run_timeout)
                 if isinstance(r, str):
@@ -304,7 +311,8 @@ def main() -> int:
             if c:
                 counters += f"; recordStreamWaits total {c.get('recordStreamWaits_total', 0)}"
                 counters += f" (AVOID_RECORD_STREAMS={runs[0][0]['avoid_record_streams']})"
-            print(f"| {m} | {a} | {len(runs)} | {same} | {ms:.2f} | {ratio_ms:.3f} | "
+            per_run = ", ".join(f"{statistics.mean(x['ms_per_step'] for x in run):.2f}" for run in runs)
+            print(f"| {m} | {a} | {len(runs)} | {same} | {ms:.2f} ({per_run}) | {ratio_ms:.3f} | "
                   f"{' / '.join(f'{p / 2**30:.2f}' for p in peaks)} | {ratio_peak:.3f} | {allocs:.0f} | {counters} |")
             summary.append({"mode": m, "allocator": a, "runs": len(runs), "bitwise_equal": same,
                             "ms_per_step": ms, "ms_vs_native": ratio_ms, "peak_reserved_per_rank": peaks,

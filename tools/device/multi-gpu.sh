@@ -18,6 +18,7 @@
 #   OUT=DIR tools/device/multi-gpu.sh            every step
 #   STEPS="suite nccl" tools/device/multi-gpu.sh  some, in the order above
 #   BUILDDIR=DIR                                  another build dir (default build-mgpu)
+#   TORCH_ARGS="--steps 80 --modes ddp"           more arguments to multi_gpu_train.py
 #
 # Logs: $OUT/multi-gpu.log (this script's output: each step's lines and a
 # closing summary), one log per step but the build ($OUT/<step>.log), the PyTorch table's
@@ -148,11 +149,16 @@ if wanted torch; then
   wait "$pip_pid"
   cat /tmp/pip-sova.log
   if python3 -c "import sova.torch" 2>/dev/null; then
-    # The rest after it needs about 150 s: the torch step starts no round beyond that.
-    torch_limit=$(( $(left) - 150 ))
-    [ "$torch_limit" -gt 280 ] && torch_limit=280
+    # Time kept for the steps after it; the torch step starts no round that
+    # would not end within its own limit (a round takes about 130 s on 2 GPUs).
+    reserve=0
+    wanted nccl && reserve=$((reserve + 60))
+    wanted bench && reserve=$((reserve + 45))
+    wanted conformance && reserve=$((reserve + 60))
+    torch_limit=$(( $(left) - reserve ))
+    [ "$torch_limit" -gt 480 ] && torch_limit=480
     run_step torch "$torch_limit" \
-      "python3 bench/torch/multi_gpu_train.py --out /tmp/mgpu-torch --budget-s $((torch_limit - 140))"
+      "python3 bench/torch/multi_gpu_train.py --out /tmp/mgpu-torch --rounds 4 --budget-s $((torch_limit - 140)) ${TORCH_ARGS:-}"
     cp /tmp/mgpu-torch/summary.json "$OUT/torch-summary.json" 2>/dev/null
     tar -czf "$OUT/torch-runs.tar.gz" -C /tmp mgpu-torch 2>/dev/null
   else
