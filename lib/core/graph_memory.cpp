@@ -72,6 +72,7 @@ GraphMemory::Graph* GraphMemory::graph_for(const CaptureInfo& info, cudaStream_t
       *error = e == cudaErrorNotSupported ? cudaErrorStreamCaptureUnsupported : e;
       return nullptr;
     }
+    open_captures_.fetch_add(1, std::memory_order_relaxed);
     return slot->second.get();
   } catch (...) {
     *error = cudaErrorMemoryAllocation;
@@ -93,6 +94,7 @@ cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t st
   RelaxedMode relaxed(driver_);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    end_captures_on_locked(stream, info.id);  // an earlier capture on this stream is over
     cudaError_t error = cudaSuccess;
     Graph* graph = graph_for(info, stream, &error);
     if (graph == nullptr) return error;
@@ -151,6 +153,7 @@ bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, cudaError_t* result
     *result = e;
     return true;
   }
+  end_captures_on_locked(stream, info.status == cudaStreamCaptureStatusNone ? 0 : info.id);
   const bool same_capture = info.status != cudaStreamCaptureStatusNone && info.id == b.graph->capture_id;
   if (same_capture && info.status == cudaStreamCaptureStatusInvalidated) {
     *result = cudaErrorStreamCaptureInvalidated;
@@ -203,6 +206,7 @@ void GraphMemory::collect() noexcept {
       } catch (...) {
         // Cannot list them: they stay out of the pool (a leak, never an early reuse).
       }
+      end_capture_locked(graph);
       graphs_.erase(it);
       ++released_graphs_;
     }
@@ -210,20 +214,24 @@ void GraphMemory::collect() noexcept {
   if (!blocks.empty()) source_.give_back(blocks);
 }
 
-bool GraphMemory::capture_in_progress() noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
-  bool any = false;
+void GraphMemory::end_capture_locked(Graph& graph) noexcept {
+  if (graph.capture_ended) return;
+  graph.capture_ended = true;
+  graph.reusable.clear();  // no later allocation of that capture can come
+  open_captures_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void GraphMemory::end_captures_on_locked(cudaStream_t stream, unsigned long long still_open) noexcept {
+  if (open_captures_.load(std::memory_order_relaxed) == 0) return;
   for (auto& [id, graph] : graphs_) {
-    if (graph->capture_ended) continue;
-    CaptureInfo info;
-    if (driver_.stream_capture_info(graph->stream, &info) != cudaSuccess || info.id != id) {
-      graph->capture_ended = true;  // the stream captures no more, or something else
-      graph->reusable.clear();
-      continue;
-    }
-    any = true;
+    if (graph->stream == stream && id != still_open) end_capture_locked(*graph);
   }
-  return any;
+}
+
+void GraphMemory::outside_capture_slow(cudaStream_t stream) noexcept {
+  if (has_released()) collect();
+  std::lock_guard<std::mutex> lock(mu_);
+  end_captures_on_locked(stream, 0);
 }
 
 GraphMemoryStats GraphMemory::stats() noexcept {

@@ -77,16 +77,27 @@ class GraphMemory {
   /// stores the result in `*result` (cudaErrorInvalidValue for a second free).
   /// Cheap (one atomic load) while graphs hold nothing.
   bool deallocate(void* ptr, cudaStream_t stream, cudaError_t* result) noexcept;
+  /// Whether graphs hold any block: deallocate can say no at once otherwise
+  /// (the pool's free checks this inline).
+  bool holds_blocks() const noexcept { return held_blocks_.load(std::memory_order_relaxed) != 0; }
 
   /// Whether a graph was released since the last collect().
   bool has_released() const noexcept { return inbox_->pending.load(std::memory_order_acquire); }
   /// Gives the blocks of released graphs back to the source. Not from a
   /// release callback; never while holding a lock the source takes.
   void collect() noexcept;
-  /// Whether a capture that allocated here may still be in progress (asks
-  /// the driver about each one not yet known to have ended): while one is, a
-  /// device synchronize would invalidate it.
-  bool capture_in_progress() noexcept;
+  /// `stream` is not capturing (the pool's allocate saw it): captures that
+  /// allocated on it have ended; and released graphs' memory goes back.
+  /// Inline and cheap unless a capture is open or a graph was released.
+  void outside_capture(cudaStream_t stream) noexcept {
+    if (has_released() || open_captures_.load(std::memory_order_relaxed) != 0) outside_capture_slow(stream);
+  }
+  /// Whether a capture that allocated here may still be in progress: while
+  /// one may, a device synchronize could invalidate it. A capture counts as
+  /// ended once its graph is released, or once a call of the pool on the
+  /// stream it allocated on finds that stream outside it. (The stream is
+  /// never queried otherwise: its handle may be destroyed by then.)
+  bool capture_in_progress() const noexcept { return open_captures_.load(std::memory_order_relaxed) != 0; }
 
   GraphMemoryStats stats() noexcept;
   /// held_bytes_high = held_bytes (cudaGraphMemAttrUsedMemHigh's reset).
@@ -96,7 +107,7 @@ class GraphMemory {
   /// One capture and then its graph: the blocks it holds.
   struct Graph {
     unsigned long long capture_id = 0;
-    cudaStream_t stream = nullptr;  ///< a stream it was captured on (capture_in_progress)
+    cudaStream_t stream = nullptr;  ///< the stream of its first allocation (capture_in_progress)
     bool capture_ended = false;
     std::vector<void*> blocks;
     /// Blocks freed during the capture, by the id of the stream the free was
@@ -123,6 +134,12 @@ class GraphMemory {
     unsigned long long capture_id;
   };
   static void on_release(void* ticket) noexcept;
+  void outside_capture_slow(cudaStream_t stream) noexcept;
+  /// The capture of `graph` is over. mu_ held.
+  void end_capture_locked(Graph& graph) noexcept;
+  /// Every open capture that allocated on `stream` is over, but the one with
+  /// id `still_open` (0: none). mu_ held.
+  void end_captures_on_locked(cudaStream_t stream, unsigned long long still_open) noexcept;
 
   /// The graph of `info`'s capture, registered with the driver on first use;
   /// nullptr (and *error) when the driver refuses. mu_ held.
@@ -132,6 +149,7 @@ class GraphMemory {
   GraphBlockSource& source_;
   std::shared_ptr<Inbox> inbox_;
   std::atomic<std::size_t> held_blocks_{0};  ///< deallocate's fast check
+  std::atomic<std::size_t> open_captures_{0};  ///< graphs whose capture may be in progress
 
   std::mutex mu_;
   std::map<unsigned long long, std::unique_ptr<Graph>> graphs_;  // by capture id

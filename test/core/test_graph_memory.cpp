@@ -99,6 +99,9 @@ TEST_CASE("graph memory: blocks are held by the graph until it and its executabl
   CHECK(graphs.stats().graphs == 1);
   CHECK(graphs.capture_in_progress());
   cudaGraph_t graph = capture.end();
+  // Not known ended until something shows it (the stream is never queried on its own).
+  CHECK(graphs.capture_in_progress());
+  graphs.outside_capture(s);  // the pool's allocate saw s outside capture
   CHECK_FALSE(graphs.capture_in_progress());
 
   cudaGraphExec_t exec = nullptr;
@@ -163,9 +166,11 @@ TEST_CASE("graph memory: a free in the capture makes the block reusable by later
   CHECK(c != a);
   CHECK(graphs.stats().graphs == 2);
   cudaGraph_t graph2 = second.end();
+  CHECK(graphs.capture_in_progress());  // the first capture ended (a second began on s); the second?
   REQUIRE(sim.graph_destroy(graph2) == cudaSuccess);  // out of order: the second first
   graphs.collect();
   CHECK(source.given_back() == 1);
+  CHECK_FALSE(graphs.capture_in_progress());  // its graph is released: over
   REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
   graphs.collect();
   CHECK(source.given_back() == 3);
