@@ -1,11 +1,8 @@
 // The multigpu suite's helpers: devices, streams on a given device, and
 // kernels that write and check tags in memory of any device the kernel's
-// device may access. Every test case starts with require_devices(2): with
-// fewer devices the suite fails, it never skips (a skipped multi-GPU suite
-// would read as passed).
+// device may access. No Catch2 here: nvcc compiles it (multigpu_util.cu);
+// the test cases' device check is in require_devices.hpp.
 #pragma once
-
-#include "support/catch.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -20,15 +17,6 @@ inline constexpr std::size_t kGiB = std::size_t{1} << 30;
 
 /// CUDA's device count (0 when there is no driver or device).
 int device_count();
-
-/// Fails the test case, with the count found, unless there are at least `n` devices.
-#define SOVA_REQUIRE_DEVICES(n)                                                                  \
-  do {                                                                                           \
-    const int sova_found_devices = ::sova::multigpu::device_count();                             \
-    INFO("the multigpu suite needs " << (n) << " devices; CUDA sees " << sova_found_devices      \
-                                     << " (CUDA_VISIBLE_DEVICES, nvidia-smi)");                  \
-    REQUIRE(sova_found_devices >= (n));                                                          \
-  } while (0)
 
 /// Makes `device` current on this thread for the scope, then restores the previous one.
 class CurrentDevice {

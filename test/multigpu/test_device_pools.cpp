@@ -2,7 +2,7 @@
 // default pool, pools used from threads whose current device is another,
 // frees on another device's stream, trim and idle release per device, and
 // out of memory on one device while the other works.
-#include "multigpu/multigpu_util.hpp"
+#include "multigpu/require_devices.hpp"
 
 #include <sova/sova.h>
 

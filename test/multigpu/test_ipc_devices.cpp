@@ -5,7 +5,7 @@
 // The peer is this binary again (test/conformance/peer_process.hpp).
 #include "conformance/peer_process.hpp"
 #include "ipc/protocol.hpp"
-#include "multigpu/multigpu_util.hpp"
+#include "multigpu/require_devices.hpp"
 
 #include <sova/ipc.hpp>
 #include <sova/pool.hpp>

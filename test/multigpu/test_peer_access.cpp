@@ -6,7 +6,7 @@
 // block), not from the pool's bookkeeping; a kernel of the other device then
 // reads or writes where the grant allows. No test makes a kernel touch
 // memory it may not: that faults the GPU context rather than failing a check.
-#include "multigpu/multigpu_util.hpp"
+#include "multigpu/require_devices.hpp"
 
 #include <sova/pool.hpp>
 #include <sova/sova.h>
