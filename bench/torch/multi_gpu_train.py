@@ -14,7 +14,9 @@ time spent stays under --budget-s. Per run and rank, the worker writes a
 JSON: losses and final weights as SHA-256 of their bytes (bitwise
 comparison with native's in the same call), milliseconds per step (wall
 time of the steps after the warm-up, the devices synchronized at both ends),
-peak reserved memory, and allocation counts per step.
+peak reserved memory, allocation counts per step, and the host time of a
+torch.empty + free pair after the training (the allocator's per-call cost
+through PyTorch, the adapter's included).
 
 Allocators:
   native         PyTorch's caching allocator
@@ -158,6 +160,21 @@ def worker(mode: str, allocator: str, steps: int, out_dir: str) -> None:
     timed = steps - WARMUP
     allocs_per_step = (alloc_count() - allocs0) / timed
 
+    # The allocator's host cost per call as a tensor sees it: torch.empty and
+    # its free, sizes cycling 4 KiB..4 MiB, after the training (warm caches).
+    # Python and the dispatcher are in it alike for every allocator, so the
+    # difference to native's is the allocator's path (the adapter's included).
+    sizes = [4096 << (i % 11) for i in range(64)]
+    for n in sizes:
+        torch.empty(n, dtype=torch.uint8, device=dev)  # warm: one block of each size cached
+    pair_t0 = time.perf_counter()
+    for _ in range(50):
+        for n in sizes:
+            t = torch.empty(n, dtype=torch.uint8, device=dev)
+            del t
+    pair_us = (time.perf_counter() - pair_t0) * 1e6 / (50 * len(sizes))
+    torch.cuda.synchronize()
+
     loss_bytes = torch.stack(losses).float().cpu().numpy().tobytes()
     h = hashlib.sha256()
     for name, p in sorted(model.state_dict().items()):
@@ -179,6 +196,7 @@ def worker(mode: str, allocator: str, steps: int, out_dir: str) -> None:
         "ms_per_step": 1000.0 * elapsed / timed,
         "peak_reserved": peak_reserved,
         "allocs_per_step": allocs_per_step,
+        "alloc_free_us": pair_us,
         "losses_sha": hashlib.sha256(loss_bytes).hexdigest(),
         "weights_sha": h.hexdigest(),
         "final_loss": float(losses[-1]),
@@ -276,9 +294,9 @@ def main() -> int:
     # One table: per (mode, allocator), over rounds, medians.
     status = 0
     print()
-    print("| mode | allocator | runs | losses & weights == native (bitwise, every rank) | ms/step (median) | "
-          "vs native | peak reserved GiB per rank | vs native | allocs/step | sova counters per step |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| mode | allocator | runs | losses & weights == native (bitwise, every rank) | ms/step: median (each run) | "
+          "vs native | peak reserved GiB per rank | vs native | allocs/step | empty+free us | sova counters per step |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     summary = []
     for m in modes:
         base = results.get((m, "native"))
@@ -286,12 +304,13 @@ def main() -> int:
             runs = results.get((m, a))
             if runs is None:
                 if (m, a) in failures:
-                    print(f"| {m} | {a} | 0 | FAILED: {failures[(m, a)]} | | | | | | |")
+                    print(f"| {m} | {a} | 0 | FAILED: {failures[(m, a)]} | | | | | | | |")
                     status = 1
                 continue
             ms = statistics.median(statistics.mean(x["ms_per_step"] for x in run) for run in runs)
             peaks = [max(run[r]["peak_reserved"] for run in runs) for r in range(gpus)]
             allocs = statistics.median(statistics.mean(x["allocs_per_step"] for x in run) for run in runs)
+            pair_us = statistics.median(statistics.mean(x["alloc_free_us"] for x in run) for run in runs)
             same = "-"
             ratio_ms = ratio_peak = float("nan")
             if base:
@@ -313,10 +332,11 @@ def main() -> int:
                 counters += f" (AVOID_RECORD_STREAMS={runs[0][0]['avoid_record_streams']})"
             per_run = ", ".join(f"{statistics.mean(x['ms_per_step'] for x in run):.2f}" for run in runs)
             print(f"| {m} | {a} | {len(runs)} | {same} | {ms:.2f} ({per_run}) | {ratio_ms:.3f} | "
-                  f"{' / '.join(f'{p / 2**30:.2f}' for p in peaks)} | {ratio_peak:.3f} | {allocs:.0f} | {counters} |")
+                  f"{' / '.join(f'{p / 2**30:.2f}' for p in peaks)} | {ratio_peak:.3f} | {allocs:.0f} | {pair_us:.2f} | "
+                  f"{counters} |")
             summary.append({"mode": m, "allocator": a, "runs": len(runs), "bitwise_equal": same,
                             "ms_per_step": ms, "ms_vs_native": ratio_ms, "peak_reserved_per_rank": peaks,
-                            "peak_vs_native": ratio_peak, "allocs_per_step": allocs, "counters": c,
+                            "peak_vs_native": ratio_peak, "allocs_per_step": allocs, "alloc_free_us": pair_us, "counters": c,
                             "ms_per_run": [statistics.mean(x["ms_per_step"] for x in run) for run in runs]})
     rec = results.get(("ddp", "sova_recstream"))
     if rec:
