@@ -15,8 +15,6 @@ namespace sova::detail {
 
 namespace {
 
-std::atomic<std::uint64_t> g_next_pool_uid{1};
-
 // A large free reads the clock on every (kClockEvery + 1)th call only
 // (docs/design.md, "Tuning constants").
 constexpr std::uint32_t kClockEvery = 15;
@@ -24,11 +22,6 @@ constexpr std::uint32_t kClockEvery = 15;
 // fence on the first such free and every (kForeignFenceEvery + 1)th after: only
 // fences hand the blocks back to their streams (docs/design.md, "Tuning constants").
 constexpr std::uint32_t kForeignFenceEvery = 15;
-
-bool has_several_devices(Driver& driver) noexcept {
-  int count = 0;
-  return driver.device_count(&count) == cudaSuccess && count > 1;
-}
 
 DeviceInfo query_device(Driver& driver, int device) {
   int count = 0;
@@ -79,36 +72,20 @@ PoolCore::PoolCore(const PoolOptions& options)
     : driver_(driver_of(options)),
       device_(options.device),
       info_(for_physical_options(driver_, query_device(driver_, options.device), options)),
-      uid_(g_next_pool_uid.fetch_add(1)),
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
              options.max_chunk, physical_props_for(options, info_)),
-      map_(arena_.size(), info_.granularity),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
+      heap_(arena_.size(), info_.granularity, placement_,
+            [](void* self) noexcept { static_cast<PoolCore*>(self)->streams_.synchronize_devices(); }, this),
+      streams_(driver_, device_, options.check_streams),
+      remapper_(arena_, heap_),
       remap_(options.remap),
       budget_(options.remap && options.remap_effort == RemapEffort::thorough),
       release_threshold_(options.release_threshold),
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),
       reuse_allow_internal_dependencies_(options.reuse_allow_internal_dependencies),
-      check_streams_(options.check_streams),
-      several_devices_(has_several_devices(driver_)) {
-  // The whole VA range starts as one free, safe, unbacked block; two where
-  // the policy keeps regions (the boundary is never merged across).
-  const std::size_t boundary = placement_.region_boundary();
-  Block* all = blocks_.make();
-  all->offset = 0;
-  all->size = boundary != 0 ? boundary : arena_.size();
-  map_.set(0, all);
-  free_.insert(all);
-  if (boundary != 0) {
-    Block* upper = blocks_.make();
-    upper->offset = boundary;
-    upper->size = arena_.size() - boundary;
-    upper->prev = all;
-    all->next = upper;
-    map_.set(upper->offset, upper);
-    free_.insert(upper);
-  }
+      check_streams_(options.check_streams) {
   arena_.set_ghost_settler(
       [](void* self, const Arena::GhostPin& pin) noexcept { return static_cast<PoolCore*>(self)->settle_ghost(pin); },
       this);
@@ -119,12 +96,9 @@ PoolCore::~PoolCore() {
   unregister_for_release(this);
   // Frees may still be pending on streams, of other devices too (a free is
   // accepted on any device's stream): wait before unmapping anything.
-  synchronize_devices();
-  for (auto& entry : streams_) {
-    for (const Fence& fence : entry.second->fences) driver_.event_destroy(fence.event);
-  }
-  for (EventHandle event : spare_events_) driver_.event_destroy(event);
-  // arena_ unmaps and releases every chunk, then frees the reservation.
+  streams_.synchronize_devices();
+  // Then streams_ destroys the events, and arena_ unmaps and releases every
+  // chunk and frees the reservation.
 }
 
 cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept {
@@ -132,18 +106,18 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;  // as cudaMallocAsync: success, NULL (measured)
   if (bytes > arena_.size()) {
-    std::lock_guard<HeapMutex> lock(heap_mutex_);
+    std::lock_guard<HeapMutex> lock(heap_.mutex());
     ++stats_.failed_allocations;
     return cudaErrorMemoryAllocation;
   }
   const std::size_t size = placement_.block_size(bytes);
   if (size == 0 || size > arena_.size()) {
-    std::lock_guard<HeapMutex> lock(heap_mutex_);
+    std::lock_guard<HeapMutex> lock(heap_.mutex());
     ++stats_.failed_allocations;
     return size == 0 ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;  // 0: a user's policy broke its contract
   }
   const std::size_t need = placement_.backing(bytes, size);
-  StreamState* state = stream_state(stream);
+  StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
@@ -152,7 +126,7 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     unsigned long long id = 0;
     if (const cudaError_t error = driver_.stream_id(stream, &id); error != cudaSuccess) return error;
     if (id != state->stream_id) {
-      state = renew_stream_state(state, id);
+      state = streams_.renew(state, id);
       if (state == nullptr) return cudaErrorMemoryAllocation;
     }
   }
@@ -160,7 +134,7 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   // Fast path: a block of exactly this size freed earlier on this stream
   // (above kLargestCachedBlock, only the block this stream freed last).
   state->lock.lock();
-  if (state->fence_requested.load(std::memory_order_relaxed)) record_fence_locked(state, stream);
+  if (state->fence_requested.load(std::memory_order_relaxed)) streams_.record_fence_locked(state, stream);
   Block* block = state->cache.pop(size);
   if (block != nullptr && size > kLargestCachedBlock && block != state->last_freed) {
     state->cache.push(block);  // back on top, as it was: the heap's best fit places the request
@@ -191,9 +165,9 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (!arena_.contains(address)) return cudaErrorInvalidValue;
   const std::size_t offset = address - arena_.base();
   if (offset % kAlignment != 0) return cudaErrorInvalidValue;
-  Block* block = map_.find(offset);
+  Block* block = heap_.find(offset);
   if (block == nullptr) return cudaErrorInvalidValue;  // not a block start: interior or never handed out
-  StreamState* state = stream_state(stream);
+  StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   // No identity check here: a free on a reused handle is stamped with the
   // state's open epoch, which only a fence recorded with this very handle closes.
@@ -202,7 +176,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   }
   // Before the free is stamped: a synchronize that closes the epoch holding
   // it then sees its device (synchronize_devices).
-  note_stream_device(state, stream);
+  streams_.note_stream_device(state, stream);
 
   state->lock.lock();
   BlockState expected = BlockState::live;
@@ -226,7 +200,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (!fence && block->size >= info_.granularity && (++state->large_frees & kClockEvery) == 1) {
     fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;  // the first, then every 16th
   }
-  if (fence) record_fence_locked(state, stream);
+  if (fence) streams_.record_fence_locked(state, stream);
   state->lock.unlock();
   return cudaSuccess;
 }
@@ -244,9 +218,51 @@ cudaError_t PoolCore::refuse_capture(cudaStream_t stream) noexcept {
 std::size_t PoolCore::block_size(const void* ptr) const noexcept {
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address)) return 0;
-  const Block* block = map_.find(address - arena_.base());
+  const Block* block = heap_.find(address - arena_.base());
   if (block == nullptr || block->state.load(std::memory_order_acquire) != BlockState::live) return 0;
   return block->requested;
+}
+
+cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
+  StreamState* state = streams_.find(stream);
+  if (state == nullptr) return cudaErrorMemoryAllocation;
+  // An implicit handle (0, cudaStreamPerThread) names the current device's
+  // stream: where its state holds frees made with another device current
+  // (foreign), this one synchronize does not cover them, so the hint is
+  // not taken; a synchronize of every device they were made on completes them.
+  const bool implicit = state->is_legacy || stream == cudaStreamPerThread;
+  if (implicit && state->foreign.load(std::memory_order_relaxed)) return cudaSuccess;
+  state->lock.lock();
+  streams_.mark_frees_complete_locked(state);
+  state->lock.unlock();
+  return cudaSuccess;
+}
+
+cudaError_t PoolCore::chunks_under(const void* ptr, std::size_t bytes, std::vector<Pool::ChunkView>* out) {
+  if (out == nullptr) return cudaErrorInvalidValue;
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (!arena_.contains(address)) return cudaErrorInvalidValue;
+  std::lock_guard lock(heap_.mutex());
+  // Only a live block's start: its chunks cannot move or go while it lives
+  // (remapping and release take only chunks wholly inside free memory).
+  const Block* block = heap_.find(address - arena_.base());
+  if (block == nullptr || block->state.load(std::memory_order_acquire) != BlockState::live) {
+    return cudaErrorInvalidValue;
+  }
+  if (bytes == 0) bytes = block->requested;
+  if (bytes == 0 || bytes > block->size) return cudaErrorInvalidValue;
+  std::vector<Arena::ChunkInfo> chunks;
+  try {
+    if (!arena_.chunks_touching(block->offset, bytes, chunks)) return cudaErrorInvalidValue;
+    out->clear();
+    for (const Arena::ChunkInfo& c : chunks) {
+      out->push_back(Pool::ChunkView{c.first_granule * arena_.granularity(), c.granules * arena_.granularity(),
+                                     c.handle, c.serial});
+    }
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
+  return cudaSuccess;
 }
 
 }  // namespace sova::detail

@@ -12,8 +12,8 @@ std::size_t PoolCore::release_free_memory(std::size_t keep, bool may_cross) noex
   // Largest free blocks first: they hold whole chunks most often.
   std::size_t released = 0;
   // A block with a pending free in it waits: work may still read its chunks.
-  for (auto it = free_.rbegin(); it != free_.rend() && arena_.backed_bytes() > keep; ++it) {
-    if (pending_elsewhere(nullptr, (*it)->offset, (*it)->size)) continue;
+  for (auto it = heap_.free_blocks().rbegin(); it != heap_.free_blocks().rend() && arena_.backed_bytes() > keep; ++it) {
+    if (heap_.pending_elsewhere(nullptr, (*it)->offset, (*it)->size)) continue;
     released += arena_.release_within((*it)->offset, (*it)->size, keep, may_cross);
   }
   return released;
@@ -35,7 +35,7 @@ std::size_t PoolCore::release_down_to(std::size_t keep) noexcept {
 }
 
 cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {
-  std::lock_guard<HeapMutex> lock(heap_mutex_);
+  std::lock_guard<HeapMutex> lock(heap_.mutex());
   harvest_streams(nullptr);
   release_down_to(bytes_to_keep);
   if (arena_.backed_bytes() <= bytes_to_keep) return cudaSuccess;
@@ -54,7 +54,7 @@ void PoolCore::track_stream_activity() noexcept {
   std::size_t active = 0;
   std::vector<StreamState*> idle;
   try {
-    for_each_state([&](StreamState* s) {
+    streams_.for_each_state([&](StreamState* s) {
       const std::uint64_t activity = s->allocations.load(std::memory_order_relaxed) +
                                      s->deallocations.load(std::memory_order_relaxed);
       if (activity != s->activity_seen || s->last_active_ns == 0) {
@@ -77,8 +77,8 @@ void PoolCore::track_stream_activity() noexcept {
   }
   // The count itself, 0 included: a floor of 1 here, with the next new
   // stream's increment on top, made one stream count as two.
-  active_streams_.store(active, std::memory_order_relaxed);
-  const std::uint64_t stranded = recount_stranded_bytes();
+  streams_.set_active(active);
+  const std::uint64_t stranded = streams_.recount_stranded();
   // The interval is waived where the stranded memory exceeds the growth
   // budget's slack: the growth budget leaves it out, so until it comes back
   // the active streams may grow by as much again (threads_mixed with 16
@@ -92,47 +92,23 @@ void PoolCore::track_stream_activity() noexcept {
   // that came back meanwhile keeps its later frees pending); then their
   // blocks, kept ones too (inactive), go to the heap and their pending
   // ranges are dropped.
-  if (!synchronize_streams(idle)) return;
-  std::lock_guard<HeapMutex> heap(heap_mutex_);
+  if (!streams_.synchronize(idle)) return;
+  std::lock_guard<HeapMutex> heap(heap_.mutex());
   harvest_streams(nullptr);
-  recount_stranded_bytes();
-}
-
-std::uint64_t PoolCore::recount_stranded_bytes() noexcept {
-  std::uint64_t seen = stranded_bytes_.load(std::memory_order_relaxed);
-  std::uint64_t bytes = 0;
-  for_each_state([&](StreamState* s) {
-    if (!s->strands_cache()) return;
-    if (s->cache.blocks() == 0) return;
-    std::lock_guard<SpinLock> lock(s->lock);
-    bytes += s->cache.bytes();
-  });
-  // Stored only if no retirement or miss changed the figure meanwhile: a
-  // stale count stored over a retirement's addition would hide that cache
-  // until the next period (the figure then stays as they left it).
-  stranded_bytes_.compare_exchange_strong(seen, bytes, std::memory_order_relaxed);
-  return bytes;
-}
-
-void PoolCore::unstrand(std::uint64_t bytes) noexcept {
-  std::uint64_t now = stranded_bytes_.load(std::memory_order_relaxed);
-  while (!stranded_bytes_.compare_exchange_weak(now, now - std::min(now, bytes), std::memory_order_relaxed)) {
-  }
+  streams_.recount_stranded();
 }
 
 void PoolCore::release_if_idle() noexcept {
   std::uint64_t activity = 0;
-  {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    for (auto& entry : streams_) {
-      activity += entry.second->allocations.load(std::memory_order_relaxed) +
-                  entry.second->deallocations.load(std::memory_order_relaxed);
-    }
+  try {
+    activity = streams_.activity();
+  } catch (...) {
+    return;
   }
   const bool idle = activity == activity_seen_;
   activity_seen_ = activity;
   if (!idle) return;
-  std::unique_lock<HeapMutex> lock(heap_mutex_, std::try_to_lock);
+  std::unique_lock<HeapMutex> lock(heap_.mutex(), std::try_to_lock);
   if (!lock.owns_lock()) return;  // the pool is busy after all
   const std::uint64_t threshold = release_threshold_.load(std::memory_order_relaxed);
   if (arena_.backed_bytes() <= threshold) return;

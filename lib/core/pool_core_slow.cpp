@@ -33,7 +33,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
   thread_local std::uint32_t t_slow_calls = 0;
   const std::int64_t start = (t_slow_calls++ % kSlowTimingEvery) == 0 ? now_ns() : 0;
   refresh_own_fences(state, stream);
-  std::lock_guard<HeapMutex> lock(heap_mutex_);
+  std::lock_guard<HeapMutex> lock(heap_.mutex());
   for (int attempt = 0; attempt < 2; ++attempt) {
     SlowStep step = SlowStep::heap;
     Block* block = find_without_growth(size, need, state, &step);
@@ -45,7 +45,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
     // another allocates, and waiting comes first.
     const bool internal = reuse_allow_internal_dependencies_.load(std::memory_order_relaxed);
     bool waited = false;
-    if (block == nullptr && internal && GrowthBudget::holds_too_much_free(arena_.backed_bytes(), used_now())) {
+    if (block == nullptr && internal && GrowthBudget::holds_too_much_free(arena_.backed_bytes(), streams_.live_bytes())) {
       block = take_with_wait(size, need, state, stream);
       waited = true;
       step = SlowStep::wait;
@@ -80,7 +80,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
 Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state,
                                      SlowStep* step) noexcept {
   auto take_if_backed = [&](Fit fit) {
-    return fit.block != nullptr && arena_.is_backed(fit.at, need) ? carve(fit, size) : nullptr;
+    return fit.block != nullptr && arena_.is_backed(fit.at, need) ? heap_.carve(fit, size) : nullptr;
   };
   // 1. The best fit over the free VA this stream may use (docs/design.md, "A
   //    stable layout"), after the stream's cache is flushed into the heap,
@@ -94,7 +94,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
     flush_cache_to_heap(state, CacheFlush::all_but_recurring_small);
   }
   *step = SlowStep::heap;
-  const Fit fit = best_fit(state, size);
+  const Fit fit = heap_.best_fit(state, size);
   if (Block* block = take_if_backed(fit)) return block;
   // The fit needs new memory. The kept blocks go to the heap too, so that
   // it may use them instead — unless other streams share the pool (or it is
@@ -115,7 +115,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   if (state->cache.blocks() != 0 && !keep_kept) {
     flush_cache_to_heap(state, CacheFlush::all);
     *step = SlowStep::heap_all;
-    if (Block* block = take_if_backed(best_fit(state, size))) return block;
+    if (Block* block = take_if_backed(heap_.best_fit(state, size))) return block;
   }
   // 2. Opportunistic: other streams' frees known complete — their loose
   //    blocks first, and their kept ones only where growing would exceed the
@@ -127,7 +127,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   if (reuse_allow_opportunistic_.load(std::memory_order_relaxed)) {
     for (const bool kept_too : {false, true}) {
       harvest_streams(state, kept_too);
-      const Fit other_fit = best_fit(state, size);
+      const Fit other_fit = heap_.best_fit(state, size);
       if (Block* block = take_if_backed(other_fit)) {
         ++stats_.cross_stream_reuses;
         *step = SlowStep::other_streams;
@@ -149,7 +149,7 @@ void PoolCore::refresh_own_fences(StreamState* state, cudaStream_t stream) noexc
   // (test_remap.cpp's ghost test, on a loaded host).
   if (!state->active.load(std::memory_order_relaxed) && !state->is_legacy) {
     state->active.store(true, std::memory_order_relaxed);
-    unstrand(state->cache.bytes());
+    streams_.unstrand(state->cache.bytes());
   }
   // This is the stream's own call, so its handle is valid: cover its open
   // epoch with a fence if another stream asked for one, or none was recorded
@@ -162,9 +162,9 @@ void PoolCore::refresh_own_fences(StreamState* state, cudaStream_t stream) noexc
   if (state->open_epoch_has_frees &&
       (state->fence_requested.load(std::memory_order_relaxed) ||
        ((++state->misses & kMissClockEvery) == 1 && now_ns() - state->last_fence_ns >= kFenceIntervalNs))) {
-    record_fence_locked(state, stream);
+    streams_.record_fence_locked(state, stream);
   }
-  poll_fences_locked(state);
+  streams_.poll_fences_locked(state);
 }
 
 void PoolCore::flush_cache_to_heap(StreamState* state, CacheFlush which) noexcept {
@@ -195,34 +195,34 @@ void PoolCore::flush_cache_to_heap(StreamState* state, CacheFlush which) noexcep
   while (list != nullptr) {
     Block* block = list;
     list = list->bin_next;
-    take_from_cache(state, safe_epoch, block);
+    heap_.take_from_cache(state, safe_epoch, block);
   }
-  drop_complete_pending(state, safe_epoch);
+  heap_.drop_complete_pending(state, safe_epoch);
 }
 
 void PoolCore::wait_for_own_frees(StreamState* state, cudaStream_t stream) noexcept {
   state->lock.lock();
-  const std::uint64_t cutoff = close_epoch_locked(state);
+  const std::uint64_t cutoff = streams_.close_epoch_locked(state);
   state->lock.unlock();
   // A foreign state's implicit handle may name another device's stream than
   // its frees were made on: only a synchronize of those devices covers them.
   const bool implicit = state->is_legacy || stream == cudaStreamPerThread;
   const cudaError_t synchronized = implicit && state->foreign.load(std::memory_order_relaxed)
-                                       ? synchronize_devices()
+                                       ? streams_.synchronize_devices()
                                        : driver_.stream_synchronize(state->is_legacy ? cudaStreamLegacy : stream);
   if (synchronized != cudaSuccess) return;
   ++stats_.remap_waits;
   state->lock.lock();
-  const std::uint64_t safe_epoch = mark_complete_through_locked(state, cutoff);
+  const std::uint64_t safe_epoch = streams_.mark_complete_through_locked(state, cutoff);
   state->lock.unlock();
-  drop_complete_pending(state, safe_epoch);
+  heap_.drop_complete_pending(state, safe_epoch);
 }
 
 void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
   // Every state the pool ever made (a lock-free list: a pool whose streams
   // come and go keeps one retired state per reused handle, and copying them
   // into a vector on every miss cost microseconds).
-  for_each_state([&](StreamState* other) {
+  streams_.for_each_state([&](StreamState* other) {
     if (other == except) return;
     // Nothing cached and nothing pending: nothing to gain (destroyed streams'
     // states stay in the pool; most of them end up like this).
@@ -235,8 +235,8 @@ void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
     // polled at once, so an idle legacy stream's frees are reusable at once
     // (without that, a stream freeing what others allocate held each batch
     // of frees for one more miss, and the pool grew to cover the lag).
-    if (other->open_epoch_has_frees && other->is_legacy) record_fence_locked(other, cudaStreamLegacy);
-    poll_fences_locked(other);
+    if (other->open_epoch_has_frees && other->is_legacy) streams_.record_fence_locked(other, cudaStreamLegacy);
+    streams_.poll_fences_locked(other);
     const std::uint64_t safe_epoch = other->safe_epoch;
     if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
       other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_streams
@@ -261,17 +261,17 @@ void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
       list = list->bin_next;
       block->stream = nullptr;
       taken += block->size;
-      insert_free(block);
+      heap_.insert_free(block);
     }
-    if (stranded) unstrand(taken);
-    drop_complete_pending(other, safe_epoch);
+    if (stranded) streams_.unstrand(taken);
+    heap_.drop_complete_pending(other, safe_epoch);
   });
 }
 
 Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState* state,
                                 cudaStream_t stream) noexcept {
   const std::size_t granularity = arena_.granularity();
-  for (StreamState* other = all_states_.load(std::memory_order_acquire); other != nullptr; other = other->older) {
+  for (StreamState* other = streams_.newest(); other != nullptr; other = other->older) {
     if (other == state) continue;
     other->lock.lock();
     if (other->fences.empty()) {
@@ -285,11 +285,11 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
     while (list != nullptr) {
       Block* block = list;
       list = list->bin_next;
-      take_from_cache(other, safe_epoch, block);
+      heap_.take_from_cache(other, safe_epoch, block);
     }
     // A placement whose only pending frees are `other`'s, all covered by the fence.
     auto covered = [&](std::size_t at) {
-      for (const StreamState* pending : pending_streams_) {
+      for (const StreamState* pending : heap_.pending_streams()) {
         if (pending == state) continue;
         const std::uint64_t latest = pending->pending.latest_overlapping(at, size);
         if (latest != 0 && (pending != other || latest > fence.epoch)) return false;
@@ -298,14 +298,14 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
     };
     Fit fit;
     int scanned = 0;
-    for (auto it = free_.lower_bound(size); it != free_.end() && scanned < kBackedScan; ++it, ++scanned) {
-      const std::size_t at = placement_.place(range_of(*it), size, granularity, /*relaxed=*/true);
+    for (auto it = heap_.free_blocks().lower_bound(size); it != heap_.free_blocks().end() && scanned < kBackedScan; ++it, ++scanned) {
+      const std::size_t at = placement_.place(FreeRange{(*it)->offset, (*it)->size}, size, granularity, /*relaxed=*/true);
       if (at != PlacementPolicy::kNoFit && arena_.is_backed(at, need) && covered(at)) {
         fit = Fit{*it, at};
         break;
       }
     }
-    Block* chosen = fit.block != nullptr ? carve(fit, size) : nullptr;
+    Block* chosen = fit.block != nullptr ? heap_.carve(fit, size) : nullptr;
     if (chosen != nullptr) {
       if (driver_.stream_wait_event(stream, fence.event) == cudaSuccess) {
         other->lock.unlock();
@@ -313,149 +313,28 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
         ++stats_.cross_stream_reuses;
         return chosen;
       }
-      insert_free(chosen);  // could not order the streams: give it back
+      heap_.insert_free(chosen);  // could not order the streams: give it back
     }
     other->lock.unlock();
   }
   return nullptr;
 }
 
-cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream,
-                           Block** out) noexcept {
-  const Fit fit = best_fit(state, size);
-  Block* block = fit.block != nullptr ? carve(fit, size) : nullptr;
-  if (block == nullptr) return cudaErrorMemoryAllocation;
-  const cudaError_t error = back_block(block, need, state, stream);
-  if (error != cudaSuccess) {
-    insert_free(block);
-    return error;
-  }
-  *out = block;
-  return cudaSuccess;
-}
-
-cudaError_t PoolCore::back_block(Block* block, std::size_t need, StreamState* state, cudaStream_t stream) noexcept {
-  std::vector<ChunkMove> moves;
-  if (remap_ && !within_growth_budget(block->offset, need)) {
-    cover_from_free_memory(block->offset, need, state, stream, moves);
-  }
-  const std::size_t chunk_limit = budget_.chunk_limit_for(need);
-  cudaError_t error = arena_.commit(block->offset, need, chunk_limit);
-  if (error == cudaErrorMemoryAllocation) {
-    // Step 6: make room by releasing free physical memory that is safe
-    // (whole chunks: a larger free chunk makes room for a smaller gap).
-    std::size_t released = release_at_least(arena_.unbacked_bytes_in(block->offset, need));
-    // The block has left the heap, so a free chunk straddling one of its ends
-    // lies wholly inside no free block and release_at_least cannot see it,
-    // though all of it is free (issue 17): release it too, unless work may
-    // still use it or it was just moved here (undo_moves needs it).
-    const Block* from = block->prev != nullptr && block->prev->state.load() == BlockState::free ? block->prev : block;
-    const Block* to = block->next != nullptr && block->next->state.load() == BlockState::free ? block->next : block;
-    const std::size_t start = from->offset, end = to->offset + to->size, g = arena_.granularity();
-    std::vector<Arena::ChunkRef> chunks;
-    try {
-      if (!pending_elsewhere(nullptr, start, end - start)) arena_.chunks_within(start, end - start, chunks);
-    } catch (const std::bad_alloc&) {
-    }
-    for (const Arena::ChunkRef& c : chunks) {
-      const std::size_t c_start = c.first_granule * g, c_end = c_start + c.granules * g;
-      const bool straddles = c_start < block->offset + block->size && c_end > block->offset &&
-                             (c_start < block->offset || c_end > block->offset + block->size);
-      const auto moved = [&](const ChunkMove& m) { return m.slot == c.slot; };
-      if (straddles && std::none_of(moves.begin(), moves.end(), moved)) released += arena_.release_chunk(c.slot);
-    }
-    if (released != 0) error = arena_.commit(block->offset, need, chunk_limit);
-  }
-  // Moved chunks go back: left here they could strand physical memory in a
-  // range that a later, smaller request cannot use whole.
-  if (error != cudaSuccess) undo_moves(moves);
-  return error;
-}
-
-void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, StreamState* state,
-                                      cudaStream_t stream, std::vector<ChunkMove>& moves) noexcept {
-  std::size_t max_moves = 0;
-  try {
-    max_moves = GrowthBudget::max_moves(arena_.chunks_to_create(offset, need, budget_.chunk_limit_for(need)));
-  } catch (const std::bad_alloc&) {
-    return;  // no host memory for the lists either: the block is created
-  }
-  auto move_free_chunks = [&] {
-    const std::size_t moved = remap_free_chunks_into(state, offset, need, std::min(max_moves, budget_.units_left()), moves);
-    max_moves -= moved;
-    budget_.spend(moved);
-  };
-  // Chunks under this stream's own recent frees may move, their old places
-  // pinned until those frees complete (docs/design.md, "Pinned ghosts"). A
-  // fence over them now (this is the stream's own call: its handle is valid)
-  // lets a pin settle later by a poll, or by waiting for this stream alone,
-  // instead of a device synchronize.
-  if (!state->pending.empty()) {
-    std::lock_guard<SpinLock> lock(state->lock);
-    if (state->open_epoch_has_frees) record_fence_locked(state, stream);
-  }
-  move_free_chunks();
-  // The wait helps step 3 too (released chunks must be safe), so it does not
-  // depend on moves being left: without it, a block that had used its moves
-  // found every other free chunk under its own stream's recent frees and grew.
-  if (arena_.unbacked_bytes_in(offset, need) != 0 && budget_.units_left() > 1 &&
-      state->pending.bytes() >= arena_.granularity()) {
-    budget_.spend(1);
-    wait_for_own_frees(state, stream);
-    if (max_moves != 0) move_free_chunks();
-  }
-  if (const std::size_t missing = arena_.unbacked_bytes_in(offset, need); missing != 0) {
-    budget_.spend(release_for_gap(missing, budget_.units_left()));
-  }
-}
-
-bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexcept {
-  const std::uint64_t live_peak =
-      std::max<std::uint64_t>(used_high_sampled_.load(std::memory_order_relaxed), used_now() + need);
-  return GrowthBudget::allows(arena_.backed_bytes(), stranded_bytes_.load(std::memory_order_relaxed),
-                              arena_.unbacked_bytes_in(offset, need), live_peak, arena_.granularity(),
-                              active_streams_.load(std::memory_order_relaxed));
-}
-
 bool PoolCore::frees_held_anywhere() noexcept {
   bool held = false;
   // cache.blocks() is safe without the stream's lock; pending is the heap's.
-  for_each_state([&](StreamState* s) { held = held || s->cache.blocks() != 0 || !s->pending.empty(); });
+  streams_.for_each_state([&](StreamState* s) { held = held || s->cache.blocks() != 0 || !s->pending.empty(); });
   return held;
-}
-
-bool PoolCore::synchronize_streams(const std::vector<StreamState*>& states) noexcept {
-  std::vector<std::uint64_t> cutoffs;
-  try {
-    cutoffs.resize(states.size());
-  } catch (...) {
-    return false;
-  }
-  // Close every epoch first: frees stamped before the synchronize began are
-  // complete once it returns; later ones are not.
-  for (std::size_t i = 0; i < states.size(); ++i) {
-    std::lock_guard<SpinLock> lock(states[i]->lock);
-    cutoffs[i] = close_epoch_locked(states[i]);
-  }
-  // The pool's device, and every device a free was made on (a free on
-  // another device's stream: its work there may still use the memory).
-  if (synchronize_devices() != cudaSuccess) return false;
-  for (std::size_t i = 0; i < states.size(); ++i) {
-    std::lock_guard<SpinLock> lock(states[i]->lock);
-    mark_complete_through_locked(states[i], cutoffs[i]);
-    states[i]->frozen.store(false, std::memory_order_relaxed);
-  }
-  return true;
 }
 
 void PoolCore::synchronize_everything() noexcept {
   std::vector<StreamState*> streams;
   try {
-    streams = all_streams();
+    streams = streams_.all();
   } catch (...) {
     return;
   }
-  if (!synchronize_streams(streams)) return;
+  if (!streams_.synchronize(streams)) return;
   ++stats_.device_synchronizes;
   harvest_streams(nullptr);
 }

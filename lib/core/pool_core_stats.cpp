@@ -8,18 +8,8 @@
 
 namespace sova::detail {
 
-std::uint64_t PoolCore::used_now() noexcept {
-  // Retired states count too: a block allocated on a destroyed stream and
-  // freed on the new stream with its handle is counted out on the new one.
-  std::int64_t used = 0;
-  for (const StreamState* s = all_states_.load(std::memory_order_acquire); s != nullptr; s = s->older) {
-    used += s->live_bytes.load(std::memory_order_relaxed);
-  }
-  return used > 0 ? static_cast<std::uint64_t>(used) : 0;
-}
-
 void PoolCore::sample_used_high() noexcept {
-  const std::uint64_t used = used_now();
+  const std::uint64_t used = streams_.live_bytes();
   std::uint64_t high = used_high_sampled_.load(std::memory_order_relaxed);
   while (used > high && !used_high_sampled_.compare_exchange_weak(high, used)) {
   }
@@ -27,13 +17,14 @@ void PoolCore::sample_used_high() noexcept {
 
 PoolStats PoolCore::stats() {
   PoolStats s;
-  std::lock_guard<HeapMutex> heap(heap_mutex_);
+  std::lock_guard<HeapMutex> heap(heap_.mutex());
   sample_used_high();
   s.reserved_current = arena_.backed_bytes();
   s.reserved_high = arena_.backed_high();
   s.chunks_mapped = arena_.chunks_mapped();
   s.chunks_unmapped = arena_.chunks_unmapped();
   stats_.fill(s);
+  s.events_recorded = streams_.events_recorded();
   std::int64_t used = 0;
   std::int64_t live_blocks = 0;
   std::int64_t stream_high = 0;
@@ -50,7 +41,7 @@ PoolStats PoolCore::stats() {
       s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
     }
   };
-  for (StreamState* st : all_streams()) {
+  for (StreamState* st : streams_.all()) {
     st->lock.lock();
     used += st->live_bytes.load(std::memory_order_relaxed);
     live_blocks += st->live_blocks.load(std::memory_order_relaxed);
@@ -62,7 +53,7 @@ PoolStats PoolCore::stats() {
     st->lock.unlock();
   }
   // The never-used tail of each region (the VA's end, the region boundary) is not "cached".
-  for (const Block* b : free_) {
+  for (const Block* b : heap_.free_blocks()) {
     const std::size_t end = b->offset + b->size;
     count_free(b, end != arena_.size() && (placement_.region_boundary() == 0 || end != placement_.region_boundary()));
   }
@@ -73,19 +64,16 @@ PoolStats PoolCore::stats() {
   s.bytes_remapped = arena_.bytes_moved();
   s.remaps_to_ghosts = arena_.ghost_moves();
   s.ghost_mappings = arena_.live_ghosts();
-  s.stream_states = stream_count_.load(std::memory_order_relaxed);
-  {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    s.retired_streams = retired_streams_.size();
-  }
-  s.active_streams = active_streams_.load(std::memory_order_relaxed);
-  s.stranded_bytes = stranded_bytes_.load(std::memory_order_relaxed);
+  s.stream_states = streams_.count();
+  s.retired_streams = streams_.retired_count();
+  s.active_streams = streams_.active();
+  s.stranded_bytes = streams_.stranded();
   s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
   // A stream's own high-water mark is the pool's only while it is the only
   // stream: with several, a stream that frees others' blocks sees its count
   // fall below zero and its mark mean nothing. Then the sampled sum is used
   // (a lower bound; docs/design.md, "Statistics").
-  const bool one_stream = stream_count_.load(std::memory_order_relaxed) == 1;
+  const bool one_stream = streams_.count() == 1;
   s.used_high = std::max<std::uint64_t>(used_high_sampled_.load(),
                                         one_stream ? static_cast<std::uint64_t>(stream_high) : 0);
   s.used_high = std::max(s.used_high, s.used_current);
@@ -123,20 +111,20 @@ cudaError_t PoolCore::set_attribute(cudaMemPoolAttr attr, const void* value) noe
     case cudaMemPoolAttrReservedMemHigh:
       if (*static_cast<const std::uint64_t*>(value) != 0) return cudaErrorInvalidValue;
       {
-        std::lock_guard<HeapMutex> lock(heap_mutex_);
+        std::lock_guard<HeapMutex> lock(heap_.mutex());
         arena_.reset_backed_high();
       }
       return cudaSuccess;
     case cudaMemPoolAttrUsedMemHigh:
       if (*static_cast<const std::uint64_t*>(value) != 0) return cudaErrorInvalidValue;
       try {
-        std::lock_guard<HeapMutex> heap(heap_mutex_);
-        for (StreamState* st : all_streams()) {
+        std::lock_guard<HeapMutex> heap(heap_.mutex());
+        for (StreamState* st : streams_.all()) {
           st->lock.lock();
           st->live_high.store(st->live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
           st->lock.unlock();
         }
-        used_high_sampled_.store(used_now());
+        used_high_sampled_.store(streams_.live_bytes());
       } catch (...) {
         return cudaErrorMemoryAllocation;
       }
@@ -184,7 +172,7 @@ cudaError_t PoolCore::get_attribute(cudaMemPoolAttr attr, void* value) noexcept 
 }
 
 cudaError_t PoolCore::set_access(const cudaMemAccessDesc* descs, std::size_t count) noexcept {
-  std::lock_guard<HeapMutex> lock(heap_mutex_);
+  std::lock_guard<HeapMutex> lock(heap_.mutex());
   return arena_.set_peer_access(descs, count);
 }
 
@@ -195,20 +183,20 @@ cudaError_t PoolCore::get_access(cudaMemAccessFlags* flags, const cudaMemLocatio
   if (driver_.device_count(&count) != cudaSuccess || location->id < 0 || location->id >= count) {
     return cudaErrorInvalidValue;
   }
-  std::lock_guard<HeapMutex> lock(heap_mutex_);
+  std::lock_guard<HeapMutex> lock(heap_.mutex());
   *flags = arena_.access_of(location->id);
   return cudaSuccess;
 }
 
 void PoolCore::check_invariants() {
-  std::lock_guard<HeapMutex> heap(heap_mutex_);
+  std::lock_guard<HeapMutex> heap(heap_.mutex());
   // The streams' mutex for the whole check: a free on a stream the pool has
   // never seen makes its state under that mutex and then caches a block; a
   // state made mid-walk would be unlocked, and its block would make the
   // caches and the cached blocks disagree on a sound pool (found by the fuzz
   // interpreter's threaded run, issue 17). Order: heap, streams, stream locks.
-  std::lock_guard<std::mutex> streams_lock(streams_mutex_);
-  std::vector<StreamState*> streams = all_streams_locked();
+  std::lock_guard<std::mutex> streams_lock(streams_.mutex());
+  std::vector<StreamState*> streams = streams_.all_locked();
   for (StreamState* s : streams) s->lock.lock();
   std::string problem;
   auto fail = [&](const std::string& what, const Block* b) {
@@ -222,11 +210,11 @@ void PoolCore::check_invariants() {
   std::size_t free_blocks = 0, cached_blocks = 0;
   std::int64_t live_requested = 0;
   const Block* prev = nullptr;
-  for (const Block* b = map_.find(0); b != nullptr && problem.empty(); prev = b, b = b->next) {
+  for (const Block* b = heap_.find(0); b != nullptr && problem.empty(); prev = b, b = b->next) {
     if (b->offset != expected_offset) fail("blocks do not tile the VA range", b);
     if (b->prev != prev) fail("broken address-order link", b);
     if (b->size == 0 || b->size % kAlignment != 0) fail("block size not a positive multiple of 512", b);
-    if (map_.find(b->offset) != b) fail("block map does not point at block", b);
+    if (heap_.find(b->offset) != b) fail("block map does not point at block", b);
     const BlockState state = b->state.load();
     if (state != BlockState::free) {
       // Policies may back less than the whole block: what the block records as
@@ -240,19 +228,19 @@ void PoolCore::check_invariants() {
     if (state == BlockState::cached) ++cached_blocks;
     if (state == BlockState::free) {
       ++free_blocks;
-      if (!free_.contains(const_cast<Block*>(b))) fail("free block missing from the heap's set", b);
+      if (!heap_.free_blocks().contains(b)) fail("free block missing from the heap's set", b);
       if (b->stream != nullptr) fail("free block tagged with a stream", b);
-      if (merges_with(prev, b)) fail("adjacent free blocks not coalesced", b);
+      if (heap_.merges_with(prev, b)) fail("adjacent free blocks not coalesced", b);
     }
     expected_offset = b->offset + b->size;
   }
   if (problem.empty() && expected_offset != arena_.size()) fail("blocks do not cover the VA range", nullptr);
-  std::size_t set_blocks = free_.size();
+  std::size_t set_blocks = heap_.free_blocks().size();
   std::size_t bin_blocks = 0;
   std::int64_t stream_live = 0;
   for (StreamState* s : streams) {
-    const bool listed = std::find(pending_streams_.begin(), pending_streams_.end(), s) != pending_streams_.end();
-    if (!s->pending.empty() && !listed) fail("a stream with pending frees missing from pending_streams_", nullptr);
+    const bool listed = std::find(heap_.pending_streams().begin(), heap_.pending_streams().end(), s) != heap_.pending_streams().end();
+    if (!s->pending.empty() && !listed) fail("a stream with pending frees missing from heap_.pending_streams()", nullptr);
     bin_blocks += s->cache.blocks();
     stream_live += s->live_bytes.load();
     s->cache.for_each([&](const Block* b) {

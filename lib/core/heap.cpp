@@ -1,21 +1,45 @@
-// The heap: free blocks, best fit, split and coalesce. Every function here
-// runs with heap_mutex_ held.
-#include "core/pool_core.hpp"
+// The heap: free blocks, best fit, split and coalesce, pending ranges. Every
+// function here but the constructor and status_of runs with the heap lock
+// held by the caller.
+#include "core/heap.hpp"
 
 #include <algorithm>
+#include <mutex>
 
 namespace sova::detail {
 
-void PoolCore::erase_free(Block* block) noexcept { free_.erase(block); }
+Heap::Heap(std::size_t va_bytes, std::size_t granularity, const Placement& placement, CompleteAll complete_all,
+           void* context)
+    : placement_(placement),
+      granularity_(granularity),
+      complete_all_(complete_all),
+      complete_all_context_(context),
+      map_(va_bytes, granularity) {
+  const std::size_t boundary = placement_.region_boundary();
+  Block* all = blocks_.make();
+  all->offset = 0;
+  all->size = boundary != 0 ? boundary : va_bytes;
+  map_.set(0, all);
+  free_.insert(all);
+  if (boundary != 0) {
+    Block* upper = blocks_.make();
+    upper->offset = boundary;
+    upper->size = va_bytes - boundary;
+    upper->prev = all;
+    all->next = upper;
+    map_.set(upper->offset, upper);
+    free_.insert(upper);
+  }
+}
 
-bool PoolCore::merges_with(const Block* left, const Block* right) const noexcept {
+bool Heap::merges_with(const Block* left, const Block* right) const noexcept {
   return left != nullptr && right != nullptr &&
          left->state.load(std::memory_order_acquire) == BlockState::free &&
          right->state.load(std::memory_order_acquire) == BlockState::free &&
          right->offset != placement_.region_boundary();
 }
 
-void PoolCore::join(Block* left, Block* right) noexcept {
+void Heap::join(Block* left, Block* right) noexcept {
   map_.set(right->offset, nullptr);
   left->size += right->size;
   left->next = right->next;
@@ -23,24 +47,24 @@ void PoolCore::join(Block* left, Block* right) noexcept {
   blocks_.recycle(right);
 }
 
-void PoolCore::insert_free(Block* block) noexcept {
+void Heap::insert_free(Block* block) noexcept {
   block->state.store(BlockState::free, std::memory_order_release);
   block->stream = nullptr;
   block->bin_next = nullptr;
   if (Block* prev = block->prev; merges_with(prev, block)) {
-    erase_free(prev);
+    free_.erase(prev);
     join(prev, block);
     block = prev;
   }
   if (Block* next = block->next; merges_with(block, next)) {
-    erase_free(next);
+    free_.erase(next);
     join(block, next);
   }
   free_.insert(block);
 }
 
-std::size_t PoolCore::pending_end_elsewhere(const StreamState* user, std::size_t offset,
-                                            std::size_t bytes) const noexcept {
+std::size_t Heap::pending_end_elsewhere(const StreamState* user, std::size_t offset,
+                                        std::size_t bytes) const noexcept {
   std::size_t end = 0;
   for (const StreamState* other : pending_streams_) {
     if (other != user) end = std::max(end, other->pending.end_of_overlapping(offset, bytes));
@@ -48,12 +72,12 @@ std::size_t PoolCore::pending_end_elsewhere(const StreamState* user, std::size_t
   return end;
 }
 
-std::size_t PoolCore::place_clear_of_pending(StreamState* user, const Block* block, std::size_t size,
-                                             bool relaxed) const noexcept {
-  FreeRange range = range_of(block);
+std::size_t Heap::place_clear_of_pending(StreamState* user, const Block* block, std::size_t size,
+                                         bool relaxed) const noexcept {
+  FreeRange range{block->offset, block->size};
   const std::size_t end = range.offset + range.size;
   for (int attempt = 0; attempt < kPendingSkips; ++attempt) {
-    const std::size_t at = placement_.place(range, size, arena_.granularity(), relaxed);
+    const std::size_t at = placement_.place(range, size, granularity_, relaxed);
     if (at == PlacementPolicy::kNoFit) return at;
     const std::size_t pending_end = pending_end_elsewhere(user, at, size);
     if (pending_end == 0) return at;
@@ -63,7 +87,7 @@ std::size_t PoolCore::place_clear_of_pending(StreamState* user, const Block* blo
   return PlacementPolicy::kNoFit;
 }
 
-Fit PoolCore::best_fit(StreamState* user, std::size_t size) noexcept {
+Fit Heap::best_fit(StreamState* user, std::size_t size) noexcept {
   // Strictly first (the default policy's regions), then relaxed.
   for (const bool relaxed : {false, true}) {
     if (relaxed && !placement_.segregates()) break;
@@ -85,8 +109,8 @@ Fit PoolCore::best_fit(StreamState* user, std::size_t size) noexcept {
     // test_retired_streams.cpp). A stream alone gets here only where the
     // policy refused all of them (strict regions): on the recorded traces,
     // never (placements identical).
-    if (it != free_.end() && (*it)->size < arena_.granularity()) {
-      auto large = free_.lower_bound(arena_.granularity());
+    if (it != free_.end() && (*it)->size < granularity_) {
+      auto large = free_.lower_bound(granularity_);
       for (int scanned = 0; large != free_.end() && scanned < kBackedScan; ++large, ++scanned) {
         if (Fit fit = try_block(*large); fit.block != nullptr) return fit;
       }
@@ -100,7 +124,7 @@ Fit PoolCore::best_fit(StreamState* user, std::size_t size) noexcept {
   return {};
 }
 
-Block* PoolCore::carve(Fit fit, std::size_t size) noexcept {
+Block* Heap::carve(Fit fit, std::size_t size) noexcept {
   Block* block = fit.block;
   const std::size_t before = fit.at - block->offset;
   const std::size_t after = block->size - before - size;
@@ -118,7 +142,7 @@ Block* PoolCore::carve(Fit fit, std::size_t size) noexcept {
     if (right != nullptr) blocks_.recycle(right);
     return nullptr;
   }
-  erase_free(block);
+  free_.erase(block);
   // Split-off pieces stay free; pending ranges over them stay as they are.
   auto split_off = [&](Block* piece, std::size_t offset, std::size_t bytes) {
     piece->offset = offset;
@@ -153,12 +177,12 @@ Block* PoolCore::carve(Fit fit, std::size_t size) noexcept {
   return block;
 }
 
-void PoolCore::take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch, Block* block) noexcept {
+void Heap::take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch, Block* block) noexcept {
   if (block->epoch > owner_safe_epoch) add_pending(owner, block->offset, block->size, block->epoch);
   insert_free(block);
 }
 
-void PoolCore::add_pending(StreamState* owner, std::size_t offset, std::size_t bytes, std::uint64_t epoch) noexcept {
+void Heap::add_pending(StreamState* owner, std::size_t offset, std::size_t bytes, std::uint64_t epoch) noexcept {
   try {
     if (owner->pending.empty()) {
       pending_streams_.push_back(owner);  // before add: a failure leaves at most an empty entry
@@ -169,22 +193,49 @@ void PoolCore::add_pending(StreamState* owner, std::size_t offset, std::size_t b
     // unmerged. Otherwise a stream that flushes faster than its fence
     // interval (1 ms) reached the merge bound and merged thousands of ranges
     // into the ordered map (5-13% of a replay's host time on the simulation,
-    // encoder_amp_train, gpt_train; docs/notes/2026-11-24-driver-floors.md).
+    // encoder_amp_train, gpt_train; docs/design.md, "Tuning constants").
     if (owner->pending.staged() % kFenceEveryStaged == 0) owner->fence_requested.store(true, std::memory_order_relaxed);
   } catch (const std::bad_alloc&) {
     // No host memory to remember the range: make the free complete instead.
     // Slow, but the range must never be handed to another stream early. (No
     // stream lock is taken: callers may hold `owner`'s.)
-    synchronize_devices();
+    complete_all_(complete_all_context_);
   }
 }
 
-void PoolCore::drop_complete_pending(StreamState* owner, std::uint64_t safe_epoch) noexcept {
+void Heap::drop_complete_pending(StreamState* owner, std::uint64_t safe_epoch) noexcept {
   owner->pending.drop_complete(safe_epoch);
   if (owner->pending.empty()) {
     pending_streams_.erase(std::remove(pending_streams_.begin(), pending_streams_.end(), owner),
                            pending_streams_.end());
   }
+}
+
+PointerStatus Heap::status_of(std::size_t offset) {
+  PointerStatus status;
+  // Blocks tile the range in address order and change shape only under the
+  // heap lock (block.hpp): under it, the walk from the first block sees a
+  // consistent tiling. The state of a live or cached block may still flip
+  // (a free or an allocation on a stream's fast path): the answer is a
+  // snapshot, good for a message, not for a decision.
+  std::lock_guard lock(mutex_);
+  const Block* block = map_.find(0);
+  while (block != nullptr && block->offset + block->size <= offset) block = block->next;
+  if (block == nullptr) return status;  // cannot happen while the tiling holds; say "outside"
+  const BlockState state = block->state.load(std::memory_order_acquire);
+  const bool at_start = block->offset == offset;
+  if (state == BlockState::live) {
+    status.kind = at_start ? PointerStatus::Kind::live : PointerStatus::Kind::inside_live;
+    status.block_start = block->offset;
+    status.block_bytes = block->requested;
+  } else if (state == BlockState::cached && at_start) {
+    status.kind = PointerStatus::Kind::freed;  // only a live block becomes cached: it was freed
+  } else {
+    // Free in the heap: a freed block merged with its neighbours, or memory
+    // never handed out; nothing tells which.
+    status.kind = PointerStatus::Kind::inside_free;
+  }
+  return status;
 }
 
 }  // namespace sova::detail

@@ -1,76 +1,33 @@
-// Physical remapping (PoolOptions::remap): free physical memory cached in
-// pieces is moved under the VA of a block that needs backing, instead of new
-// physical memory being created. Runs with heap_mutex_ held.
-//
-// The unit that moves is a whole chunk: the driver maps a physical allocation
-// only whole (cuMemMap with a non-zero offset is CUDA_ERROR_NOT_SUPPORTED and
-// cuMemUnmap of part of a mapping CUDA_ERROR_INVALID_VALUE on the H100,
-// tools/probe_remap.cu). A chunk may move when it lies wholly inside a free
-// block with no pending free in it (its frees known complete on every
-// stream), so no work can touch its old addresses.
-#include "core/pool_core.hpp"
+// Remapper (remapper.hpp): moving free chunks under a block, releasing them
+// for a gap, undoing moves. Runs under the heap lock.
+#include "core/remapper.hpp"
 
 #include <algorithm>
 
 namespace sova::detail {
 
-void PoolCore::safe_free_chunks(const StreamState* user, std::vector<Arena::ChunkRef>& chunks) {
+void Remapper::safe_free_chunks(const StreamState* user, std::vector<Arena::ChunkRef>& chunks) {
   chunks.clear();
   // Only blocks of a granule or more can hold a whole chunk: the index is by
   // size, so the many small free blocks are skipped without a look.
-  for (auto it = free_.lower_bound(arena_.granularity()); it != free_.end(); ++it) {
+  for (auto it = heap_.free_blocks().lower_bound(arena_.granularity()); it != heap_.free_blocks().end(); ++it) {
     const Block* free_block = *it;
     // Not from a block with another stream's pending free in it: work there
     // may still read its chunks, unordered with `user`'s.
-    if (pending_elsewhere(user, free_block->offset, free_block->size)) continue;
+    if (heap_.pending_elsewhere(user, free_block->offset, free_block->size)) continue;
     arena_.chunks_within(free_block->offset, free_block->size, chunks);
   }
 }
 
-Arena::GhostPin PoolCore::pin_for(StreamState* user, const Arena::ChunkRef& chunk) const noexcept {
+Arena::GhostPin Remapper::pin_for(StreamState* user, const Arena::ChunkRef& chunk) const noexcept {
   const std::size_t g = arena_.granularity();
   const std::uint64_t epoch =
       user->pending.empty() ? 0 : user->pending.latest_overlapping(chunk.first_granule * g, chunk.granules * g);
   return epoch == 0 ? Arena::GhostPin{} : Arena::GhostPin{user, epoch};
 }
 
-bool PoolCore::settle_ghost(const Arena::GhostPin& pin) noexcept {
-  // The owner is a state of this pool (states live as long as it does). Its
-  // frees there may be complete already, by a fence the stream recorded.
-  auto* owner = static_cast<StreamState*>(const_cast<void*>(pin.owner));
-  EventHandle covering = nullptr;
-  {
-    std::lock_guard<SpinLock> lock(owner->lock);
-    poll_fences_locked(owner);
-    if (owner->safe_epoch >= pin.epoch) return true;
-    for (const Fence& fence : owner->fences) {
-      if (fence.epoch >= pin.epoch) {
-        covering = fence.event;
-        break;
-      }
-    }
-  }
-  ++stats_.remap_waits;
-  // A fence covers them (cover_from_free_memory records one before moving):
-  // wait for it alone, not for the lock (other threads may free on that
-  // stream meanwhile). Should the event be polled, recycled and recorded
-  // again by another thread before this waits, it waits longer: still safe.
-  if (covering != nullptr && driver_.event_synchronize(covering) == cudaSuccess) {
-    std::lock_guard<SpinLock> lock(owner->lock);
-    poll_fences_locked(owner);
-    if (owner->safe_epoch >= pin.epoch) return true;
-  }
-  // Else a device synchronize, the one wait valid whatever became of the
-  // stream (it may have been destroyed since). Counted as a remapping wait.
-  try {
-    return synchronize_streams(std::vector<StreamState*>{owner});
-  } catch (const std::bad_alloc&) {
-    return false;  // the ghost stays, and the operation needing it gone fails
-  }
-}
-
-std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offset, std::size_t bytes,
-                                             std::size_t max_moves, std::vector<ChunkMove>& moves) noexcept {
+std::size_t Remapper::move_free_chunks_into(StreamState* user, std::size_t offset, std::size_t bytes,
+                                            std::size_t max_moves, std::vector<ChunkMove>& moves) noexcept {
   if (max_moves == 0) return 0;  // before the scans below, which cost more than the miss itself
   std::size_t mapped_moves = 0;
   try {
@@ -110,7 +67,7 @@ std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offs
     // Taking the lowest chunk (as sova did before) unbacked exactly the place
     // the next block took, which then took the next chunk up, and so on: a
     // decoder's KV cache, thorough, moved 731 chunks a pass in such chains,
-    // 180 this way, at the same memory (docs/notes/2026-11-24-donor-order.md).
+    // 180 this way, at the same memory.
     std::sort(donors.begin(), donors.end(), [](const Arena::ChunkRef& a, const Arena::ChunkRef& b) {
       return a.granules != b.granules ? a.granules > b.granules : a.first_granule > b.first_granule;
     });
@@ -144,7 +101,7 @@ std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offs
         // Not usable here: move this run's chunks back (with access).
         const std::vector<ChunkMove> failed(moves.begin() + static_cast<std::ptrdiff_t>(moves_before), moves.end());
         moves.resize(moves_before);
-        undo_moves(failed);
+        undo(failed);
       }
     }
   } catch (const std::bad_alloc&) {
@@ -154,7 +111,7 @@ std::size_t PoolCore::remap_free_chunks_into(StreamState* user, std::size_t offs
   return mapped_moves;
 }
 
-std::size_t PoolCore::release_for_gap(std::size_t missing, std::size_t max_chunks) noexcept {
+std::size_t Remapper::release_for_gap(std::size_t missing, std::size_t max_chunks) noexcept {
   if (max_chunks == 0) return 0;
   std::vector<Arena::ChunkRef>& chunks = donor_scratch_;  // not in use: remapping is done by now
   try {
@@ -185,7 +142,7 @@ std::size_t PoolCore::release_for_gap(std::size_t missing, std::size_t max_chunk
   return released;
 }
 
-void PoolCore::undo_moves(const std::vector<ChunkMove>& moves) noexcept {
+void Remapper::undo(const std::vector<ChunkMove>& moves) noexcept {
   for (auto it = moves.rbegin(); it != moves.rend(); ++it) {
     // Each chunk's old place is its newest ghost: the move back makes no
     // driver call. A failed one leaves the chunk where it is (free memory of

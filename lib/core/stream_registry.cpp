@@ -1,13 +1,22 @@
-// Streams: finding a stream's state, fences, events.
-#include "core/pool_core.hpp"
+// StreamRegistry (stream_registry.hpp): finding a stream's state, fences,
+// events, synchronizes.
+#include "core/stream_registry.hpp"
 
 #include "core/clock.hpp"
 #include "driver/tls_model.hpp"
 
+#include <algorithm>
 
 namespace sova::detail {
 
 namespace {
+
+std::atomic<std::uint64_t> g_next_registry_uid{1};
+
+bool has_several_devices(Driver& driver) noexcept {
+  int count = 0;
+  return driver.device_count(&count) == cudaSuccess && count > 1;
+}
 
 // Each thread remembers the stream states it used last, keyed by pool uid
 // (never reused, so a destroyed pool's entries can never match). Initial-exec
@@ -70,16 +79,79 @@ constexpr std::size_t kMaxFences = 8;
 
 }  // namespace
 
-StreamState* PoolCore::stream_state(cudaStream_t stream) noexcept {
+StreamRegistry::StreamRegistry(Driver& driver, int device, bool check_streams)
+    : driver_(driver),
+      device_(device),
+      check_streams_(check_streams),
+      several_devices_(has_several_devices(driver)),
+      uid_(g_next_registry_uid.fetch_add(1)) {}
+
+StreamRegistry::~StreamRegistry() {
+  for (auto& entry : states_) {
+    for (const Fence& fence : entry.second->fences) driver_.event_destroy(fence.event);
+  }
+  for (EventHandle event : spare_events_) driver_.event_destroy(event);
+}
+
+std::uint64_t StreamRegistry::activity() {
+  std::uint64_t activity = 0;
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& entry : states_) {
+    activity += entry.second->allocations.load(std::memory_order_relaxed) +
+                entry.second->deallocations.load(std::memory_order_relaxed);
+  }
+  return activity;
+}
+
+std::size_t StreamRegistry::retired_count() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return retired_.size();
+}
+
+bool StreamRegistry::complete_through(StreamState* owner, std::uint64_t epoch, bool* waited) noexcept {
+  // The owner is a state of this pool (states live as long as it does). Its
+  // frees there may be complete already, by a fence the stream recorded.
+  EventHandle covering = nullptr;
+  {
+    std::lock_guard<SpinLock> lock(owner->lock);
+    poll_fences_locked(owner);
+    if (owner->safe_epoch >= epoch) return true;
+    for (const Fence& fence : owner->fences) {
+      if (fence.epoch >= epoch) {
+        covering = fence.event;
+        break;
+      }
+    }
+  }
+  *waited = true;
+  // A fence covers them: wait for it alone, not for the lock (other threads
+  // may free on that stream meanwhile). Should the event be polled, recycled
+  // and recorded again by another thread before this waits, it waits longer:
+  // still safe.
+  if (covering != nullptr && driver_.event_synchronize(covering) == cudaSuccess) {
+    std::lock_guard<SpinLock> lock(owner->lock);
+    poll_fences_locked(owner);
+    if (owner->safe_epoch >= epoch) return true;
+  }
+  // Else a device synchronize, the one wait valid whatever became of the
+  // stream (it may have been destroyed since).
+  try {
+    return synchronize(std::vector<StreamState*>{owner});
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
+}
+
+StreamState* StreamRegistry::find(cudaStream_t stream) noexcept {
   const RecentStream& first = t_recent[0];
   if (first.pool_uid == uid_ && first.stream == stream &&
       (!several_devices_ || first.other_device == other_current_device(driver_, true, device_, stream))) {
     return first.state;
   }
-  return stream_state_slow(stream);
+  return find_slow(stream);
 }
 
-StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
+StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
   StreamState* state = nullptr;
   int hit = -1;
   const int other_device = other_current_device(driver_, several_devices_, device_, stream);
@@ -93,8 +165,8 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
   if (state == nullptr) {
     const std::uintptr_t key = canonical_key(stream, other_device);
     try {
-      std::lock_guard<std::mutex> lock(streams_mutex_);
-      std::unique_ptr<StreamState>& slot = streams_[key];
+      std::lock_guard<std::mutex> lock(mutex_);
+      std::unique_ptr<StreamState>& slot = states_[key];
       if (!slot) {
         auto fresh = std::make_unique<StreamState>();
         fresh->key = key;
@@ -105,10 +177,10 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
         // if it sees the state, then stores it among the others, and if it
         // does not, stores one too few until its next pass (20 ms) — never
         // one too many.
-        active_streams_.fetch_add(1, std::memory_order_relaxed);
-        publish_state(fresh.get());
+        active_.fetch_add(1, std::memory_order_relaxed);
+        publish(fresh.get());
         slot = std::move(fresh);
-        stream_count_.fetch_add(1, std::memory_order_relaxed);
+        count_.fetch_add(1, std::memory_order_relaxed);
       }
       state = slot.get();
     } catch (...) {
@@ -122,25 +194,25 @@ StreamState* PoolCore::stream_state_slow(cudaStream_t stream) noexcept {
   return state;
 }
 
-std::vector<StreamState*> PoolCore::all_streams() {
-  std::lock_guard<std::mutex> lock(streams_mutex_);
-  return all_streams_locked();
+std::vector<StreamState*> StreamRegistry::all() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return all_locked();
 }
 
-std::vector<StreamState*> PoolCore::all_streams_locked() {
+std::vector<StreamState*> StreamRegistry::all_locked() {
   std::vector<StreamState*> states;
-  states.reserve(streams_.size() + retired_streams_.size());
-  for (auto& entry : streams_) states.push_back(entry.second.get());
-  for (auto& retired : retired_streams_) states.push_back(retired.get());
+  states.reserve(states_.size() + retired_.size());
+  for (auto& entry : states_) states.push_back(entry.second.get());
+  for (auto& retired : retired_) states.push_back(retired.get());
   return states;
 }
 
-StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long id) noexcept {
+StreamState* StreamRegistry::renew(StreamState* state, unsigned long long id) noexcept {
   StreamState* current = nullptr;
   bool newly_stranded = false;  // retired while counted active: its cache was not counted stranded
   try {
-    std::lock_guard<std::mutex> lock(streams_mutex_);
-    std::unique_ptr<StreamState>& slot = streams_[state->key];
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::unique_ptr<StreamState>& slot = states_[state->key];
     if (slot.get() == state) {
       auto fresh = std::make_unique<StreamState>();
       fresh->key = state->key;
@@ -148,18 +220,18 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
       if (state->foreign.load(std::memory_order_relaxed) && (state->key & 0x3) == 0x3) {
         fresh->foreign.store(true, std::memory_order_relaxed);  // another device's per-thread stream
       }
-      retired_streams_.reserve(retired_streams_.size() + 1);
+      retired_.reserve(retired_.size() + 1);
       slot->retired.store(true, std::memory_order_relaxed);
       // The fresh state is active. Where the retired one was counted active,
       // one replaces one; where it was not (its stream had gone quiet before
       // the handle came back), the fresh one is added, before it is published
-      // (stream_state_slow says why).
+      // (find_slow says why).
       newly_stranded = slot->active.exchange(false, std::memory_order_relaxed);
-      if (!newly_stranded) active_streams_.fetch_add(1, std::memory_order_relaxed);
-      retired_streams_.push_back(std::move(slot));
-      publish_state(fresh.get());
+      if (!newly_stranded) active_.fetch_add(1, std::memory_order_relaxed);
+      retired_.push_back(std::move(slot));
+      publish(fresh.get());
       slot = std::move(fresh);
-      stream_count_.fetch_add(1, std::memory_order_relaxed);
+      count_.fetch_add(1, std::memory_order_relaxed);
     }
     current = slot.get();
   } catch (...) {
@@ -172,7 +244,7 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
   // the new stream's first misses read it).
   if (newly_stranded) {
     std::lock_guard<SpinLock> lock(state->lock);
-    stranded_bytes_.fetch_add(state->cache.bytes(), std::memory_order_relaxed);
+    stranded_.fetch_add(state->cache.bytes(), std::memory_order_relaxed);
   }
   for (RecentStream& recent : t_recent) {
     if (recent.pool_uid == uid_ && recent.state == state) recent.state = current;
@@ -180,13 +252,13 @@ StreamState* PoolCore::renew_stream_state(StreamState* state, unsigned long long
   return current;
 }
 
-void PoolCore::note_foreign(StreamState* state, int device) noexcept {
+void StreamRegistry::note_foreign(StreamState* state, int device) noexcept {
   if (!state->foreign.load(std::memory_order_relaxed)) state->foreign.store(true, std::memory_order_relaxed);
   const std::uint64_t bit = device >= 0 && device < 63 ? std::uint64_t{1} << device : std::uint64_t{1} << 63;
   if ((foreign_devices_.load(std::memory_order_relaxed) & bit) == 0) foreign_devices_.fetch_or(bit, std::memory_order_relaxed);
 }
 
-cudaError_t PoolCore::synchronize_devices() noexcept {
+cudaError_t StreamRegistry::synchronize_devices() noexcept {
   cudaError_t result = driver_.device_synchronize(device_);
   // Read after the callers closed the epochs they mark complete: a free
   // stamped in them noted its device before it was stamped (deallocate).
@@ -204,7 +276,7 @@ cudaError_t PoolCore::synchronize_devices() noexcept {
   return result;
 }
 
-EventHandle PoolCore::acquire_event() noexcept {
+EventHandle StreamRegistry::acquire_event() noexcept {
   {
     std::lock_guard<std::mutex> lock(events_mutex_);
     if (!spare_events_.empty()) {
@@ -215,7 +287,7 @@ EventHandle PoolCore::acquire_event() noexcept {
   }
   EventHandle event = nullptr;
   // On the pool's device, whatever the calling thread's current device: the
-  // fence is recorded on a stream of the pool's device (issue 16).
+  // fence is recorded on a stream of the pool's device.
   if (driver_.event_create_on(device_, &event) != cudaSuccess) return nullptr;
   // Room among the spares for every event made, so that return_event never
   // fails, and so never destroys one: an event stays valid as long as the
@@ -231,12 +303,12 @@ EventHandle PoolCore::acquire_event() noexcept {
   return event;
 }
 
-void PoolCore::return_event(EventHandle event) noexcept {
+void StreamRegistry::return_event(EventHandle event) noexcept {
   std::lock_guard<std::mutex> lock(events_mutex_);
   spare_events_.push_back(event);  // capacity reserved in acquire_event: no throw
 }
 
-void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noexcept {
+void StreamRegistry::record_fence_locked(StreamState* state, cudaStream_t stream) noexcept {
   state->fence_requested.store(false, std::memory_order_relaxed);
   state->last_fence_ns = now_ns();
   if (!state->open_epoch_has_frees) return;  // nothing new to cover
@@ -263,30 +335,16 @@ void PoolCore::record_fence_locked(StreamState* state, cudaStream_t stream) noex
   }
   ++state->epoch;
   state->open_epoch_has_frees = false;
-  stats_.events_recorded.fetch_add(1, std::memory_order_relaxed);
+  events_recorded_.fetch_add(1, std::memory_order_relaxed);
 }
 
-cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
-  StreamState* state = stream_state(stream);
-  if (state == nullptr) return cudaErrorMemoryAllocation;
-  // An implicit handle (0, cudaStreamPerThread) names the current device's
-  // stream: where its state holds frees made with another device current
-  // (foreign), this one synchronize does not cover them, so the hint is
-  // not taken; a synchronize of every device they were made on completes them.
-  const bool implicit = state->is_legacy || stream == cudaStreamPerThread;
-  if (implicit && state->foreign.load(std::memory_order_relaxed)) return cudaSuccess;
-  state->lock.lock();
-  mark_frees_complete_locked(state);
-  state->lock.unlock();
-  return cudaSuccess;
-}
 
-void PoolCore::mark_frees_complete_locked(StreamState* state) noexcept {
+void StreamRegistry::mark_frees_complete_locked(StreamState* state) noexcept {
   mark_complete_through_locked(state, close_epoch_locked(state));
   state->fence_requested.store(false, std::memory_order_relaxed);
 }
 
-std::uint64_t PoolCore::close_epoch_locked(StreamState* s) noexcept {
+std::uint64_t StreamRegistry::close_epoch_locked(StreamState* s) noexcept {
   if (!s->open_epoch_has_frees) {
     // No free in the open epoch: it must stay open (frees made during or
     // after a synchronize will be stamped with it), so only the epochs
@@ -297,7 +355,7 @@ std::uint64_t PoolCore::close_epoch_locked(StreamState* s) noexcept {
   return s->epoch++;  // frees from now on get the next epoch
 }
 
-std::uint64_t PoolCore::mark_complete_through_locked(StreamState* s, std::uint64_t cutoff) noexcept {
+std::uint64_t StreamRegistry::mark_complete_through_locked(StreamState* s, std::uint64_t cutoff) noexcept {
   if (cutoff > s->safe_epoch) s->safe_epoch = cutoff;
   while (!s->fences.empty() && s->fences.front().epoch <= s->safe_epoch) {
     return_event(s->fences.front().event);  // covered: its event is no longer needed
@@ -306,7 +364,7 @@ std::uint64_t PoolCore::mark_complete_through_locked(StreamState* s, std::uint64
   return s->safe_epoch;
 }
 
-void PoolCore::poll_fences_locked(StreamState* state) noexcept {
+void StreamRegistry::poll_fences_locked(StreamState* state) noexcept {
   while (!state->fences.empty()) {
     const Fence fence = state->fences.front();
     if (driver_.event_query(fence.event) != cudaSuccess) break;
@@ -314,6 +372,62 @@ void PoolCore::poll_fences_locked(StreamState* state) noexcept {
     state->fences.pop_front();
     return_event(fence.event);
   }
+}
+
+std::uint64_t StreamRegistry::recount_stranded() noexcept {
+  std::uint64_t seen = stranded_.load(std::memory_order_relaxed);
+  std::uint64_t bytes = 0;
+  for_each_state([&](StreamState* s) {
+    if (!s->strands_cache()) return;
+    if (s->cache.blocks() == 0) return;
+    std::lock_guard<SpinLock> lock(s->lock);
+    bytes += s->cache.bytes();
+  });
+  // Stored only if no retirement or miss changed the figure meanwhile: a
+  // stale count stored over a retirement's addition would hide that cache
+  // until the next period (the figure then stays as they left it).
+  stranded_.compare_exchange_strong(seen, bytes, std::memory_order_relaxed);
+  return bytes;
+}
+
+void StreamRegistry::unstrand(std::uint64_t bytes) noexcept {
+  std::uint64_t now = stranded_.load(std::memory_order_relaxed);
+  while (!stranded_.compare_exchange_weak(now, now - std::min(now, bytes), std::memory_order_relaxed)) {
+  }
+}
+
+bool StreamRegistry::synchronize(const std::vector<StreamState*>& states) noexcept {
+  std::vector<std::uint64_t> cutoffs;
+  try {
+    cutoffs.resize(states.size());
+  } catch (...) {
+    return false;
+  }
+  // Close every epoch first: frees stamped before the synchronize began are
+  // complete once it returns; later ones are not.
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    std::lock_guard<SpinLock> lock(states[i]->lock);
+    cutoffs[i] = close_epoch_locked(states[i]);
+  }
+  // The pool's device, and every device a free was made on (a free on
+  // another device's stream: its work there may still use the memory).
+  if (synchronize_devices() != cudaSuccess) return false;
+  for (std::size_t i = 0; i < states.size(); ++i) {
+    std::lock_guard<SpinLock> lock(states[i]->lock);
+    mark_complete_through_locked(states[i], cutoffs[i]);
+    states[i]->frozen.store(false, std::memory_order_relaxed);
+  }
+  return true;
+}
+
+std::uint64_t StreamRegistry::live_bytes() const noexcept {
+  // Retired states count too: a block allocated on a destroyed stream and
+  // freed on the new stream with its handle is counted out on the new one.
+  std::int64_t used = 0;
+  for (const StreamState* s = all_states_.load(std::memory_order_acquire); s != nullptr; s = s->older) {
+    used += s->live_bytes.load(std::memory_order_relaxed);
+  }
+  return used > 0 ? static_cast<std::uint64_t>(used) : 0;
 }
 
 }  // namespace sova::detail
