@@ -324,7 +324,7 @@ def main() -> int:
                 base_ms = statistics.median(statistics.mean(x["ms_per_step"] for x in run) for run in base)
                 base_peak = max(max(x["peak_reserved"] for x in run) for run in base)
                 ratio_ms = ms / base_ms
-                ratio_peak = max(peaks) / base_peak
+                ratio_peak = max(peaks) / base_peak if base_peak else float("nan")
             c = runs[0][0]["counters"]
             counters = ", ".join(f"{k} {v:.1f}" for k, v in c.items() if k != "recordStreamWaits_total" and v)
             if c:
