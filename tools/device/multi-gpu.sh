@@ -170,7 +170,7 @@ if wanted nccl; then
   run_step nccl 100 "$builddir/bench/multigpu/sova_nccl_allreduce --min-mib=1 --max-mib=1024 --iters=10 --reps=5"
 fi
 if wanted bench; then
-  run_step bench 60 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=2 --passes=3"
+  run_step bench 60 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=2 --passes=20"
 fi
 if wanted conformance; then
   run_step conformance 90 "CUDA_VISIBLE_DEVICES=1 $builddir/test/sova_gpu_tests '[conformance]' --reporter compact &&
