@@ -80,10 +80,12 @@ run_step() {
 finish() {
   echo "=== summary ($((SECONDS - t0)) s)"
   printf '  %s\n' "${summary[@]}"
+  sleep 1  # tee's last lines into multi-gpu.log
   exit $status
 }
 
 # ---- devices ----------------------------------------------------------------
+echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') ($(git status --short 2>/dev/null | wc -l) paths changed)"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if [ "${gpus:-0}" -lt 2 ]; then
