@@ -105,12 +105,11 @@ inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
                                                     cudaError_t err) noexcept {
   char text[320];
   try {
-    const std::string what = pool.describe_pointer(ptr);
-    if (what == "a live block of this pool") {  // the block is fine: the stream was refused
+    if (pool.block_size(ptr) != 0) {  // a live block's start: the stream was refused, not the pointer
       std::snprintf(text, sizeof text, "freeing %p on stream %p failed: %s (%s)", ptr, static_cast<void*>(stream),
                     cudaGetErrorName(err), cudaGetErrorString(err));
     } else {
-      std::snprintf(text, sizeof text, "cannot free %p: %s", ptr, what.c_str());
+      std::snprintf(text, sizeof text, "cannot free %p: %s", ptr, pool.describe_pointer(ptr).c_str());
     }
   } catch (...) {
     return;  // no host memory for the words: the code alone is recorded
