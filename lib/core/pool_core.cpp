@@ -56,7 +56,7 @@ DeviceInfo query_device(Driver& driver, int device) {
 std::size_t va_bytes_for(const PoolOptions& options, const DeviceInfo& info) {
   if (options.va_reserve != 0) return options.va_reserve;
   // A limit beyond the device's memory is the device's memory: the pool can
-  // never hold more, and twice a larger one overflowed (issue 17).
+  // never hold more, and twice a larger one overflowed.
   const std::size_t limit = std::min(options.max_size != 0 ? options.max_size : info.total_memory,
                                      std::min(info.total_memory, SIZE_MAX / 2));
   return 2 * limit;

@@ -34,8 +34,8 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need, StreamState* st
     std::size_t released = release_at_least(arena_.unbacked_bytes_in(block->offset, need));
     // The block has left the heap, so a free chunk straddling one of its ends
     // lies wholly inside no free block and release_at_least cannot see it,
-    // though all of it is free (issue 17): release it too, unless work may
-    // still use it or it was just moved here (undo_moves needs it).
+    // though all of it is free: release it too, unless work may
+    // still use it or it was just moved here (Remapper::undo needs it).
     const Block* from = block->prev != nullptr && block->prev->state.load() == BlockState::free ? block->prev : block;
     const Block* to = block->next != nullptr && block->next->state.load() == BlockState::free ? block->next : block;
     const std::size_t start = from->offset, end = to->offset + to->size, g = arena_.granularity();

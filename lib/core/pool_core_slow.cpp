@@ -103,7 +103,7 @@ Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamS
   // threads that each cycle through a few small sizes, whose blocks did not
   // fit beside the other threads' in backed memory, flushed their kept
   // blocks on every miss, found room among them, never grew, and missed
-  // again at the next allocation (16 threads at 12 M pairs/s, issue 12).
+  // again at the next allocation (16 threads at 12 M pairs/s).
   // With one stream in a large pool, growing instead cost a trace 0.3% more
   // memory (encoder_amp_train 1.009x -> 1.012x on the simulation) for
   // nothing; in a small one a granule, and one stream of threads_mixed's 64
@@ -171,7 +171,7 @@ void PoolCore::flush_cache_to_heap(StreamState* state, CacheFlush which) noexcep
   state->lock.lock();
   const std::uint64_t safe_epoch = state->safe_epoch;
   // Read under the lock: frees and fast-path hits on this stream from other
-  // threads change it (issue 17, defect 5).
+  // threads change it.
   Block* list = nullptr;
   auto take = [&](Block* b) {
     b->bin_next = list;
@@ -239,7 +239,7 @@ void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
     streams_.poll_fences_locked(other);
     const std::uint64_t safe_epoch = other->safe_epoch;
     if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
-      other->frozen.store(true, std::memory_order_relaxed);  // thawed by synchronize_streams
+      other->frozen.store(true, std::memory_order_relaxed);  // thawed by StreamRegistry::synchronize
     }
     // A retired state's stream is gone, an inactive one's has not allocated
     // for kActivityWindowNs: their kept blocks would wait for allocations
@@ -355,7 +355,7 @@ void PoolCore::hand_out(Block* block, std::size_t bytes, StreamState* state, boo
   // kUsedSampleEvery slow-path allocations per thread (and at every growth,
   // where the growth budget reads it). Sampling on every one cost 10 us a
   // miss on the H100 once a pool had seen a few hundred short-lived streams
-  // (threads_mixed, docs/notes/2026-11-23-real-workload-speed.md).
+  // (threads_mixed; docs/design.md, "Tuning constants").
   thread_local std::uint32_t t_hand_outs = 0;
   if (grown || (t_hand_outs++ % kUsedSampleEvery) == 0) sample_used_high();
 }

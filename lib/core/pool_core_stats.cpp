@@ -194,7 +194,7 @@ void PoolCore::check_invariants() {
   // never seen makes its state under that mutex and then caches a block; a
   // state made mid-walk would be unlocked, and its block would make the
   // caches and the cached blocks disagree on a sound pool (found by the fuzz
-  // interpreter's threaded run, issue 17). Order: heap, streams, stream locks.
+  // interpreter's threaded run). Order: heap, streams, stream locks.
   std::lock_guard<std::mutex> streams_lock(streams_.mutex());
   std::vector<StreamState*> streams = streams_.all_locked();
   for (StreamState* s : streams) s->lock.lock();

@@ -1,15 +1,14 @@
 // SlowPathStats: the pool's counters of what the slow path did (which step
 // served an allocation and what it cost, cross-stream reuse, waits,
-// synchronizes, failures) and how they read as PoolStats fields.
+// synchronizes, failures) and how they read as PoolStats fields (fences
+// recorded are the StreamRegistry's count).
 //
-// Written under the pool's heap lock (the slow path holds it throughout),
-// except events_recorded, which fences recorded on the fast path bump
-// atomically. No lock of its own.
+// Written under the pool's heap lock (the slow path holds it throughout). No
+// lock of its own.
 #pragma once
 
 #include <sova/stats.hpp>
 
-#include <atomic>
 #include <cstdint>
 
 namespace sova::detail {
@@ -26,7 +25,6 @@ struct SlowPathStats {
   std::uint64_t cross_stream_waits = 0;
   std::uint64_t device_synchronizes = 0;
   std::uint64_t remap_waits = 0;  ///< waits for a stream's own frees, and pinned ghosts settled by a wait
-  std::atomic<std::uint64_t> events_recorded{0};
   /// Slow-path allocations by the step that served them, and the sampled
   /// host time they took (scaled by kSlowTimingEvery).
   std::uint64_t slow_count[static_cast<int>(SlowStep::count)] = {};
@@ -46,7 +44,6 @@ struct SlowPathStats {
     s.cross_stream_waits = cross_stream_waits;
     s.device_synchronizes = device_synchronizes;
     s.remap_waits = remap_waits;
-    s.events_recorded = events_recorded.load(std::memory_order_relaxed);
     auto count = [this](SlowStep step) { return slow_count[static_cast<int>(step)]; };
     auto ns = [this](SlowStep step) { return slow_ns[static_cast<int>(step)]; };
     s.slow_from_heap = count(SlowStep::heap);

@@ -71,7 +71,7 @@ struct StreamState {
   std::atomic<std::uint64_t> fast_hits{0};
 
   /// The pool's previous state in its list of every state ever made
-  /// (PoolCore::all_states_): written once, before the state is published.
+  /// (StreamRegistry::for_each_state): written once, before the state is published.
   StreamState* older = nullptr;
 
   /// Set by another stream that wants this stream's cached memory; the next
@@ -107,7 +107,7 @@ struct StreamState {
     if (live > live_high.load(std::memory_order_relaxed)) live_high.store(live, std::memory_order_relaxed);
   }
 
-  /// Whether what this state caches is stranded (PoolCore::stranded_bytes_):
+  /// Whether what this state caches is stranded (StreamRegistry::stranded):
   /// its stream is gone or quiet, so no fence of its own will come. Not the
   /// legacy stream's: the pool records its fences itself (harvest_streams).
   bool strands_cache() const noexcept {

@@ -5,8 +5,8 @@
 // heap lock, moves the block to `cached` and pushes it onto that state's
 // cache mid-walk. The
 // checker then reported "caches and cached blocks disagree" on a pool that is
-// fine (3 of 4 runs on a loaded host). Fixed: the check holds streams_mutex_
-// throughout (heap mutex, then streams_mutex_, then the stream locks).
+// fine (3 of 4 runs on a loaded host). Fixed: the check holds the stream registry's mutex
+// throughout (heap mutex, then the registry's mutex, then the stream locks).
 #include "core/sim_pool_fixture.hpp"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// A stream that stages many pending ranges asks for a fence (PoolCore::add_pending,
+// A stream that stages many pending ranges asks for a fence (Heap::add_pending,
 // kFenceEveryStaged): once that fence completes, the ranges before it are
 // dropped unmerged instead of being merged into the ordered map when the
 // staged ones reach PendingRanges::kStagedBeforeMerge (5-13% of a replay's
