@@ -211,6 +211,21 @@ class SOVA_API Driver {
   /// thread's current device), and its destruction.
   virtual cudaError_t stream_create(int device, cudaStream_t* out) noexcept;
   virtual cudaError_t stream_destroy(cudaStream_t stream) noexcept;
+
+  // ---- pinned host memory and copies (a pool's sleep and wake) ------------
+  // Defaults, for drivers written before sleep existed: cudaErrorNotSupported
+  // (a pool then refuses a sleep with backup and still sleeps with discard).
+
+  /// Page-locked host memory that every device may copy to and from
+  /// (cudaHostAlloc with cudaHostAllocPortable). cudaErrorMemoryAllocation
+  /// when the host has too little.
+  virtual cudaError_t host_alloc(std::size_t bytes, void** out) noexcept;
+  /// Frees what host_alloc gave (cudaFreeHost): no copy may still use it.
+  virtual cudaError_t host_free(void* ptr) noexcept;
+  /// Copies `bytes` from `src` to `dst` in the order of `stream`
+  /// (cudaMemcpyAsync, cudaMemcpyDefault: unified addressing says which side
+  /// is the device's). Returns once enqueued; a failed call enqueued nothing.
+  virtual cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept;
 };
 
 /// The real CUDA driver (process-wide). Loads without a GPU or driver: every

@@ -20,6 +20,7 @@
 #include <sova/error.hpp>    // Error, OutOfMemory
 #include <sova/export.h>
 #include <sova/options.hpp>  // PoolOptions, Policy, RemapEffort
+#include <sova/sleep.hpp>    // SleepMode
 #include <sova/stats.hpp>    // PoolStats
 #include <sova/views.hpp>    // ChunkView
 
@@ -119,6 +120,28 @@ class SOVA_API Pool {
   /// (PoolOptions::handle_types) and the compression request. properties(ptr)
   /// says what a block's memory got.
   const PhysicalProps& chunk_props() const noexcept;
+
+  /// Sleep and wake (docs/sleep-wake.md): gives the pool's physical memory
+  /// back to the device and makes it anew under the same addresses.
+  /// sleep: after the work ordered before it on `stream` (an event, no
+  /// device synchronize), live blocks' bytes are copied to pinned host memory
+  /// (SleepMode::backup; kept across cycles, release_sleep_host_memory frees
+  /// it) or dropped (discard); then every chunk is unmapped and released.
+  /// From its start the pool refuses allocations (cudaErrorNotPermitted)
+  /// until wake; a free while asleep is accepted and final. Asleep already:
+  /// cudaSuccess (finishing a release a failure cut short). A failure leaves
+  /// the pool awake as it was, or asleep (asleep() says which), nothing leaked.
+  cudaError_t sleep(SleepMode mode, cudaStream_t stream) noexcept;
+  /// The memory made and mapped where it was, with the access granted
+  /// before (peers too); backed-up contents restored on the pool's copy
+  /// stream, which later work on `stream` waits for: returns at once. Awake
+  /// already: cudaSuccess. A failure (the device full: cudaErrorMemoryAllocation)
+  /// leaves the pool asleep, nothing made.
+  cudaError_t wake(cudaStream_t stream) noexcept;
+  bool asleep() const noexcept;
+  /// Frees the pinned host memory kept for backups; cudaErrorNotPermitted
+  /// while asleep (the backups are in it).
+  cudaError_t release_sleep_host_memory() noexcept;
 
   /// Walks every structure and throws Error describing the first broken
   /// invariant: live blocks do not overlap, every live or cached block is

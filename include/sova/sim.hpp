@@ -79,6 +79,9 @@ struct SimCounters {
   std::size_t stream_queries = 0;
   std::size_t stream_waits = 0;
   std::size_t device_synchronizes = 0;
+  std::size_t pinned_host_bytes = 0;  ///< host_alloc memory not yet freed
+  std::size_t copies = 0;             ///< memcpy_async calls enqueued
+  std::size_t bytes_copied = 0;       ///< their bytes
 };
 
 class SOVA_API SimDriver final : public Driver {
@@ -106,6 +109,10 @@ class SOVA_API SimDriver final : public Driver {
   void fail_map_at(int n, cudaError_t error = cudaErrorUnknown);
   /// The next `n`-th set_access call fails with `error`.
   void fail_set_access_at(int n, cudaError_t error = cudaErrorUnknown);
+  /// The next `n`-th host_alloc, memcpy_async or unmap call fails with `error`.
+  void fail_host_alloc_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
+  void fail_memcpy_at(int n, cudaError_t error = cudaErrorUnknown);
+  void fail_unmap_at(int n, cudaError_t error = cudaErrorUnknown);
   SimCounters counters() const;
   /// The calling thread's current device from now on, as cudaSetDevice:
   /// implicit streams (0, cudaStreamLegacy, cudaStreamPerThread) and
@@ -179,6 +186,11 @@ class SOVA_API SimDriver final : public Driver {
   cudaError_t graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback, void* context) noexcept override;
   cudaError_t stream_create(int device, cudaStream_t* out) noexcept override;
   cudaError_t stream_destroy(cudaStream_t stream) noexcept override;
+  /// Plain host memory, counted (SimCounters::pinned_host_bytes); a copy is
+  /// a memcpy run in stream order (lib/driver/sim/sim_copies.hpp).
+  cudaError_t host_alloc(std::size_t bytes, void** out) noexcept override;
+  cudaError_t host_free(void* ptr) noexcept override;
+  cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept override;
 
   struct State;  // implementation (lib/driver/sim/)
 

@@ -128,6 +128,32 @@ SOVA_API cudaError_t sovaMemPoolTrimTo(sovaMemPool_t pool, size_t minBytesToKeep
  * such work still runs is a race, as freeing memory in use would be. NULL or
  * invalid pool: cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaMemPoolStreamSynchronized(sovaMemPool_t pool, cudaStream_t stream);
+
+/** What sleep does with the live blocks' contents (docs/sleep-wake.md). */
+typedef enum sovaSleepMode {
+  sovaSleepBackup = 0,  /**< copied to pinned host memory, restored by wake */
+  sovaSleepDiscard = 1, /**< dropped: undefined after wake */
+} sovaSleepMode;
+/** Gives the pool's physical memory back to the device, its addresses kept:
+ * after the work ordered before on `stream` (an event; no device
+ * synchronize), live blocks are copied to pinned host memory (kept across
+ * cycles) or discarded, then every chunk is unmapped and released. The pool
+ * refuses allocations (cudaErrorNotPermitted) until sovaMemPoolWake; a free
+ * while asleep is accepted and final. Asleep already: cudaSuccess. On
+ * failure the pool is awake as it was or asleep (sovaMemPoolIsAsleep says
+ * which), nothing leaked. NULL or invalid pool, unknown mode:
+ * cudaErrorInvalidValue; backup on a driver without host copies:
+ * cudaErrorNotSupported. Must not race with allocations from the pool. */
+SOVA_API cudaError_t sovaMemPoolSleep(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream);
+/** Makes the memory anew under the same addresses with the access granted
+ * before, restores backed-up contents on the pool's copy stream and makes
+ * `stream` wait for them: returns at once. Awake already: cudaSuccess. On
+ * failure (device full: cudaErrorMemoryAllocation) the pool stays asleep. */
+SOVA_API cudaError_t sovaMemPoolWake(sovaMemPool_t pool, cudaStream_t stream);
+/** *asleep = 1 from the start of a sleep until its wake, else 0. */
+SOVA_API cudaError_t sovaMemPoolIsAsleep(sovaMemPool_t pool, int* asleep);
+/** Frees the pinned host memory kept for backups; asleep: cudaErrorNotPermitted. */
+SOVA_API cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool);
 /** The device's default pool, created on first use (that device, default
  * properties; never destroyed). Device out of range: cudaErrorInvalidDevice;
  * pool NULL: cudaErrorInvalidValue. */
@@ -205,6 +231,8 @@ typedef struct sovaMemPoolStats {
   uint64_t retiredStreams;      /**< of them, destroyed streams whose handles were reused */
   uint64_t activeStreams;       /**< streams that allocated or freed in the last ~200 ms (as last counted) */
   uint64_t strandedBytes;       /**< cached by retired or inactive streams, until the release worker's synchronize */
+  uint64_t asleepBytes;         /**< physical memory sleep gave back that wake has not made again */
+  uint64_t sleepHostBytes;      /**< pinned host memory kept for sleep's backups */
 } sovaMemPoolStats;
 
 /** Fills *stats with `pool`'s statistics (see sovaMemPoolStats for the size

@@ -77,6 +77,11 @@ struct PoolStats {
   /// The growth budget (PoolOptions::remap) leaves them out. A hint, as
   /// active_streams is.
   std::uint64_t stranded_bytes = 0;
+  /// Sleep and wake (Pool::sleep): physical bytes sleep gave back that wake
+  /// has not made again (0 awake), and the pinned host memory kept for
+  /// backups (across cycles, until release_sleep_host_memory).
+  std::uint64_t asleep_bytes = 0;
+  std::uint64_t sleep_host_bytes = 0;
 
   /// Peak reserved / peak used: the memory overhead of the pool since the
   /// high-water marks were last reset (1.0 = none; 0 when nothing was used).

@@ -186,6 +186,34 @@ class Arena {
   std::size_t live_ghosts() const noexcept { return ghosts_.live(); }
   std::size_t live_chunks() const noexcept { return chunks_.size() - free_chunk_slots_.size(); }
 
+  // ---- sleep and wake (arena_sleep.cpp) ---------------------------------------
+  /// Where a chunk lay when sleep gave its memory back: wake makes a chunk of
+  /// the same size there, so every address means what it meant.
+  struct Extent {
+    std::size_t first_granule = 0;
+    std::size_t granules = 0;
+  };
+  /// Unmaps and releases every chunk (its ghosts first), appending where each
+  /// lay to `released`. Stops at the first chunk whose ghost or mapping
+  /// cannot go (cudaErrorNotReady for a ghost's pin not settled, else the
+  /// driver's error): the chunks released before it are in `released`, it
+  /// and the rest stay as they were. The caller guarantees no work touches
+  /// any chunk. Throws std::bad_alloc (nothing released) when `released`
+  /// cannot grow.
+  cudaError_t unback_all(std::vector<Extent>& released);
+  /// Physical memory for `extents` (all unbacked now): every chunk created
+  /// first, then mapped, then made accessible to the owner and the peers
+  /// set_peer_access granted, the handles in `handles` (cleared first, same
+  /// order). Not counted as the arena's until rebacked(). On failure all it
+  /// made is gone and the driver's error is returned. Throws std::bad_alloc
+  /// before any driver call.
+  cudaError_t reback(const std::vector<Extent>& extents, std::vector<PhysicalHandle>& handles);
+  /// Unmaps and releases what reback made (no work may touch it any more).
+  void unreback(const std::vector<Extent>& extents, const std::vector<PhysicalHandle>& handles) noexcept;
+  /// Makes what reback made the arena's chunks. Throws std::bad_alloc before
+  /// changing anything.
+  void rebacked(const std::vector<Extent>& extents, const std::vector<PhysicalHandle>& handles);
+
  private:
   static constexpr std::int32_t kUnbacked = -1;
   struct Chunk {

@@ -63,7 +63,9 @@
   X(streamStates, stream_states) \
   X(retiredStreams, retired_streams) \
   X(activeStreams, active_streams) \
-  X(strandedBytes, stranded_bytes)
+  X(strandedBytes, stranded_bytes) \
+  X(asleepBytes, asleep_bytes) \
+  X(sleepHostBytes, sleep_host_bytes)
 
 namespace sova::capi::stats_fields {
 

@@ -73,7 +73,8 @@ void* Pool::allocate(std::size_t bytes, cudaStream_t stream) {
   char head[160];
   std::snprintf(head, sizeof head, "sova: allocating %zu bytes on stream %p failed (%s): ", bytes,
                 static_cast<void*>(stream), cudaGetErrorName(error));
-  std::string message = head + core_->describe();
+  std::string message = head + (core_->asleep() ? std::string("the pool is asleep (Pool::sleep): wake it first")
+                                                 : core_->describe());
   if (error == cudaErrorMemoryAllocation) throw OutOfMemory(std::move(message), error);
   throw Error(message, error);
 }

@@ -105,6 +105,9 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   if (ptr == nullptr) return cudaErrorInvalidValue;
   *ptr = nullptr;
   if (bytes == 0) return cudaSuccess;  // as cudaMallocAsync: success, NULL (measured)
+  // Asleep (Pool::sleep): nothing to give until wake. Not counted as a
+  // failed allocation: the heap lock may be held by the sleep's copies.
+  if (sleep_.asleep()) [[unlikely]] return cudaErrorNotPermitted;
   if (bytes > arena_.size()) {
     std::lock_guard<HeapMutex> lock(heap_.mutex());
     ++stats_.failed_allocations;

@@ -48,6 +48,7 @@
 #include "core/heap.hpp"
 #include "core/placement.hpp"
 #include "core/pointer_status.hpp"
+#include "core/pool_sleep.hpp"
 #include "core/remapper.hpp"
 #include "core/slow_path_stats.hpp"
 #include "core/stream_registry.hpp"
@@ -118,6 +119,12 @@ class PoolCore {
   const Arena& arena() const noexcept { return arena_; }  ///< base, size, granularity, props: fixed for life
   int device() const noexcept { return device_; }
   Driver& driver() const noexcept { return driver_; }
+
+  // ---- sleep and wake (pool_core_sleep.cpp; PoolSleep says how) -------------
+  cudaError_t sleep(SleepMode mode, cudaStream_t stream) noexcept;
+  cudaError_t wake(cudaStream_t stream) noexcept;
+  bool asleep() const noexcept { return sleep_.asleep(); }
+  cudaError_t release_sleep_host_memory() noexcept;
 
  private:
   /// cudaErrorStreamCaptureUnsupported when `stream` is being captured, the
@@ -253,6 +260,8 @@ class PoolCore {
   const bool check_streams_;
   std::uint64_t activity_seen_ = ~std::uint64_t{0};  ///< the release worker's
   std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last synchronize for inactive streams
+  /// Last: destroyed first, its copies drained while the arena still stands.
+  PoolSleep sleep_{driver_, device_, arena_};
 };
 
 }  // namespace sova::detail

@@ -68,6 +68,8 @@ PoolStats PoolCore::stats() {
   s.retired_streams = streams_.retired_count();
   s.active_streams = streams_.active();
   s.stranded_bytes = streams_.stranded();
+  s.asleep_bytes = sleep_.asleep_bytes();
+  s.sleep_host_bytes = sleep_.host_bytes();
   s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
   // A stream's own high-water mark is the pool's only while it is the only
   // stream: with several, a stream that frees others' blocks sees its count
@@ -219,7 +221,8 @@ void PoolCore::check_invariants() {
     if (state != BlockState::free) {
       // Policies may back less than the whole block: what the block records as
       // backed must be, and must cover at least the request it was made for.
-      if (b->backed == 0 || b->backed > b->size || !arena_.is_backed(b->offset, b->backed)) {
+      // Asleep, the chunks are gone: the records stand for what wake makes again.
+      if (b->backed == 0 || b->backed > b->size || (!sleep_.asleep() && !arena_.is_backed(b->offset, b->backed))) {
         fail("live or cached block not backed as it records", b);
       }
       if (state == BlockState::live && b->backed < b->requested) fail("live block backed short of its request", b);

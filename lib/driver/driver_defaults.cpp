@@ -57,3 +57,13 @@ cudaError_t Driver::stream_create(int, cudaStream_t*) noexcept { return cudaErro
 cudaError_t Driver::stream_destroy(cudaStream_t) noexcept { return cudaErrorNotSupported; }
 
 }  // namespace sova
+
+namespace sova {
+
+cudaError_t Driver::host_alloc(std::size_t, void**) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::host_free(void*) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::memcpy_async(void*, const void*, std::size_t, cudaStream_t) noexcept {
+  return cudaErrorNotSupported;
+}
+
+}  // namespace sova

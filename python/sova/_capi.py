@@ -144,7 +144,9 @@ _STAT_FIELDS = ["reservedCurrent", "reservedHigh", "usedCurrent", "usedHigh", "l
                 "remapsToGhosts", "ghostMappings",
                 # stream states held, retired, and active (allocated in the last ~200 ms);
                 # bytes cached by retired or inactive ones, until the worker's synchronize
-                "streamStates", "retiredStreams", "activeStreams", "strandedBytes"]
+                "streamStates", "retiredStreams", "activeStreams", "strandedBytes",
+                # physical memory asleep, and the pinned host memory kept for backups
+                "asleepBytes", "sleepHostBytes"]
 
 
 class PoolStats(ctypes.Structure):

@@ -9,7 +9,7 @@
 // behave as one (cuda_driver() hands out a single one).
 //
 // Split by concern: cuda_driver.cpp (identity, cuda_driver()), devices.cpp,
-// vmm.cpp, streams.cpp, capture.cpp.
+// vmm.cpp, streams.cpp, capture.cpp, copies.cpp.
 #pragma once
 
 #include <sova/driver.hpp>
@@ -68,6 +68,11 @@ class CudaDriver final : public Driver {
   cudaError_t graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback, void* context) noexcept override;
   cudaError_t stream_create(int device, cudaStream_t* out) noexcept override;
   cudaError_t stream_destroy(cudaStream_t stream) noexcept override;
+
+  // copies.cpp
+  cudaError_t host_alloc(std::size_t bytes, void** out) noexcept override;
+  cudaError_t host_free(void* ptr) noexcept override;
+  cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept override;
 };
 
 }  // namespace sova::cuda_detail

@@ -81,6 +81,9 @@ SimCounters SimDriver::counters() const {
   c.stream_queries = state_->stream_queries.load();
   c.stream_waits = state_->stream_waits.load();
   c.device_synchronizes = state_->device_synchronizes.load();
+  c.pinned_host_bytes = state_->copies.host_bytes();
+  c.copies = state_->copies.copies();
+  c.bytes_copied = state_->copies.bytes_copied();
   return c;
 }
 

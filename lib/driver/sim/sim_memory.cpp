@@ -155,6 +155,7 @@ cudaError_t SimMemory::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle 
 
 cudaError_t SimMemory::unmap(std::uintptr_t va, std::size_t bytes) {
   std::lock_guard lock(mu_);
+  if (cudaError_t error = cudaSuccess; fail_unmap_.fire(&error)) return error;
   auto it = mappings_.find(va);
   if (it == mappings_.end() || it->second.bytes != bytes) return cudaErrorInvalidValue;
   // Replacing the shared file mapping drops this mapping's hold on the chunk.
@@ -248,6 +249,11 @@ void SimMemory::fail_map_at(int n, cudaError_t error) {
 void SimMemory::fail_set_access_at(int n, cudaError_t error) {
   std::lock_guard lock(mu_);
   fail_set_access_.arm(n, error);
+}
+
+void SimMemory::fail_unmap_at(int n, cudaError_t error) {
+  std::lock_guard lock(mu_);
+  fail_unmap_.arm(n, error);
 }
 
 void SimMemory::fill_counters(SimCounters* out) const {

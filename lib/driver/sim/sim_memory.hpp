@@ -85,6 +85,7 @@ class SimMemory {
   void fail_create_at(int n, cudaError_t error);
   void fail_map_at(int n, cudaError_t error);
   void fail_set_access_at(int n, cudaError_t error);
+  void fail_unmap_at(int n, cudaError_t error);
 
   /// Fills the memory fields of `out` (the others are left alone).
   void fill_counters(SimCounters* out) const;
@@ -134,7 +135,7 @@ class SimMemory {
   std::size_t host_memory_ = 0;
   std::vector<std::size_t> host_used_;                  // per host NUMA node
   PhysicalHandle next_handle_ = 1;                      // never reused, never 0
-  FailPoint fail_create_, fail_map_, fail_set_access_;
+  FailPoint fail_create_, fail_map_, fail_set_access_, fail_unmap_;
   SimCounters counts_;  // memory fields only
 };
 

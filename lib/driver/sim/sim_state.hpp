@@ -4,6 +4,7 @@
 
 #include <sova/sim.hpp>
 
+#include "sim_copies.hpp"
 #include "sim_events.hpp"
 #include "sim_graphs.hpp"
 #include "sim_memory.hpp"
@@ -40,6 +41,7 @@ struct SimDriver::State {
   std::shared_ptr<sim::SimStreams> streams;
   sim::SimGraphs graphs;  // after streams: captures name them
   sim::SimEvents events;
+  sim::SimCopies copies;  // pinned host memory and memcpy_async
   std::atomic<std::size_t> events_recorded{0};
   std::atomic<std::size_t> event_queries{0};
   std::atomic<std::size_t> stream_queries{0};

@@ -1,0 +1,37 @@
+// PoolCore's sleep and wake: the heap lock held across each, so that the
+// pool neither grows nor remaps meanwhile; the order and the failures are
+// PoolSleep's (pool_sleep.hpp).
+#include "core/pool_core.hpp"
+
+#include <new>
+
+namespace sova::detail {
+
+cudaError_t PoolCore::sleep(SleepMode mode, cudaStream_t stream) noexcept {
+  if (mode != SleepMode::backup && mode != SleepMode::discard) return cudaErrorInvalidValue;
+  std::lock_guard<HeapMutex> lock(heap_.mutex());
+  // Live blocks only: cached ones (a stream's cache, the heap's free blocks)
+  // are free to the user and sleep without a copy. A block moves from live
+  // to cached under its stream's lock alone, so a free racing with this walk
+  // may or may not be backed up: either is right, the free is final.
+  return sleep_.sleep(mode, stream, [this](std::vector<PoolSleep::Range>& live) {
+    for (const Block* b = heap_.find(0); b != nullptr; b = b->next) {
+      if (b->state.load(std::memory_order_acquire) == BlockState::live) live.push_back({b->offset, b->requested});
+    }
+  });
+}
+
+cudaError_t PoolCore::wake(cudaStream_t stream) noexcept {
+  std::lock_guard<HeapMutex> lock(heap_.mutex());
+  return sleep_.wake(stream, [this](std::size_t offset) {
+    const Block* b = heap_.find(offset);
+    return b != nullptr && b->state.load(std::memory_order_acquire) == BlockState::live;
+  });
+}
+
+cudaError_t PoolCore::release_sleep_host_memory() noexcept {
+  std::lock_guard<HeapMutex> lock(heap_.mutex());
+  return sleep_.release_host_memory();
+}
+
+}  // namespace sova::detail

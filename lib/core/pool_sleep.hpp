@@ -1,0 +1,142 @@
+// PoolSleep: a pool's sleep and wake — its physical memory given back to the
+// device and made anew under the same addresses, the live blocks' contents
+// copied to pinned host memory and back on the pool's own copy stream
+// (docs/sleep-wake.md).
+//
+// Sleep (Pool::sleep):
+//   1. an event on the caller's stream; the copy stream waits for it (backup)
+//      or the host does (discard): only the work the caller ordered first;
+//   2. backup: each live range copied device to host into pinned slabs that
+//      stay across cycles (they grow only when a sleep needs more than any
+//      before), one copy per range, all in flight on the copy stream; then a
+//      host wait on the copy stream's own event (never a device synchronize);
+//   3. the pool is asleep; every chunk (its ghosts too) unmapped and released.
+// Wake (Pool::wake):
+//   1. every chunk created anew where it lay, then mapped, then given the
+//      owner's and the peers' access (Arena::reback): all or nothing;
+//   2. the ranges still live copied host to device on the copy stream, and
+//      the caller's stream made to wait for them: wake returns at once.
+//
+// Failures: a failure before step 3 of sleep leaves the pool awake as it was;
+// one in step 3 leaves it asleep with the chunks not yet released still
+// mapped (a later sleep releases them, wake makes only what went). A failed
+// wake leaves it asleep with nothing made. Nothing is leaked either way.
+//
+// Not thread-safe: the pool calls sleep and wake under its heap lock;
+// asleep() and the byte counts may be read from any thread.
+#pragma once
+
+#include "arena/arena.hpp"
+
+#include <sova/driver.hpp>
+#include <sova/sleep.hpp>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+namespace sova::detail {
+
+/// Pinned host memory is taken in slabs of at most this size: a 32 GiB
+/// backup pins 32 slabs once, and a small pool pins no more than it needs.
+inline constexpr std::size_t kSleepSlabBytes = std::size_t{1} << 30;
+
+class PoolSleep {
+ public:
+  /// A pool offset and length to back up.
+  struct Range {
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+  };
+
+  /// No driver call: the copy stream, events and host memory come with the first sleep.
+  PoolSleep(Driver& driver, int device, Arena& arena) noexcept : driver_(driver), device_(device), arena_(arena) {}
+  /// Waits for its own copies, then frees its host memory, stream and events.
+  ~PoolSleep();
+  PoolSleep(const PoolSleep&) = delete;
+  PoolSleep& operator=(const PoolSleep&) = delete;
+
+  /// From the start of a sleep until a wake completes (or the sleep fails
+  /// with the pool awake): the pool refuses allocations meanwhile.
+  bool asleep() const noexcept { return asleep_.load(std::memory_order_acquire); }
+  /// Physical bytes sleep released that wake has not made again.
+  std::size_t asleep_bytes() const noexcept { return asleep_bytes_.load(std::memory_order_relaxed); }
+  /// Pinned host memory held for backups (kept across cycles).
+  std::size_t host_bytes() const noexcept { return host_bytes_.load(std::memory_order_relaxed); }
+
+  /// Puts the pool to sleep after the work ordered before on `stream`.
+  /// `gather_live` (backup only) appends the live blocks (offset: the
+  /// block's start, bytes: what the user asked for) in address order; it is
+  /// called once allocations are refused, and may throw std::bad_alloc.
+  /// Asleep already: releases what an earlier failed sleep left mapped, if
+  /// anything. cudaErrorNotSupported for backup on a driver without host copies.
+  cudaError_t sleep(SleepMode mode, cudaStream_t stream,
+                    const std::function<void(std::vector<Range>&)>& gather_live) noexcept;
+  /// Makes the memory anew and restores the backed-up ranges, ordered before
+  /// later work on `stream`; a coalesced range none of whose blocks
+  /// `still_live(block offset)` is skipped (freed while asleep: its backup is
+  /// dropped). Awake already: cudaSuccess, nothing done.
+  cudaError_t wake(cudaStream_t stream, const std::function<bool(std::size_t offset)>& still_live) noexcept;
+  /// Frees the pinned host memory kept for backups (awake only; asleep:
+  /// cudaErrorNotPermitted, the backups are in it).
+  cudaError_t release_host_memory() noexcept;
+
+ private:
+  /// One copy: pool offset, bytes, where in which slab, and which coalesced
+  /// range it is (part of).
+  struct Copy {
+    std::size_t offset = 0;
+    std::size_t bytes = 0;
+    std::size_t slab = 0;
+    std::size_t slab_offset = 0;
+    std::size_t range = 0;
+  };
+  /// Live blocks copied as one: their starts are block_starts_[first, first + count).
+  struct Coalesced {
+    std::size_t first = 0;
+    std::size_t count = 0;
+  };
+  struct Slab {
+    void* ptr = nullptr;
+    std::size_t bytes = 0;
+  };
+  /// The copy stream and the two events, made once.
+  cudaError_t ensure_stream() noexcept;
+  /// Steps 1 and 2 of sleep: on failure the memory is as it was.
+  cudaError_t back_up(SleepMode mode, cudaStream_t stream,
+                      const std::function<void(std::vector<Range>&)>& gather_live) noexcept;
+  /// Lays `live` out over the slabs, taking more pinned memory if needed.
+  cudaError_t plan_copies(const std::vector<Range>& live);
+  /// Whether any block of coalesced range `range` is still live.
+  bool any_live(std::size_t range, const std::function<bool(std::size_t)>& still_live) const;
+  /// Waits for the copies enqueued so far (the copy stream's own work).
+  cudaError_t drain_copies() noexcept;
+  /// Releases every chunk still mapped; the pool is asleep from here on.
+  cudaError_t release_chunks() noexcept;
+  void* device_address(std::size_t offset) const noexcept {
+    return reinterpret_cast<void*>(arena_.base() + offset);
+  }
+  void* host_address(const Copy& c) const noexcept { return static_cast<char*>(slabs_[c.slab].ptr) + c.slab_offset; }
+
+  Driver& driver_;
+  const int device_;
+  Arena& arena_;
+  cudaStream_t copy_stream_ = nullptr;
+  EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream
+  EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream
+  std::vector<Slab> slabs_;
+  std::vector<Copy> copies_;            ///< the backup of the current sleep
+  std::vector<Coalesced> coalesced_;
+  std::vector<std::size_t> block_starts_;
+  /// The copies of this sleep are complete and the chunks are going (or
+  /// gone): a later sleep only finishes the release. Heap lock.
+  bool slept_ = false;
+  std::vector<Arena::Extent> released_; ///< where the released chunks lay
+  std::atomic<bool> asleep_{false};
+  std::atomic<std::size_t> asleep_bytes_{0};
+  std::atomic<std::size_t> host_bytes_{0};
+};
+
+}  // namespace sova::detail

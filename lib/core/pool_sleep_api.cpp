@@ -1,0 +1,14 @@
+// sova::Pool's sleep and wake (sova/pool.hpp): the public face of
+// PoolCore::sleep / wake.
+#include "core/pool_core.hpp"
+
+#include <sova/pool.hpp>
+
+namespace sova {
+
+cudaError_t Pool::sleep(SleepMode mode, cudaStream_t stream) noexcept { return core_->sleep(mode, stream); }
+cudaError_t Pool::wake(cudaStream_t stream) noexcept { return core_->wake(stream); }
+bool Pool::asleep() const noexcept { return core_->asleep(); }
+cudaError_t Pool::release_sleep_host_memory() noexcept { return core_->release_sleep_host_memory(); }
+
+}  // namespace sova

@@ -1,0 +1,54 @@
+// sova sim — pinned host memory and asynchronous copies (host_alloc,
+// host_free, memcpy_async): what a pool's sleep and wake are made of.
+//
+// Model: pinned host memory is plain host memory, counted while held (a
+// test sees a backup's host memory, and that it does not grow over cycles);
+// a copy is a memcpy run in stream order by the stream's worker, so that it
+// faults where a device copy would (memory reserved but unmapped, or mapped
+// without access) and sees the contents the work before it left.
+//
+// Thread safety: one mutex over the table and the failure points.
+#pragma once
+
+#include "sim_failures.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <mutex>
+#include <unordered_map>
+
+namespace sova::sim {
+
+class SimCopies {
+ public:
+  SimCopies() = default;
+  /// Frees every host allocation still held.
+  ~SimCopies();
+  SimCopies(const SimCopies&) = delete;
+  SimCopies& operator=(const SimCopies&) = delete;
+
+  cudaError_t host_alloc(std::size_t bytes, void** out);
+  /// cudaErrorInvalidValue for a pointer host_alloc did not give.
+  cudaError_t host_free(void* ptr);
+  /// The failure point of memcpy_async, fired before it enqueues anything;
+  /// counts the copy when it does not fire.
+  cudaError_t before_copy(std::size_t bytes);
+
+  void fail_host_alloc_at(int n, cudaError_t error);
+  void fail_copy_at(int n, cudaError_t error);
+
+  std::size_t host_bytes() const;
+  std::size_t copies() const;
+  std::size_t bytes_copied() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::unordered_map<void*, std::size_t> held_;
+  std::size_t host_bytes_ = 0;
+  std::size_t copies_ = 0;
+  std::size_t bytes_copied_ = 0;
+  FailPoint fail_alloc_, fail_copy_;
+};
+
+}  // namespace sova::sim

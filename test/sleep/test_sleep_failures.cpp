@@ -1,0 +1,155 @@
+// A driver failure at every step of sleep and of wake leaves the pool either
+// awake as it was or asleep, never half; nothing is leaked; a later call
+// finishes the job and every byte comes back.
+#include "sleep/sleep_test_util.hpp"
+
+#include <functional>
+#include <string>
+
+using namespace sova;
+using namespace sova::sleep_test;
+
+namespace {
+
+struct FailureKind {
+  const char* name;
+  std::function<void(SimDriver&, int)> arm;
+  bool in_sleep;  ///< sleep with backup makes this call (so its first one fails)
+  bool in_wake;
+};
+
+const FailureKind kKinds[] = {
+    {"host_alloc", [](SimDriver& s, int n) { s.fail_host_alloc_at(n); }, true, false},
+    {"memcpy_async", [](SimDriver& s, int n) { s.fail_memcpy_at(n); }, true, true},
+    {"unmap", [](SimDriver& s, int n) { s.fail_unmap_at(n); }, true, false},
+    {"physical_create", [](SimDriver& s, int n) { s.fail_physical_create_at(n); }, false, true},
+    {"map", [](SimDriver& s, int n) { s.fail_map_at(n); }, false, true},
+    {"set_access", [](SimDriver& s, int n) { s.fail_set_access_at(n); }, false, true},
+};
+
+void disarm(SimDriver& sim) {
+  for (const FailureKind& k : kKinds) k.arm(sim, 0);
+}
+
+PoolOptions on(SimDriver& sim) {
+  PoolOptions o;
+  o.driver = &sim;
+  return o;
+}
+
+SimConfig sim_config() {
+  SimConfig c;
+  c.total_memory = std::size_t{256} << 20;
+  return c;
+}
+
+/// The pool's memory as the driver sees it agrees with the pool's state:
+/// awake, every chunk mapped; asleep, what sleep released is gone.
+void check_consistent(SimDriver& sim, Pool& pool, std::uint64_t reserved_awake) {
+  const PoolStats s = pool.stats();
+  CHECK(sim.counters().physical_bytes == s.reserved_current);
+  CHECK(s.reserved_current + s.asleep_bytes == reserved_awake);
+  if (!pool.asleep()) CHECK(s.asleep_bytes == 0);
+  pool.check_invariants();
+}
+
+}  // namespace
+
+TEST_CASE("a driver failure at any step of sleep leaves the pool awake or asleep, nothing leaked", "[sleep]") {
+  for (const FailureKind& kind : kKinds) {
+    for (int n = 1; n <= 6; ++n) {
+      DYNAMIC_SECTION(kind.name << " failing at call " << n) {
+        SimDriver sim(sim_config());
+        {
+          Pool pool(on(sim));
+          cudaStream_t stream = sim.create_stream();
+          std::vector<Filled> blocks = allocate_filled(pool, stream);
+          const std::uint64_t reserved = pool.stats().reserved_current;
+          kind.arm(sim, n);
+          const cudaError_t error = pool.sleep(SleepMode::backup, stream);
+          disarm(sim);
+          if (n == 1 && kind.in_sleep) CHECK(error != cudaSuccess);
+          if (n == 1 && std::string(kind.name) == "unmap") CHECK(pool.asleep());  // the copies were done: asleep
+          check_consistent(sim, pool, reserved);
+          if (error != cudaSuccess && !pool.asleep()) {
+            // Awake as it was: every byte where it was, and the pool allocates.
+            CHECK(all_intact(blocks));
+            void* p = pool.allocate(1000, stream);
+            pool.deallocate(p, stream);
+          }
+          // A second sleep finishes whatever the first left undone.
+          REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
+          CHECK(pool.asleep());
+          CHECK(sim.counters().physical_bytes == 0);
+          REQUIRE(pool.wake(stream) == cudaSuccess);
+          REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
+          check_consistent(sim, pool, reserved);
+          CHECK(all_intact(blocks));
+          for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
+          sim.destroy_stream(stream);
+        }
+        // The pool gone, nothing of it is left with the driver.
+        CHECK(sim.counters().physical_bytes == 0);
+        CHECK(sim.counters().mappings == 0);
+        CHECK(sim.counters().pinned_host_bytes == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("a driver failure at any step of wake leaves the pool asleep with nothing made", "[sleep]") {
+  for (const FailureKind& kind : kKinds) {
+    for (int n = 1; n <= 6; ++n) {
+      DYNAMIC_SECTION(kind.name << " failing at call " << n) {
+        SimDriver sim(sim_config());
+        {
+          Pool pool(on(sim));
+          cudaStream_t stream = sim.create_stream();
+          std::vector<Filled> blocks = allocate_filled(pool, stream);
+          const std::uint64_t reserved = pool.stats().reserved_current;
+          REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
+          const std::size_t mappings_asleep = sim.counters().mappings;
+          kind.arm(sim, n);
+          const cudaError_t error = pool.wake(stream);
+          disarm(sim);
+          if (n == 1 && kind.in_wake) CHECK(error != cudaSuccess);
+          check_consistent(sim, pool, reserved);
+          if (error != cudaSuccess) {
+            CHECK(pool.asleep());
+            CHECK(sim.counters().physical_bytes == 0);
+            CHECK(sim.counters().mappings == mappings_asleep);
+            REQUIRE(pool.wake(stream) == cudaSuccess);
+          }
+          CHECK_FALSE(pool.asleep());
+          REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
+          check_consistent(sim, pool, reserved);
+          CHECK(all_intact(blocks));
+          for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
+          sim.destroy_stream(stream);
+        }
+        CHECK(sim.counters().physical_bytes == 0);
+        CHECK(sim.counters().mappings == 0);
+        CHECK(sim.counters().pinned_host_bytes == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("sleep with backup where the driver has no host copies is refused and changes nothing", "[sleep]") {
+  // A driver written before sleep answers cudaErrorNotSupported (the Driver
+  // defaults): as the sim's host_alloc failing so.
+  SimDriver sim(sim_config());
+  Pool pool(on(sim));
+  cudaStream_t stream = sim.create_stream();
+  std::vector<Filled> blocks = allocate_filled(pool, stream);
+  sim.fail_host_alloc_at(1, cudaErrorNotSupported);
+  CHECK(pool.sleep(SleepMode::backup, stream) == cudaErrorNotSupported);
+  CHECK_FALSE(pool.asleep());
+  CHECK(all_intact(blocks));
+  CHECK(pool.sleep(SleepMode::discard, stream) == cudaSuccess);  // discard needs no copy
+  CHECK(pool.wake(stream) == cudaSuccess);
+  CHECK(pool.sleep(static_cast<SleepMode>(7), stream) == cudaErrorInvalidValue);
+  CHECK_FALSE(pool.asleep());
+  for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
+  sim.destroy_stream(stream);
+}
