@@ -105,6 +105,39 @@ class Pool:
             _capi.check(_capi.lib().sovaMemPoolSetAttribute(self._handle, attr, ctypes.byref(zero)),
                         "resetting peaks")
 
+    def sleep(self, backup: bool = True, stream: int = 0) -> None:
+        """Gives the pool's physical memory back to the device, its addresses kept
+        (docs/sleep-wake.md): after the work ordered before on ``stream``, live
+        blocks are copied to pinned host memory (``backup``; kept across cycles)
+        or dropped, then every chunk is released. Until wake() allocations fail
+        (SovaError, code 800: cudaErrorNotPermitted); frees are accepted and final.
+        Asleep already: nothing happens."""
+        self._check_open()
+        _capi.address_arg(stream, "sova.Pool.sleep: stream")
+        _capi.check(_capi.lib().sovaMemPoolSleep(self._handle, 0 if backup else 1, ctypes.c_void_p(stream)),
+                    "putting the pool to sleep")
+
+    def wake(self, stream: int = 0) -> None:
+        """Makes the memory anew at the same addresses and restores what sleep
+        backed up, ordered before later work on ``stream`` (returns at once).
+        Awake already: nothing happens. Device full: SovaError, the pool still asleep."""
+        self._check_open()
+        _capi.address_arg(stream, "sova.Pool.wake: stream")
+        _capi.check(_capi.lib().sovaMemPoolWake(self._handle, ctypes.c_void_p(stream)), "waking the pool")
+
+    @property
+    def asleep(self) -> bool:
+        """True from the start of a sleep until its wake."""
+        self._check_open()
+        value = ctypes.c_int(0)
+        _capi.check(_capi.lib().sovaMemPoolIsAsleep(self._handle, ctypes.byref(value)), "asking if asleep")
+        return bool(value.value)
+
+    def release_sleep_host_memory(self) -> None:
+        """Frees the pinned host memory kept for sleep's backups (awake only)."""
+        self._check_open()
+        _capi.check(_capi.lib().sovaMemPoolReleaseSleepHostMemory(self._handle), "releasing sleep's host memory")
+
     def close(self) -> None:
         """Destroys the pool (its memory goes when its last live block is freed)."""
         if self._handle is not None:

@@ -27,11 +27,13 @@ import warnings
 from . import _capi, _snapshot
 from ._capi import SovaError
 from ._options import PoolOptions
+from ._torch_sleep import sleep, tag, tag_stats, tags, wake
 
 __all__ = ["enable", "is_enabled", "backend", "configure", "mem_pool", "memory_stats", "memory_allocated",
            "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "empty_cache", "record_memory_history", "snapshot",
-           "dump_snapshot", "last_error", "out_of_memory_error", "SovaError"]
+           "dump_snapshot", "last_error", "out_of_memory_error", "SovaError",
+           "tag", "tags", "sleep", "wake", "tag_stats"]
 
 _lock = threading.Lock()
 _options: PoolOptions | None = None   # set by the first configure()/enable()

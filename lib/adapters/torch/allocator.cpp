@@ -4,6 +4,7 @@
 #include "record_streams.hpp"
 #include "sova_torch.h"
 #include "state.hpp"
+#include "tags.hpp"
 #include "torch_errors.hpp"
 
 #include <sova/driver.hpp>
@@ -92,6 +93,8 @@ inline cudaError_t pool_for(int device, sovaMemPool_t* out) noexcept {
     set_last_error("sova: device " + std::to_string(device) + " out of range");
     return cudaErrorInvalidDevice;
   }
+  // A thread under a tag (sova.torch.tag): that tag's pool (tags.hpp).
+  if (const int tag = current_tag(); tag != 0) [[unlikely]] return tagged_pool_for(tag, device, out);
   if (sovaMemPool_t p = state().devices[device].pool.load(std::memory_order_acquire)) {
     *out = p;
     return cudaSuccess;

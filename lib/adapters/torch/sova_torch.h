@@ -120,6 +120,16 @@ SOVA_API int sova_torch_reset_peak_stats(int device);
 SOVA_API int sova_torch_empty_cache(int device);
 /** The device's pool handle, or NULL when none was created yet. */
 SOVA_API sovaMemPool_t sova_torch_pool(int device);
+/** Routes the calling thread's later allocations to tag `tag`'s own pool on
+ * each device (created on first use with the adapter's options), so that a
+ * tag's memory sleeps and wakes alone (sovaMemPoolSleep on
+ * sova_torch_tag_pool). Tag 0: the device's pool, as without tags. Returns
+ * the thread's previous tag, or -1 (nothing changed) for a tag outside 0..63.
+ * Frees need no tag: a block's pool is found by its address. */
+SOVA_API int sova_torch_set_tag(int tag);
+/** Tag `tag`'s pool on `device`, or NULL when none was created yet (tag 0:
+ * sova_torch_pool). */
+SOVA_API sovaMemPool_t sova_torch_tag_pool(int tag, int device);
 
 /** One allocator event, for PyTorch's memory snapshot format. */
 typedef struct sovaTorchEvent {

@@ -1,0 +1,96 @@
+"""Sleep and wake from Python on the host simulation: sova.Pool.sleep/wake,
+and sova.torch's tags (through the adapter as PyTorch calls it, by ctypes;
+PyTorch itself is not needed). The sim's device memory is host memory, so
+contents are written and checked with ctypes."""
+from sim_helpers import run_py
+
+# The restore runs on the pool's copy stream, ordered before later work on the
+# caller's stream; the C API has no stream synchronize for the host to wait
+# with, so the host polls (the sim copies within milliseconds).
+RESTORED = """
+    import time
+    def restored(address, n, byte):
+        buf = (ctypes.c_ubyte * n).from_address(address)
+        deadline = time.monotonic() + 10
+        while bytes(buf) != bytes([byte]) * n:
+            assert time.monotonic() < deadline, "contents not restored"
+            time.sleep(0.01)
+"""
+
+
+def test_pool_sleep_backup_restores_contents_at_the_same_address():
+    run_py("""
+    import ctypes, sova
+""" + RESTORED + """
+    MiB = 1 << 20
+    with sova.Pool(release_threshold=None) as p:
+        a = p.allocate(5 * MiB + 3)
+        ctypes.memset(a, 0x3c, 5 * MiB + 3)
+        reserved = p.stats()["reservedCurrent"]
+        assert not p.asleep
+        p.sleep(backup=True)
+        assert p.asleep
+        s = p.stats()
+        assert s["reservedCurrent"] == 0 and s["asleepBytes"] == reserved, s
+        assert s["sleepHostBytes"] >= 5 * MiB + 3, s
+        try:
+            p.allocate(1000)
+            raise AssertionError("allocated while asleep")
+        except sova.SovaError as e:
+            assert e.code == 800, e     # cudaErrorNotPermitted
+        p.sleep()                       # idempotent
+        p.wake()
+        p.wake()
+        assert not p.asleep
+        restored(a, 5 * MiB + 3, 0x3c)
+        assert p.stats()["reservedCurrent"] == reserved
+        p.free(a)
+        p.release_sleep_host_memory()
+        assert p.stats()["sleepHostBytes"] == 0
+    print("ok")
+    """)
+
+
+def test_torch_tags_route_allocations_and_sleep_alone():
+    run_py("""
+    import ctypes, sova, sova.torch as st, sova._capi as c
+""" + RESTORED + """
+    tl = c.torch_lib()
+    MiB = 1 << 20
+    def alloc(n):
+        p = tl.sova_torch_malloc_nothrow(n, 0, ctypes.c_void_p(0))
+        assert p, st.last_error()
+        return p
+    untagged = alloc(2 * MiB)
+    with st.tag("weights"):
+        w = alloc(4 * MiB)
+        ctypes.memset(w, 0x11, 4 * MiB)
+    with st.tag("kv_cache"):
+        kv = alloc(8 * MiB)
+    assert st.tags() == ["weights", "kv_cache"]
+    assert st.tag_stats("weights")["liveBlocks"] == 1
+    assert st.tag_stats("kv_cache")["usedCurrent"] == 8 * MiB
+    st.sleep(backup=["weights"], stream=0)
+    assert st.tag_stats("weights")["reservedCurrent"] == 0
+    assert st.tag_stats("kv_cache")["asleepBytes"] == 8 * MiB
+    assert st.tag_stats("kv_cache")["sleepHostBytes"] == 0   # dropped, not backed up
+    # Untagged memory stays, and untagged allocations still work.
+    other = alloc(1 * MiB)
+    with st.tag("weights"):
+        assert tl.sova_torch_malloc_nothrow(1000, 0, ctypes.c_void_p(0)) is None
+    st.wake(["weights"], stream=0)
+    assert st.tag_stats("kv_cache")["asleepBytes"] == 8 * MiB
+    st.wake(stream=0)
+    assert st.tag_stats("kv_cache")["asleepBytes"] == 0
+    restored(w, 4 * MiB, 0x11)
+    # Frees find their pool by address, whatever the thread's tag.
+    for p, n in ((w, 4 * MiB), (kv, 8 * MiB), (untagged, 2 * MiB), (other, MiB)):
+        tl.sova_torch_free(ctypes.c_void_p(p), n, 0, ctypes.c_void_p(0))
+    assert st.tag_stats("weights")["liveBlocks"] == 0
+    try:
+        st.sleep(tags=["nope"])
+        raise AssertionError("unknown tag accepted")
+    except ValueError:
+        pass
+    print("ok")
+    """)
