@@ -1,0 +1,115 @@
+#!/bin/bash
+# Sleep and wake on one GPU (docs/sleep-wake.md), in one device call of under
+# 8 minutes, each step time-limited, in order of priority:
+#   build    a release build: sova_sleep_wake and sova_gpu_tests
+#   test     the gpu suite's sleep test (kernels in flight on other streams),
+#            then the same under compute-sanitizer's memcheck if it is there
+#   bench    sova_sleep_wake: 1, 8 and 32 GiB, backup and discard, against a
+#            plain pinned cudaMemcpyAsync of the same bytes in the same run
+#   torch    the Python package (pip install .), then bench/torch/sleep_wake_rl.py:
+#            a pinned copy, torch_memory_saver's pause/resume with CPU backup
+#            (its wheel carried in .carry/tms-whl), sova.torch's sleep/wake,
+#            and the RL-style loop (train step, sleep, graph-captured decode, wake)
+#
+#   OUT=DIR tools/device/sleep-wake.sh          every step
+#   STEPS="build bench" tools/device/sleep-wake.sh
+#   SIZES=1,8,32 CYCLES=3 TORCH_GIB="1 8"       the sizes measured
+#
+# Carry .carry/torch-whl (meson-python) and .carry/tms-whl (torch_memory_saver).
+# Logs: $OUT/sleep-wake.log (everything, and a closing summary), one log per
+# step, $OUT/sleep_wake.json (sova_sleep_wake) and $OUT/torch.json.
+# TOTAL_S (default 470) bounds the call. Exit status 0 when every step passed.
+set -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+t0=$SECONDS
+total=${TOTAL_S:-470}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" || { echo "sleep-wake.sh: cannot create OUT=$OUT" >&2; exit 1; }
+steps=${STEPS:-build test bench torch}
+builddir=${BUILDDIR:-build-sleep}
+export PYTHONUNBUFFERED=1
+exec > >(tee "$OUT/sleep-wake.log") 2>&1
+
+summary=()
+status=0
+left() { echo $((total - (SECONDS - t0))); }
+wanted() { [[ " $steps " == *" $1 "* ]]; }
+run_step() {
+  local name=$1 limit=$2 command=$3
+  local budget
+  budget=$(left)
+  [ "$limit" -lt "$budget" ] && budget=$limit
+  if [ "$budget" -lt 15 ]; then
+    summary+=("$name: NOT RUN (no time left)")
+    status=1
+    return
+  fi
+  echo "=== $name (at $((SECONDS - t0)) s, limit $budget s)"
+  local start=$SECONDS
+  timeout --kill-after=10 "$budget" bash -o pipefail -c "$command" 2>&1 | tee "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
+  local took=$((SECONDS - start))
+  if [ "$rc" = 0 ]; then
+    summary+=("$name: passed (${took} s)")
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    summary+=("$name: TIMED OUT after ${took} s")
+    status=1
+  else
+    summary+=("$name: FAILED (exit $rc, ${took} s)")
+    status=1
+  fi
+}
+finish() {
+  echo "=== summary ($((SECONDS - t0)) s)"
+  printf '  %s\n' "${summary[@]}"
+  sleep 1
+  exit $status
+}
+
+echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') ($(git status --short 2>/dev/null | wc -l) paths changed)"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+free -g | head -2
+
+build() {
+  env=$(tools/ensure-build-deps --print-env) && eval "$env" || return 1
+  local reconf=()
+  [ -d "$builddir/meson-info" ] && reconf=(--reconfigure)
+  meson setup "${reconf[@]}" "$builddir" -Dgpu=enabled -Dbenchmarks=true -Dtests=true -Dbuildtype=release \
+    >/tmp/sleep-setup.log 2>&1 || { tail -30 /tmp/sleep-setup.log; return 1; }
+  ninja -C "$builddir" bench/sova_sleep_wake test/sova_gpu_tests | { grep -vE '^\[[0-9]+/' || true; }
+}
+export builddir
+export -f build
+
+if wanted build; then
+  run_step build 240 build
+  if [[ ${summary[-1]} != *passed* ]]; then
+    echo "sleep-wake.sh: the build failed; nothing else can run" >&2
+    finish
+  fi
+fi
+
+if wanted test; then
+  run_step test 90 "
+    $builddir/test/sova_gpu_tests '[sleep]' --durations yes || exit 1
+    if command -v compute-sanitizer >/dev/null; then
+      compute-sanitizer --tool memcheck --error-exitcode 3 $builddir/test/sova_gpu_tests '[sleep]'
+    else
+      echo 'compute-sanitizer not found: memcheck not run'
+    fi"
+fi
+
+if wanted bench; then
+  run_step bench 200 "$builddir/bench/sova_sleep_wake --sizes ${SIZES:-1,8,32} --cycles ${CYCLES:-3} --json $OUT/sleep_wake.json"
+fi
+
+if wanted torch; then
+  source tools/device/python_env.sh
+  use_carried_wheels .carry/torch-whl .carry/tms-whl
+  pip_install_sova 150
+  run_step torch 200 "
+    for impl in pinned tms sova; do
+      python3 bench/torch/sleep_wake_rl.py --impl \$impl --gib ${TORCH_GIB:-1 8} --cycles 3 --json $OUT/torch.json || exit 1
+    done"
+fi
+finish
