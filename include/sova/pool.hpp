@@ -19,6 +19,7 @@
 #include <sova/driver.hpp>   // Driver, PhysicalProps
 #include <sova/error.hpp>    // Error, OutOfMemory
 #include <sova/export.h>
+#include <sova/graphs.hpp>   // GraphMemoryStats
 #include <sova/options.hpp>  // PoolOptions, Policy, RemapEffort
 #include <sova/sleep.hpp>    // SleepMode
 #include <sova/stats.hpp>    // PoolStats
@@ -49,7 +50,8 @@ class SOVA_API Pool {
 
   /// Memory for work ordered after this call on `stream`, aligned to 512 bytes.
   /// bytes == 0 returns nullptr. Throws OutOfMemory; a failure changes nothing.
-  /// A stream under graph capture: throws Error (cudaErrorStreamCaptureUnsupported).
+  /// On a stream under graph capture: graph memory, held by the graph being
+  /// captured until it, its executables and launches are gone (docs/graphs.md).
   /// Thread-safe. Fast path (a block of this size cached on `stream`): no lock
   /// shared with other streams, no CUDA call.
   void* allocate(std::size_t bytes, cudaStream_t stream);
@@ -88,6 +90,16 @@ class SOVA_API Pool {
   cudaError_t get_access(cudaMemAccessFlags* flags, const cudaMemLocation* location) const noexcept;
 
   PoolStats stats() const;
+
+  /// What CUDA graphs captured with this pool hold of it (docs/graphs.md).
+  /// The memory of graphs released since the last call is returned first.
+  GraphMemoryStats graph_memory_stats() const;
+  /// GraphMemoryStats::held_bytes_high = held_bytes now.
+  void reset_graph_memory_high() noexcept;
+  /// cudaDeviceGraphMemTrim's counterpart: returns the memory of released
+  /// graphs to the pool, then releases free physical memory above the
+  /// release threshold (trim_to). Memory graphs still hold stays.
+  void trim_graph_memory();
   /// True when `ptr` lies in this pool's VA range (live or not).
   bool contains(const void* ptr) const noexcept;
   /// The requested size of a live block, 0 if `ptr` is not one.

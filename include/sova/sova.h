@@ -82,8 +82,10 @@ typedef struct sovaMemPoolProps {
  * current device; its default pool is created on first use). size 0 gives
  * *devPtr = NULL and cudaSuccess. devPtr NULL: cudaErrorInvalidValue. Out of
  * memory: cudaErrorMemoryAllocation, the pool unchanged. On any failure
- * *devPtr is set to NULL. A stream under graph capture:
- * cudaErrorStreamCaptureUnsupported. */
+ * *devPtr is set to NULL. On a stream under graph capture, graph memory
+ * (docs/graphs.md): held by the graph being captured until it, its
+ * executables and their launches are gone; an invalidated capture:
+ * cudaErrorStreamCaptureInvalidated. */
 SOVA_API cudaError_t sovaMallocAsync(void** devPtr, size_t size, cudaStream_t stream);
 /** cudaFreeAsync: the pool is found from the pointer. NULL: cudaSuccess.
  * A pointer no sova pool handed out, an interior pointer, or a double free:
@@ -166,6 +168,22 @@ SOVA_API cudaError_t sovaDeviceSetMemPool(int device, sovaMemPool_t pool);
  * set another (and that one was not destroyed since). Device out of range or
  * pool NULL: cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaDeviceGetMemPool(sovaMemPool_t* pool, int device);
+
+/* Graph memory (docs/graphs.md): what sovaMallocAsync & co. gave to CUDA
+ * graphs during stream capture. The device calls cover the device's default
+ * and current pools; the pool calls, any pool. Attributes as the runtime's
+ * (cudaGraphMemAttr*; value: a uint64_t): used and reserved are the same for
+ * sova, the bytes graphs hold now, and their high-water marks; only a high
+ * mark can be set, to 0, which resets it. Trim returns the memory of
+ * released graphs to their pools, then releases free memory above each
+ * pool's release threshold. Bad attribute or value: cudaErrorInvalidValue;
+ * bad device: cudaErrorInvalidDevice; bad pool: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaDeviceGetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value);
+SOVA_API cudaError_t sovaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttributeType attr, void* value);
+SOVA_API cudaError_t sovaDeviceGraphMemTrim(int device);
+SOVA_API cudaError_t sovaMemPoolGetGraphMemAttribute(sovaMemPool_t pool, enum cudaGraphMemAttributeType attr,
+                                                     void* value);
+SOVA_API cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool);
 /** cudaMemPoolSetAccess / GetAccess: the runtime's codes (a device out of
  * range, or revoking the pool's own device: cudaErrorInvalidDevice; descs
  * NULL with count 0: cudaSuccess). NULL or invalid pool, NULL flags or

@@ -98,6 +98,9 @@ class GraphMemory {
   /// stream it allocated on finds that stream outside it. (The stream is
   /// never queried otherwise: its handle may be destroyed by then.)
   bool capture_in_progress() const noexcept { return open_captures_.load(std::memory_order_relaxed) != 0; }
+  /// The count behind capture_in_progress(), for a reader that must not
+  /// depend on GraphMemory (the pool's stream registry).
+  const std::atomic<std::size_t>& open_captures() const noexcept { return open_captures_; }
 
   GraphMemoryStats stats() noexcept;
   /// held_bytes_high = held_bytes (cudaGraphMemAttrUsedMemHigh's reset).

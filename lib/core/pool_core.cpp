@@ -89,6 +89,8 @@ PoolCore::PoolCore(const PoolOptions& options)
   arena_.set_ghost_settler(
       [](void* self, const Arena::GhostPin& pin) noexcept { return static_cast<PoolCore*>(self)->settle_ghost(pin); },
       this);
+  // No device synchronize while a capture that allocated here may be in progress.
+  streams_.pause_synchronizes_while(&graphs_.memory().open_captures());
   register_for_release(this);
 }
 
@@ -123,7 +125,12 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   if (check_streams_ && !state->is_legacy) {
-    if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
+    // Under capture, graph memory (graph_memory.hpp). Outside: the memory of
+    // released graphs goes back to the heap (inline: two atomic loads).
+    bool capturing = false;
+    if (const cudaError_t error = driver_.stream_is_capturing(stream, &capturing); error != cudaSuccess) return error;
+    if (capturing) return graphs_.memory().allocate(ptr, bytes, stream);
+    graphs_.memory().outside_capture(stream);
     // A new stream may have the handle of a destroyed one, whose frees may
     // still be pending: it must not pop them as its own.
     unsigned long long id = 0;
@@ -164,6 +171,10 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
 
 cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (ptr == nullptr) return cudaSuccess;
+  // A graph's block: the graph keeps its memory (one atomic load while graphs hold none).
+  if (graphs_.memory().holds_blocks()) {
+    if (cudaError_t result = cudaSuccess; graphs_.memory().deallocate(ptr, stream, &result)) return result;
+  }
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address)) return cudaErrorInvalidValue;
   const std::size_t offset = address - arena_.base();
@@ -209,9 +220,10 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
 }
 
 cudaError_t PoolCore::refuse_capture(cudaStream_t stream) noexcept {
-  // Under capture, work is recorded, not run: a block handed out now would be
-  // used at every replay of the graph, long after sova reused it. The driver's
-  // own pool creates graph memory nodes instead; sova refuses, changing nothing.
+  // A free under capture of a block that is not graph memory (allocated
+  // before the capture): the free would take effect at each launch, while
+  // the block's earlier work ran outside the graph, on streams the graph does
+  // not follow. sova refuses, changing nothing (docs/graphs.md).
   bool capturing = false;
   const cudaError_t error = driver_.stream_is_capturing(stream, &capturing);
   if (error != cudaSuccess) return error;

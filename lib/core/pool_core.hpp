@@ -44,6 +44,7 @@
 #pragma once
 
 #include "arena/arena.hpp"
+#include "core/graph_pool.hpp"
 #include "core/growth_budget.hpp"
 #include "core/heap.hpp"
 #include "core/placement.hpp"
@@ -119,6 +120,8 @@ class PoolCore {
   const Arena& arena() const noexcept { return arena_; }  ///< base, size, granularity, props: fixed for life
   int device() const noexcept { return device_; }
   Driver& driver() const noexcept { return driver_; }
+  /// Allocations and frees under graph capture (graph_memory.hpp).
+  GraphMemory& graph_memory() noexcept { return graphs_.memory(); }
 
   // ---- sleep and wake (pool_core_sleep.cpp; PoolSleep says how) -------------
   cudaError_t sleep(SleepMode mode, cudaStream_t stream) noexcept;
@@ -127,8 +130,9 @@ class PoolCore {
   cudaError_t release_sleep_host_memory() noexcept;
 
  private:
-  /// cudaErrorStreamCaptureUnsupported when `stream` is being captured, the
-  /// driver's error for an invalid handle, else cudaSuccess.
+  /// cudaErrorStreamCaptureUnsupported when `stream` is being captured (a
+  /// free under capture of a block that is not graph memory), the driver's
+  /// error for an invalid handle, else cudaSuccess.
   cudaError_t refuse_capture(cudaStream_t stream) noexcept;
 
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
@@ -260,6 +264,8 @@ class PoolCore {
   const bool check_streams_;
   std::uint64_t activity_seen_ = ~std::uint64_t{0};  ///< the release worker's
   std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last synchronize for inactive streams
+  /// Graph memory, taken from this pool on a stream of its own (graph_pool.hpp).
+  PoolGraphs graphs_{*this};
   /// Last: destroyed first, its copies drained while the arena still stands.
   PoolSleep sleep_{driver_, device_, arena_};
 };

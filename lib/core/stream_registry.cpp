@@ -397,6 +397,7 @@ void StreamRegistry::unstrand(std::uint64_t bytes) noexcept {
 }
 
 bool StreamRegistry::synchronize(const std::vector<StreamState*>& states) noexcept {
+  if (captures_open_ != nullptr && captures_open_->load(std::memory_order_relaxed) != 0) return false;
   std::vector<std::uint64_t> cutoffs;
   try {
     cutoffs.resize(states.size());

@@ -136,6 +136,10 @@ class StreamRegistry {
   /// stamped before it complete and thaws the states. False (nothing marked)
   /// when the synchronize fails or host memory runs out. No lock held.
   bool synchronize(const std::vector<StreamState*>& states) noexcept;
+  /// While `*open` is not 0, synchronize() fails at once instead: a device
+  /// synchronize would invalidate a graph capture in progress
+  /// (graph_memory.hpp). Set once, by the pool, before any use.
+  void pause_synchronizes_while(const std::atomic<std::size_t>* open) noexcept { captures_open_ = open; }
   /// Makes `owner`'s frees up to `epoch` complete: a poll of its fences,
   /// else a wait for the fence that covers them, else a device synchronize
   /// (`*waited` set for either). False when that fails.
@@ -155,6 +159,7 @@ class StreamRegistry {
   Driver& driver_;
   const int device_;
   const bool check_streams_;
+  const std::atomic<std::size_t>* captures_open_ = nullptr;  ///< pause_synchronizes_while
   /// The driver has more than one device: streams may be another device's.
   const bool several_devices_;
   const std::uint64_t uid_;  ///< never reused: keys the threads' recent streams

@@ -4,6 +4,8 @@
 // kernel waiting on its own stream would hang.
 #include "sim_state.hpp"
 
+#include "core/raw_enum.hpp"
+
 #include <optional>
 #include <utility>
 #include <vector>
@@ -155,9 +157,7 @@ cudaError_t SimDriver::stream_capture_info(cudaStream_t stream, CaptureInfo* out
 
 cudaError_t SimDriver::exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
   if (mode == nullptr) return cudaErrorInvalidValue;
-  if (*mode != cudaStreamCaptureModeGlobal && *mode != cudaStreamCaptureModeThreadLocal &&
-      *mode != cudaStreamCaptureModeRelaxed)
-    return cudaErrorInvalidValue;
+  if (!sim::valid_capture_mode(detail::raw_enum(*mode))) return cudaErrorInvalidValue;
   std::swap(*mode, sim::thread_capture_mode());
   return cudaSuccess;
 }

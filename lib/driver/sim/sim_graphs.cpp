@@ -3,6 +3,8 @@
 
 #include "sim_streams.hpp"
 
+#include "core/raw_enum.hpp"
+
 #include <utility>
 
 namespace sova::sim {
@@ -74,9 +76,7 @@ void SimGraphs::invalidate_locked(Capture& c) {
 }
 
 cudaError_t SimGraphs::begin(cudaStream_t stream, cudaStreamCaptureMode mode) {
-  if (mode != cudaStreamCaptureModeGlobal && mode != cudaStreamCaptureModeThreadLocal &&
-      mode != cudaStreamCaptureModeRelaxed)
-    return cudaErrorInvalidValue;
+  if (!valid_capture_mode(detail::raw_enum(mode))) return cudaErrorInvalidValue;
   if (stream == nullptr || stream == cudaStreamLegacy) return cudaErrorStreamCaptureUnsupported;
   unsigned long long sid = 0;
   int device = 0;

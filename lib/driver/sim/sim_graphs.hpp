@@ -54,6 +54,13 @@ namespace sova::sim {
 
 class SimStreams;
 
+/// Whether `raw` (an int that may hold any value, core/raw_enum.hpp) is a
+/// cudaStreamCaptureMode.
+inline bool valid_capture_mode(int raw) noexcept {
+  return raw == cudaStreamCaptureModeGlobal || raw == cudaStreamCaptureModeThreadLocal ||
+         raw == cudaStreamCaptureModeRelaxed;
+}
+
 /// The calling thread's capture mode (cudaThreadExchangeStreamCaptureMode).
 cudaStreamCaptureMode& thread_capture_mode() noexcept;
 

@@ -1,0 +1,19 @@
+// Pool's graph-memory methods (sova/pool.hpp; the machinery in graph_memory.hpp).
+#include "core/pool_core.hpp"
+
+#include <sova/pool.hpp>
+
+namespace sova {
+
+GraphMemoryStats Pool::graph_memory_stats() const { return core_->graph_memory().stats(); }
+
+void Pool::reset_graph_memory_high() noexcept { core_->graph_memory().reset_high(); }
+
+void Pool::trim_graph_memory() {
+  core_->graph_memory().collect();
+  std::uint64_t threshold = 0;
+  if (core_->get_attribute(cudaMemPoolAttrReleaseThreshold, &threshold) != cudaSuccess) threshold = 0;
+  trim_to(threshold);
+}
+
+}  // namespace sova

@@ -1,0 +1,98 @@
+// C API under graph capture: sovaMallocAsync / sovaFreeAsync /
+// sovaMallocFromPoolAsync on a capturing stream serve graph memory, and the
+// graph-memory attributes and trim say and release what graphs hold.
+#include "capi_test_util.hpp"
+
+#include <chrono>
+#include <thread>
+
+using namespace sova;
+using namespace sova::capi_test;
+
+namespace {
+
+std::uint64_t pool_graph_attr(sovaMemPool_t pool, cudaGraphMemAttributeType attr) {
+  std::uint64_t v = ~std::uint64_t{0};
+  REQUIRE(sovaMemPoolGetGraphMemAttribute(pool, attr, &v) == cudaSuccess);
+  return v;
+}
+
+std::uint64_t device_graph_attr(int device, cudaGraphMemAttributeType attr) {
+  std::uint64_t v = ~std::uint64_t{0};
+  REQUIRE(sovaDeviceGetGraphMemAttribute(device, attr, &v) == cudaSuccess);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("C API: allocation and free under capture give graph memory", "[capi][graphs]") {
+  SimDriver& d = sim();
+  ScopedPool pool;
+  cudaStream_t s = d.create_stream();
+  const std::uint64_t device_before = device_graph_attr(0, cudaGraphMemAttrUsedMemCurrent);
+
+  REQUIRE(d.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* from_pool = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&from_pool, 3 * MiB, pool, s) == cudaSuccess);
+  void* from_device = nullptr;
+  REQUIRE(sovaMallocAsync(&from_device, 1 * MiB, s) == cudaSuccess);  // the device's current pool
+  d.launch(s, [from_pool, from_device] {
+    static_cast<char*>(from_pool)[0] = 1;
+    static_cast<char*>(from_device)[0] = 2;
+  });
+  REQUIRE(sovaFreeAsync(from_device, s) == cudaSuccess);  // freed in the graph
+  cudaGraph_t graph = nullptr;
+  REQUIRE(d.end_capture(s, &graph) == cudaSuccess);
+
+  CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemCurrent) == 3 * MiB);
+  CHECK(pool_graph_attr(pool, cudaGraphMemAttrReservedMemCurrent) == 3 * MiB);
+  CHECK(device_graph_attr(0, cudaGraphMemAttrUsedMemCurrent) == device_before + 1 * MiB);
+
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(d.graph_instantiate(&exec, graph) == cudaSuccess);
+  REQUIRE(d.graph_launch(exec, s) == cudaSuccess);
+  REQUIRE(d.stream_synchronize(s) == cudaSuccess);
+  CHECK(static_cast<char*>(from_pool)[0] == 1);
+  // Not freed in the graph: freed now, final for the caller.
+  REQUIRE(sovaFreeAsync(from_pool, s) == cudaSuccess);
+  CHECK(sovaFreeAsync(from_pool, s) == cudaErrorInvalidValue);
+  CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemCurrent) == 3 * MiB);  // still the graph's
+
+  REQUIRE(d.graph_exec_destroy(exec) == cudaSuccess);
+  REQUIRE(d.graph_destroy(graph) == cudaSuccess);
+  CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemCurrent) == 0);
+  CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemHigh) == 3 * MiB);
+  CHECK(device_graph_attr(0, cudaGraphMemAttrUsedMemCurrent) == device_before);
+
+  // Trim: the graphs' memory is back in the pools and released above their thresholds.
+  REQUIRE(sovaMemPoolGraphMemTrim(pool) == cudaSuccess);
+  REQUIRE(sovaDeviceGraphMemTrim(0) == cudaSuccess);
+  sovaMemPoolStats stats;
+  stats.structSize = sizeof stats;
+  REQUIRE(sovaMemPoolGetStats(pool, &stats) == cudaSuccess);
+  CHECK(stats.reservedCurrent == 0);
+
+  std::uint64_t zero = 0;
+  REQUIRE(sovaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &zero) == cudaSuccess);
+  CHECK(device_graph_attr(0, cudaGraphMemAttrUsedMemHigh) == 0);
+  d.destroy_stream(s);
+}
+
+TEST_CASE("C API: graph-memory calls refuse bad arguments and change nothing", "[capi][graphs]") {
+  ScopedPool pool;
+  std::uint64_t v = 7;
+  CHECK(sovaMemPoolGetGraphMemAttribute(pool, cudaGraphMemAttrUsedMemCurrent, nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetGraphMemAttribute(nullptr, cudaGraphMemAttrUsedMemCurrent, &v) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetGraphMemAttribute(pool, static_cast<cudaGraphMemAttributeType>(99), &v) ==
+        cudaErrorInvalidValue);
+  CHECK(v == 7);
+  CHECK(sovaDeviceGetGraphMemAttribute(5, cudaGraphMemAttrUsedMemCurrent, &v) == cudaErrorInvalidDevice);
+  CHECK(sovaDeviceGetGraphMemAttribute(0, static_cast<cudaGraphMemAttributeType>(99), &v) == cudaErrorInvalidValue);
+  CHECK(v == 7);
+  std::uint64_t one = 1;
+  CHECK(sovaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemHigh, &one) == cudaErrorInvalidValue);
+  std::uint64_t zero = 0;
+  CHECK(sovaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &zero) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGraphMemTrim(nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaDeviceGraphMemTrim(-1) == cudaErrorInvalidDevice);
+}
