@@ -1,7 +1,10 @@
 // Pinned host memory and asynchronous copies through the runtime: what a
 // pool's sleep (device to host) and wake (host to device) are made of.
 // Portable pinned memory, so that a pool of any device copies through it;
-// cudaMemcpyDefault, so that unified addressing picks the direction.
+// cudaMemcpyDefault, so that unified addressing picks the direction. A copy
+// on a created stream runs with that stream's device current (a pool's copy
+// stream is its device's, whatever the calling thread's current device).
+#include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
 #include "driver/cuda/runtime_call.hpp"
 
@@ -10,6 +13,8 @@ namespace sova::cuda_detail {
 cudaError_t CudaDriver::host_alloc(std::size_t bytes, void** out) noexcept {
   if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
   void* p = nullptr;
+  ScopedContext context{AnyContext{}};  // the thread's context if it has one: no context made on device 0
+  if (context.status() != cudaSuccess) return context.status();
   const cudaError_t err = quiet([&] { return cudaHostAlloc(&p, bytes, cudaHostAllocPortable); });
   if (err != cudaSuccess) return err;
   *out = p;
@@ -18,13 +23,21 @@ cudaError_t CudaDriver::host_alloc(std::size_t bytes, void** out) noexcept {
 
 cudaError_t CudaDriver::host_free(void* ptr) noexcept {
   if (ptr == nullptr) return cudaSuccess;
+  ScopedContext context{AnyContext{}};
+  if (context.status() != cudaSuccess) return context.status();
   return quiet([&] { return cudaFreeHost(ptr); });
 }
 
 cudaError_t CudaDriver::memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept {
   if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
   if (bytes == 0) return cudaSuccess;
-  return quiet([&] { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream); });
+  auto copy = [&] { return quiet([&] { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream); }); };
+  const bool implicit = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  int device = -1;
+  if (implicit || stream_device(stream, &device) != cudaSuccess) return copy();
+  ScopedContext context(device);
+  if (context.status() != cudaSuccess) return context.status();
+  return copy();
 }
 
 }  // namespace sova::cuda_detail
