@@ -286,3 +286,21 @@ TEST_CASE("remapped chunks and their ghost mappings all go to sleep", "[sleep]")
   pool.deallocate(big.ptr, stream);
   sim.destroy_stream(stream);
 }
+
+TEST_CASE("a pool destroyed while asleep leaves nothing with the driver", "[sleep]") {
+  SimDriver sim(sim_config());
+  const std::size_t free_before_pool = device_free(sim);
+  cudaStream_t stream = sim.create_stream();
+  {
+    Pool pool(on(sim));
+    std::vector<Filled> blocks = allocate_filled(pool, stream);
+    REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
+    CHECK(sim.counters().pinned_host_bytes > 0);
+  }
+  CHECK(sim.counters().physical_bytes == 0);
+  CHECK(sim.counters().mappings == 0);
+  CHECK(sim.counters().reservations == 0);
+  CHECK(sim.counters().pinned_host_bytes == 0);
+  CHECK(device_free(sim) == free_before_pool);
+  sim.destroy_stream(stream);
+}
