@@ -30,13 +30,13 @@ namespace {
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kGiB = std::size_t{1} << 30;
 
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    const cudaError_t e_ = (call);                                                         \
-    if (e_ != cudaSuccess) {                                                               \
+#define CHECK_CUDA(call) \
+  do { \
+    const cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) { \
       std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
+      std::exit(1); \
+    } \
   } while (0)
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -87,7 +87,8 @@ bool intact(const std::vector<void*>& blocks, std::size_t block_bytes, std::size
     const std::size_t n = i + 1 == blocks.size() ? last_bytes : block_bytes;
     const unsigned char want = static_cast<unsigned char>(1 + i % 250);
     for (std::size_t off : {std::size_t{0}, n - 4096}) {
-      CHECK_CUDA(cudaMemcpyAsync(host.data(), static_cast<char*>(blocks[i]) + off, 4096, cudaMemcpyDeviceToHost, stream));
+      CHECK_CUDA(
+          cudaMemcpyAsync(host.data(), static_cast<char*>(blocks[i]) + off, 4096, cudaMemcpyDeviceToHost, stream));
       CHECK_CUDA(cudaStreamSynchronize(stream));
       for (unsigned char c : host) {
         if (c != want) return false;
@@ -121,10 +122,14 @@ int main(int argc, char** argv) {
   const char* json_path = nullptr;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--sizes" && i + 1 < argc) sizes = parse_list(argv[++i]);
-    else if (a == "--cycles" && i + 1 < argc) cycles = std::atoi(argv[++i]);
-    else if (a == "--block-mib" && i + 1 < argc) block_mib = std::strtoull(argv[++i], nullptr, 10);
-    else if (a == "--json" && i + 1 < argc) json_path = argv[++i];
+    if (a == "--sizes" && i + 1 < argc)
+      sizes = parse_list(argv[++i]);
+    else if (a == "--cycles" && i + 1 < argc)
+      cycles = std::atoi(argv[++i]);
+    else if (a == "--block-mib" && i + 1 < argc)
+      block_mib = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--json" && i + 1 < argc)
+      json_path = argv[++i];
     else {
       std::fprintf(stderr, "usage: %s [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--json FILE]\n", argv[0]);
       return 2;
@@ -141,8 +146,8 @@ int main(int argc, char** argv) {
   FILE* json = json_path ? std::fopen(json_path, "w") : nullptr;
   std::printf("device %s\n", prop.name);
   std::printf("%6s %8s %5s %10s %9s %10s %9s %11s %11s %12s %12s %12s %7s\n", "GiB", "mode", "cycle", "sleep_s",
-              "sleep/s", "wake_s", "wake/s", "pinned_d2h", "pinned_h2d", "free_before", "free_asleep",
-              "host_kept", "intact");
+              "sleep/s", "wake_s", "wake/s", "pinned_d2h", "pinned_h2d", "free_before", "free_asleep", "host_kept",
+              "intact");
   bool all_ok = true;
   for (double gib : sizes) {
     const std::size_t bytes = static_cast<std::size_t>(gib * static_cast<double>(kGiB));
@@ -182,10 +187,9 @@ int main(int argc, char** argv) {
         const PoolStats s = pool.stats();
         const double sleep_gibs = mode == SleepMode::backup ? gib / sleep_s : 0;
         const double wake_gibs = mode == SleepMode::backup ? gib / wake_s : 0;
-        std::printf("%6.1f %8s %5d %10.3f %9.1f %10.3f %9.1f %11.1f %11.1f %12zu %12zu %12llu %7s\n", gib,
-                    mode_name, c, sleep_s, sleep_gibs, wake_s, wake_gibs, base.d2h_gibs, base.h2d_gibs,
-                    free_before_pool >> 20, free_asleep >> 20,
-                    static_cast<unsigned long long>(s.sleep_host_bytes >> 20), ok ? "yes" : "NO");
+        std::printf("%6.1f %8s %5d %10.3f %9.1f %10.3f %9.1f %11.1f %11.1f %12zu %12zu %12llu %7s\n", gib, mode_name, c,
+                    sleep_s, sleep_gibs, wake_s, wake_gibs, base.d2h_gibs, base.h2d_gibs, free_before_pool >> 20,
+                    free_asleep >> 20, static_cast<unsigned long long>(s.sleep_host_bytes >> 20), ok ? "yes" : "NO");
         if (json != nullptr) {
           std::fprintf(json,
                        "{\"device\": \"%s\", \"gib\": %.3f, \"mode\": \"%s\", \"cycle\": %d, \"sleep_s\": %.6f, "
@@ -193,8 +197,8 @@ int main(int argc, char** argv) {
                        "\"pinned_d2h_gibs\": %.2f, \"pinned_h2d_gibs\": %.2f, \"free_before_pool\": %zu, "
                        "\"free_awake\": %zu, \"free_asleep\": %zu, \"chunks\": %llu, \"sleep_host_bytes\": %llu, "
                        "\"intact\": %s}\n",
-                       prop.name, gib, mode_name, c, sleep_s, wake_call_s, wake_s, sleep_gibs, wake_gibs,
-                       base.d2h_gibs, base.h2d_gibs, free_before_pool, free_awake, free_asleep,
+                       prop.name, gib, mode_name, c, sleep_s, wake_call_s, wake_s, sleep_gibs, wake_gibs, base.d2h_gibs,
+                       base.h2d_gibs, free_before_pool, free_awake, free_asleep,
                        static_cast<unsigned long long>(s.chunks_mapped - s.chunks_unmapped),
                        static_cast<unsigned long long>(s.sleep_host_bytes), ok ? "true" : "false");
           std::fflush(json);

@@ -129,7 +129,7 @@ cudaError_t PoolSleep::release_chunks() noexcept {
 
 cudaError_t PoolSleep::sleep(SleepMode mode, cudaStream_t stream,
                              const std::function<void(std::vector<Range>&)>& gather_live) noexcept {
-  if (slept_) return release_chunks();  // idempotent; finishes a sleep a failure cut short
+  if (slept_) return release_chunks();             // idempotent; finishes a sleep a failure cut short
   asleep_.store(true, std::memory_order_seq_cst);  // allocations refused from here on
   const cudaError_t error = back_up(mode, stream, gather_live);
   if (error != cudaSuccess) {

@@ -115,9 +115,7 @@ class PoolSleep {
   cudaError_t drain_copies() noexcept;
   /// Releases every chunk still mapped; the pool is asleep from here on.
   cudaError_t release_chunks() noexcept;
-  void* device_address(std::size_t offset) const noexcept {
-    return reinterpret_cast<void*>(arena_.base() + offset);
-  }
+  void* device_address(std::size_t offset) const noexcept { return reinterpret_cast<void*>(arena_.base() + offset); }
   void* host_address(const Copy& c) const noexcept { return static_cast<char*>(slabs_[c.slab].ptr) + c.slab_offset; }
 
   Driver& driver_;
@@ -127,13 +125,13 @@ class PoolSleep {
   EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream
   std::vector<Slab> slabs_;
-  std::vector<Copy> copies_;            ///< the backup of the current sleep
+  std::vector<Copy> copies_;  ///< the backup of the current sleep
   std::vector<Coalesced> coalesced_;
   std::vector<std::size_t> block_starts_;
   /// The copies of this sleep are complete and the chunks are going (or
   /// gone): a later sleep only finishes the release. Heap lock.
   bool slept_ = false;
-  std::vector<Arena::Extent> released_; ///< where the released chunks lay
+  std::vector<Arena::Extent> released_;  ///< where the released chunks lay
   std::atomic<bool> asleep_{false};
   std::atomic<std::size_t> asleep_bytes_{0};
   std::atomic<std::size_t> host_bytes_{0};
