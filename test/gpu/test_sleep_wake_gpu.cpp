@@ -10,7 +10,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -42,20 +41,23 @@ TEST_CASE("sleep gpu: a round trip with kernels in flight on other streams", "[g
     }
     // A long kernel on another stream that touches nothing of the pool:
     // sleep must not wait for it (no device synchronize).
-    REQUIRE(sova::gputest::launch_spin(busy, 2'000'000'000ull) == cudaSuccess);
+    REQUIRE(sova::gputest::launch_spin(busy, 4'000'000'000ull) == cudaSuccess);
     // Work on the caller's stream right before the sleep: the backup sees it.
     REQUIRE(sova::gputest::launch_spin(stream, 50'000'000ull) == cudaSuccess);
     REQUIRE(cudaMemsetAsync(blocks[0], 0x77, 1000, stream) == cudaSuccess);
-    const std::uint64_t reserved = pool.stats().reserved_current;
+    const PoolStats awake = pool.stats();
+    const std::uint64_t reserved = awake.reserved_current;
+    const std::uint64_t chunks = awake.chunks_mapped - awake.chunks_unmapped;
 
-    const auto t0 = std::chrono::steady_clock::now();
     REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
-    const auto slept = std::chrono::steady_clock::now() - t0;
-    CHECK(std::chrono::duration_cast<std::chrono::milliseconds>(slept).count() < 1500);  // the 2 s kernel not awaited
-    CHECK(cudaStreamQuery(busy) == cudaErrorNotReady);
+    CHECK(cudaStreamQuery(busy) == cudaErrorNotReady);  // the 4 s kernel was not waited for
     CHECK(pool.asleep());
     CHECK(pool.stats().asleep_bytes == reserved);
-    CHECK(device_free() + 2 * 2 * kMiB >= free_before_pool);  // within a granule or two of before the pool
+    // The device's free memory back within a granule per chunk of what it
+    // was before the pool existed (the copy stream and events cost a little).
+    const std::size_t free_asleep = device_free();
+    INFO("free before the pool " << free_before_pool << ", asleep " << free_asleep << ", chunks " << chunks);
+    CHECK(free_asleep + chunks * 2 * kMiB >= free_before_pool);
     void* refused = nullptr;
     CHECK(pool.try_allocate(&refused, 1000, stream) == cudaErrorNotPermitted);
 
