@@ -108,8 +108,11 @@ if wanted torch; then
   use_carried_wheels .carry/torch-whl .carry/tms-whl
   pip_install_sova 150
   run_step torch 200 "
-    for impl in pinned tms sova; do
-      python3 bench/torch/sleep_wake_rl.py --impl \$impl --gib ${TORCH_GIB:-1 8} --cycles 3 --json $OUT/torch.json || exit 1
-    done"
+    failed=0
+    for impl in sova pinned tms; do
+      python3 bench/torch/sleep_wake_rl.py --impl \$impl --gib ${TORCH_GIB:-1 8} --cycles 3 --json $OUT/torch.json ||
+        { echo \"torch: --impl \$impl failed\"; failed=1; }
+    done
+    exit \$failed"
 fi
 finish
