@@ -39,6 +39,21 @@ __global__ void spin_kernel(unsigned long long nanoseconds) {
   }
 }
 
+// Launches `kernel` and aborts, naming `what`, when the launch itself
+// fails. Not a <<<>>> launch followed by cudaGetLastError: that reads the thread's last error,
+// which any earlier runtime call that failed leaves behind until it is read
+// (the tests provoke refusals on purpose, e.g. cudaMemPoolSetAccess with an
+// invalid device), and would blame this launch for it.
+template <typename... Params, typename... Args>
+void launch(const char* what, void (*kernel)(Params...), unsigned blocks, unsigned threads, cudaStream_t stream,
+            Args... args) {
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  check(cudaLaunchKernelEx(&config, kernel, args...), what);
+}
+
 unsigned blocks_for(std::size_t count) {
   const std::size_t blocks = (count + 255) / 256;
   return static_cast<unsigned>(blocks < 1024 ? (blocks == 0 ? 1 : blocks) : 1024);
@@ -70,17 +85,16 @@ void DeviceStream::synchronize() const { check(cudaStreamSynchronize(stream_), "
 void fill(void* ptr, std::size_t bytes, std::uint32_t tag, const DeviceStream& stream) {
   CurrentDevice current(stream.device());
   const std::size_t count = bytes / 4;
-  fill_kernel<<<blocks_for(count), 256, 0, stream>>>(static_cast<std::uint32_t*>(ptr), count, tag);
-  check(cudaGetLastError(), "fill_kernel launch");
+  launch("fill_kernel launch", fill_kernel, blocks_for(count), 256, stream, static_cast<std::uint32_t*>(ptr), count,
+         tag);
 }
 
 void count_wrong_async(const void* ptr, std::size_t bytes, std::uint32_t tag, unsigned long long* wrong,
                        const DeviceStream& stream) {
   CurrentDevice current(stream.device());
   const std::size_t count = bytes / 4;
-  count_wrong_kernel<<<blocks_for(count), 256, 0, stream>>>(static_cast<const std::uint32_t*>(ptr), count, tag,
-                                                             wrong);
-  check(cudaGetLastError(), "count_wrong_kernel launch");
+  launch("count_wrong_kernel launch", count_wrong_kernel, blocks_for(count), 256, stream,
+         static_cast<const std::uint32_t*>(ptr), count, tag, wrong);
 }
 
 std::uint64_t count_wrong(const void* ptr, std::size_t bytes, std::uint32_t tag, const DeviceStream& stream) {
@@ -98,8 +112,7 @@ std::uint64_t count_wrong(const void* ptr, std::size_t bytes, std::uint32_t tag,
 
 void spin(const DeviceStream& stream, std::chrono::microseconds duration) {
   CurrentDevice current(stream.device());
-  spin_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(duration.count()) * 1000ull);
-  check(cudaGetLastError(), "spin_kernel launch");
+  launch("spin_kernel launch", spin_kernel, 1, 1, stream, static_cast<unsigned long long>(duration.count()) * 1000ull);
 }
 
 int pointer_device(const void* ptr) {

@@ -85,9 +85,14 @@ TEST_CASE("multigpu: no peer access before it is granted, as the runtime's pools
   // Revoking the pool's own device is refused, as the runtime refuses it.
   const cudaMemAccessDesc none1 = access_for(1, cudaMemAccessFlagsProtNone);
   CHECK(sovaMemPoolSetAccess(pool, &none1, 1) == cudaErrorInvalidDevice);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);  // sova's refusal leaves the runtime's last error alone
   CHECK(cudaMemPoolSetAccess(runtime_pool, &none1, 1) == cudaErrorInvalidDevice);
+  // The runtime's refusal stays as this thread's last error until read: read
+  // it here, or the next check of a kernel launch would report it.
+  CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
   const cudaMemAccessDesc bad = access_for(device_count(), cudaMemAccessFlagsProtRead);
   CHECK(sovaMemPoolSetAccess(pool, &bad, 1) == cudaErrorInvalidDevice);
+  CHECK(cudaPeekAtLastError() == cudaSuccess);
   CHECK(mapped_access(p, 1) == cudaMemAccessFlagsProtReadWrite);
   REQUIRE(sovaFreeAsync(p, s1) == cudaSuccess);
   s1.synchronize();
