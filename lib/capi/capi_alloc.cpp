@@ -134,7 +134,9 @@ inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
                                                              std::size_t size) noexcept {
   char text[200];
   std::snprintf(text, sizeof text, "allocating %zu bytes failed: %s (%s)", size, cudaGetErrorName(err),
-                err == cudaErrorMemoryAllocation ? "out of memory" : cudaGetErrorString(err));
+                err == cudaErrorMemoryAllocation ? "out of memory"
+                : err == cudaErrorNotPermitted   ? "the pool is asleep (sovaMemPoolSleep): wake it first"
+                                                 : cudaGetErrorString(err));
   note_detail(err, text);
   return record_error(function, err);
 }

@@ -43,6 +43,7 @@ TEST_CASE("capi: a pool sleeps with backup and wakes with its contents at the sa
 
   void* q = nullptr;
   CHECK(sovaMallocFromPoolAsync(&q, 1000, pool, stream) == cudaErrorNotPermitted);
+  CHECK(std::string(sovaGetLastErrorMessage()).find("asleep") != std::string::npos);
   CHECK(sovaMemPoolReleaseSleepHostMemory(pool) == cudaErrorNotPermitted);
   CHECK(std::string(sovaGetLastErrorMessage()).find("asleep") != std::string::npos);
 
