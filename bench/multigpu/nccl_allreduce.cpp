@@ -155,7 +155,8 @@ std::string window_refusal(const std::vector<Rank>& ranks, const std::vector<voi
   return "";
 }
 
-/// Allocates and registers `bytes` per rank; false (after printing why) when NCCL refused.
+/// Allocates and registers `bytes` per rank; false (after printing why) when NCCL
+/// refused, or window_refusal did before NCCL saw the buffers.
 bool make_buffers(const std::string& mode, std::vector<Rank>& ranks, std::size_t bytes, Buffers* b) {
   for (Rank& r : ranks) {
     cuda_check(cudaSetDevice(r.device), "cudaSetDevice");
