@@ -1,0 +1,104 @@
+#!/bin/bash
+# CUDA graph benchmarks on one GPU (docs/graphs.md, docs/python.md "CUDA
+# graphs"), in one device call of under 6 minutes, each step time-limited:
+#   build    a release build of bench/sova_graph_bench (meson -Dgpu=enabled)
+#   graph    sova_graph_bench: the seed loop captured once and launched N
+#            times, sova against cudaMallocAsync's graph memory nodes and a
+#            preallocated buffer; with 1 buffer (the seed's 4 MiB live), then 3
+#   torch    the Python package (pip install .), then
+#            bench/torch/reduce_overhead.py: torch.compile reduce-overhead
+#            (training step, inference at 3 batch sizes) and torch.cuda.graph
+#            under PyTorch's allocator, sova.torch native and pluggable
+#
+#   OUT=DIR tools/device/graphs-bench.sh          every step
+#   STEPS="build graph" tools/device/graphs-bench.sh
+#
+# Carry .carry/torch-whl (meson-python). Logs: $OUT/graphs-bench.log
+# (everything, and a closing summary), one log per step, $OUT/graph_bench_*.json
+# and $OUT/reduce_overhead.json. TOTAL_S (default 345) bounds the call.
+# Exit status 0 when every step passed.
+set -o pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+t0=$SECONDS
+total=${TOTAL_S:-345}
+OUT=${OUT:-/tmp/out}
+mkdir -p "$OUT" || { echo "graphs-bench.sh: cannot create OUT=$OUT" >&2; exit 1; }
+steps=${STEPS:-build graph torch}
+builddir=${BUILDDIR:-build-graphs}
+export PYTHONUNBUFFERED=1
+exec > >(tee "$OUT/graphs-bench.log") 2>&1
+
+summary=()
+status=0
+left() { echo $((total - (SECONDS - t0))); }
+wanted() { [[ " $steps " == *" $1 "* ]]; }
+run_step() {
+  local name=$1 limit=$2 command=$3
+  local budget
+  budget=$(left)
+  [ "$limit" -lt "$budget" ] && budget=$limit
+  if [ "$budget" -lt 15 ]; then
+    summary+=("$name: NOT RUN (no time left)")
+    status=1
+    return
+  fi
+  echo "=== $name (at $((SECONDS - t0)) s, limit $budget s)"
+  local start=$SECONDS
+  timeout --kill-after=10 "$budget" bash -o pipefail -c "$command" 2>&1 | tee "$OUT/$name.log"
+  local rc=${PIPESTATUS[0]}
+  local took=$((SECONDS - start))
+  if [ "$rc" = 0 ]; then
+    summary+=("$name: passed (${took} s)")
+  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    summary+=("$name: TIMED OUT after ${took} s")
+    status=1
+  else
+    summary+=("$name: FAILED (exit $rc, ${took} s)")
+    status=1
+  fi
+}
+finish() {
+  echo "=== summary ($((SECONDS - t0)) s)"
+  printf '  %s\n' "${summary[@]}"
+  sleep 1
+  exit $status
+}
+
+echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') ($(git status --short 2>/dev/null | wc -l) paths changed)"
+nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+
+build() {
+  env=$(tools/ensure-build-deps --print-env) && eval "$env" || return 1
+  local reconf=()
+  [ -d "$builddir/meson-info" ] && reconf=(--reconfigure)
+  meson setup "${reconf[@]}" "$builddir" -Dgpu=enabled -Dbenchmarks=true -Dtests=false -Dbuildtype=release \
+    >/tmp/graphs-setup.log 2>&1 || { tail -30 /tmp/graphs-setup.log; return 1; }
+  ninja -C "$builddir" bench/sova_graph_bench | { grep -vE '^\[[0-9]+/' || true; }
+}
+export builddir
+export -f build
+
+if wanted build; then
+  run_step build 150 build
+  if [[ ${summary[-1]} != *passed* ]]; then
+    echo "graphs-bench.sh: the build failed; the torch step runs without it" >&2
+    steps=${steps/graph/}
+  fi
+fi
+
+if wanted graph; then
+  run_step graph 45 "
+    $builddir/bench/sova_graph_bench --buffers 1 --json $OUT/graph_bench_1.json || exit 1
+    $builddir/bench/sova_graph_bench --buffers 3 --json $OUT/graph_bench_3.json"
+fi
+
+if wanted torch; then
+  source tools/device/python_env.sh
+  use_carried_wheels .carry/torch-whl
+  pip_install_sova 120
+  budget=$(( $(left) - 20 ))
+  [ "$budget" -gt 220 ] && budget=220
+  run_step torch $((budget + 15)) \
+    "python3 bench/torch/reduce_overhead.py --budget $budget --json $OUT/reduce_overhead.json"
+fi
+finish
