@@ -108,6 +108,12 @@ class Rig {
       check(cudaMalloc(&p, kBufferBytes), "cudaMalloc(preallocated)");
       prealloc_.push_back(static_cast<float*>(p));
     }
+    // sova's default pool is made on first use: made here, eagerly, so that
+    // the capture measures allocation under capture, not the pool's creation.
+    void* p = nullptr;
+    check(sovaMallocAsync(&p, kBufferBytes, stream_), "sovaMallocAsync(warm-up)");
+    check(sovaFreeAsync(p, stream_), "sovaFreeAsync(warm-up)");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(warm-up)");
   }
   ~Rig() {
     cudaStreamSynchronize(stream_);
