@@ -6,6 +6,7 @@
 // stream is its device's, whatever the calling thread's current device).
 #include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
+#include "driver/cuda/relaxed_capture.hpp"
 #include "driver/cuda/runtime_call.hpp"
 
 namespace sova::cuda_detail {
@@ -13,6 +14,7 @@ namespace sova::cuda_detail {
 cudaError_t CudaDriver::host_alloc(std::size_t bytes, void** out) noexcept {
   if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
   void* p = nullptr;
+  RelaxedCapture relaxed;  // pinning never invalidates another stream's capture (relaxed_capture.hpp)
   ScopedContext context{AnyContext{}};  // the thread's context if it has one (pinned memory is portable)
   if (context.status() != cudaSuccess) return context.status();
   const cudaError_t err = quiet([&] { return cudaHostAlloc(&p, bytes, cudaHostAllocPortable); });
@@ -23,6 +25,7 @@ cudaError_t CudaDriver::host_alloc(std::size_t bytes, void** out) noexcept {
 
 cudaError_t CudaDriver::host_free(void* ptr) noexcept {
   if (ptr == nullptr) return cudaSuccess;
+  RelaxedCapture relaxed;
   ScopedContext context{AnyContext{}};
   if (context.status() != cudaSuccess) return context.status();
   return quiet([&] { return cudaFreeHost(ptr); });
@@ -31,6 +34,7 @@ cudaError_t CudaDriver::host_free(void* ptr) noexcept {
 cudaError_t CudaDriver::memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept {
   if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
   if (bytes == 0) return cudaSuccess;
+  RelaxedCapture relaxed;  // a copy on sova's own stream during another stream's capture
   auto copy = [&] { return quiet([&] { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream); }); };
   const bool implicit = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
   int device = -1;

@@ -8,7 +8,10 @@
 // fact: each runs with the calling thread switched to relaxed mode and
 // switched back afterwards (cudaThreadExchangeStreamCaptureMode, a
 // thread-local exchange), so that a pool growing or shrinking on any thread
-// never breaks a capture. Calls the runtime forbids during capture whatever
+// never breaks a capture. The same holds for the pool's other calls that
+// never touch a capturing stream: event records, queries and synchronizes,
+// queries and synchronizes of its own streams, pinned host memory and copies
+// (under a global capture each is an unsafe call too). Calls the runtime forbids during capture whatever
 // the mode (a device synchronize while a stream of the device captures)
 // are not made legal by this.
 #pragma once

@@ -60,30 +60,37 @@ cudaError_t CudaDriver::event_create_on(int device, EventHandle* event) noexcept
 }
 
 cudaError_t CudaDriver::event_destroy(EventHandle event) noexcept {
+  RelaxedCapture relaxed;  // never invalidates another stream's capture (relaxed_capture.hpp)
   return quiet([&] { return cudaEventDestroy(as_event(event)); });
 }
 
 cudaError_t CudaDriver::event_record(EventHandle event, cudaStream_t stream) noexcept {
+  RelaxedCapture relaxed;  // never invalidates another stream's capture (relaxed_capture.hpp)
   return quiet([&] { return cudaEventRecord(as_event(event), stream); });
 }
 
 cudaError_t CudaDriver::event_query(EventHandle event) noexcept {
+  RelaxedCapture relaxed;  // never invalidates another stream's capture (relaxed_capture.hpp)
   return quiet([&] { return cudaEventQuery(as_event(event)); });
 }
 
 cudaError_t CudaDriver::event_synchronize(EventHandle event) noexcept {
+  RelaxedCapture relaxed;  // never invalidates another stream's capture (relaxed_capture.hpp)
   return quiet([&] { return cudaEventSynchronize(as_event(event)); });
 }
 
 cudaError_t CudaDriver::stream_wait_event(cudaStream_t stream, EventHandle event) noexcept {
+  RelaxedCapture relaxed;  // never invalidates another stream's capture (relaxed_capture.hpp)
   return quiet([&] { return cudaStreamWaitEvent(stream, as_event(event), 0); });
 }
 
 cudaError_t CudaDriver::stream_query(cudaStream_t stream) noexcept {
+  RelaxedCapture relaxed;  // never invalidates another stream's capture (relaxed_capture.hpp)
   return quiet([&] { return cudaStreamQuery(stream); });
 }
 
 cudaError_t CudaDriver::stream_synchronize(cudaStream_t stream) noexcept {
+  RelaxedCapture relaxed;  // never invalidates another stream's capture (relaxed_capture.hpp)
   return quiet([&] { return cudaStreamSynchronize(stream); });
 }
 
