@@ -88,8 +88,10 @@ cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t st
   if (cudaError_t e = driver_.stream_capture_info(stream, &info); e != cudaSuccess) return e;
   if (info.status == cudaStreamCaptureStatusInvalidated) return cudaErrorStreamCaptureInvalidated;
   if (info.status != cudaStreamCaptureStatusActive) return cudaErrorStreamCaptureUnsupported;
-  unsigned long long stream_id = 0;
-  if (cudaError_t e = driver_.stream_id(stream, &stream_id); e != cudaSuccess) return e;
+  // Within one capture the stream's handle names it (it cannot be destroyed
+  // and reused while it captures); cuStreamGetId on a capturing stream is
+  // refused under global capture (error 900 on the H100).
+  const auto stream_key = reinterpret_cast<std::uintptr_t>(stream);
 
   RelaxedMode relaxed(driver_);
   {
@@ -99,7 +101,7 @@ cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t st
     Graph* graph = graph_for(info, stream, &error);
     if (graph == nullptr) return error;
     // A block freed earlier in this capture on this stream: the smallest that fits.
-    auto lists = graph->reusable.find(stream_id);
+    auto lists = graph->reusable.find(stream_key);
     if (lists != graph->reusable.end()) {
       auto fit = lists->second.lower_bound(bytes);
       if (fit != lists->second.end()) {
@@ -142,9 +144,8 @@ bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, cudaError_t* result
   }
   // The stream's capture, asked outside the lock (a driver call).
   CaptureInfo info;
-  unsigned long long stream_id = 0;
+  const auto stream_key = reinterpret_cast<std::uintptr_t>(stream);  // as in allocate
   cudaError_t e = driver_.stream_capture_info(stream, &info);
-  if (e == cudaSuccess && info.status != cudaStreamCaptureStatusNone) e = driver_.stream_id(stream, &stream_id);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(ptr);
   if (it == blocks_.end()) return false;  // released meanwhile: the pool's again, and judges the free
@@ -166,7 +167,7 @@ bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, cudaError_t* result
   if (same_capture) {
     // A free node: later allocations of this capture on this stream may reuse it.
     try {
-      b.graph->reusable[stream_id].emplace(b.bytes, ptr);
+      b.graph->reusable[stream_key].emplace(b.bytes, ptr);
     } catch (...) {
       *result = cudaErrorMemoryAllocation;
       return true;

@@ -116,7 +116,7 @@ class GraphMemory {
     /// Blocks freed during the capture, by the id of the stream the free was
     /// captured on, then by size: what later allocations of the capture on
     /// that stream may reuse.
-    std::map<unsigned long long, std::multimap<std::size_t, void*>> reusable;
+    std::map<std::uintptr_t, std::multimap<std::size_t, void*>> reusable;  ///< by the freeing stream's handle
   };
   struct BlockInfo {
     Graph* graph = nullptr;
