@@ -164,9 +164,7 @@ void* SovaCapi::allocate(std::size_t bytes, cudaStream_t stream) {
   check_cuda(sovaMallocAsync(&p, bytes, stream), "sovaMallocAsync");
   return p;
 }
-void SovaCapi::deallocate(void* ptr, cudaStream_t stream) {
-  check_cuda(sovaFreeAsync(ptr, stream), "sovaFreeAsync");
-}
+void SovaCapi::deallocate(void* ptr, cudaStream_t stream) { check_cuda(sovaFreeAsync(ptr, stream), "sovaFreeAsync"); }
 
 SovaCapiUnchecked::SovaCapiUnchecked() {
   // One process-lifetime pool, as with the other allocators.
@@ -245,13 +243,17 @@ void use_variant(SovaPool& a, Make make) {
 }  // namespace
 
 SovaPoolSizeClasses::SovaPoolSizeClasses() : SovaPool(NoPool{}) {
-  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::size_classes}); });
+  use_variant(*this, [] {
+    return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::size_classes});
+  });
 }
 SovaPoolBuddy::SovaPoolBuddy() : SovaPool(NoPool{}) {
-  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::buddy}); });
+  use_variant(*this,
+              [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::buddy}); });
 }
 SovaPoolBestFit::SovaPoolBestFit() : SovaPool(NoPool{}) {
-  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::best_fit}); });
+  use_variant(*this,
+              [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.policy = sova::Policy::best_fit}); });
 }
 SovaPoolThorough::SovaPoolThorough() : SovaPool(NoPool{}) {
   use_variant(*this, [] {
@@ -259,9 +261,7 @@ SovaPoolThorough::SovaPoolThorough() : SovaPool(NoPool{}) {
   });
 }
 SovaPoolNoRemap::SovaPoolNoRemap() : SovaPool(NoPool{}) {
-  use_variant(*this, [] {
-    return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.remap = false});
-  });
+  use_variant(*this, [] { return make_warm_pool(sova::cuda_driver(), sova::PoolOptions{.remap = false}); });
 }
 
 SovaPoolSim::SovaPoolSim() : SovaPool(NoPool{}) {

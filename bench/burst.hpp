@@ -31,8 +31,7 @@ void BM_burst(benchmark::State& state) {
     stream.sync();
     const auto pairs = static_cast<double>(state.iterations() * kBurst);
     state.counters["pairs"] = benchmark::Counter(pairs, benchmark::Counter::kIsRate);
-    state.counters["s_per_pair"] =
-        benchmark::Counter(pairs, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+    state.counters["s_per_pair"] = benchmark::Counter(pairs, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   });
 }
 

@@ -48,7 +48,8 @@ template <class A>
 void trim_to_empty(A& a) {
   const std::uint64_t left = a.trim();
   if (left != 0) {
-    throw std::runtime_error(std::to_string(left) + " bytes stay reserved after trimming (live blocks, e.g. "
+    throw std::runtime_error(std::to_string(left) +
+                             " bytes stay reserved after trimming (live blocks, e.g. "
                              "from a failed case): cannot start from an empty allocator");
   }
 }

@@ -158,7 +158,8 @@ class Rig {
       case Variant::sova: {
         check(sovaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &x), "sovaDeviceGetGraphMemAttribute");
         r.graph_used = x;
-        check(sovaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &x), "sovaDeviceGetGraphMemAttribute");
+        check(sovaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &x),
+              "sovaDeviceGetGraphMemAttribute");
         r.graph_reserved = x;
         check(sovaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemHigh, &x), "sovaDeviceGetGraphMemAttribute");
         r.graph_reserved_high = x;
@@ -171,7 +172,8 @@ class Rig {
       case Variant::runtime:
         check(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &x), "cudaDeviceGetGraphMemAttribute");
         r.graph_used = x;
-        check(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &x), "cudaDeviceGetGraphMemAttribute");
+        check(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &x),
+              "cudaDeviceGetGraphMemAttribute");
         r.graph_reserved = x;
         check(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemHigh, &x), "cudaDeviceGetGraphMemAttribute");
         r.graph_reserved_high = x;
@@ -240,18 +242,21 @@ double mib(std::uint64_t b) { return static_cast<double>(b) / (1 << 20); }
 void write_json(const Options& o, const std::vector<Result>& rs, const Result& base, const std::string& device) {
   FILE* f = std::fopen(o.json.c_str(), "w");
   if (f == nullptr) throw std::runtime_error("cannot write " + o.json);
-  std::fprintf(f, "{\"device\": \"%s\", \"buffers\": %d, \"buffer_bytes\": %zu, \"iterations\": %d, "
-                  "\"launches\": %d, \"rounds\": %d, \"variants\": [",
+  std::fprintf(f,
+               "{\"device\": \"%s\", \"buffers\": %d, \"buffer_bytes\": %zu, \"iterations\": %d, "
+               "\"launches\": %d, \"rounds\": %d, \"variants\": [",
                device.c_str(), o.buffers, kBufferBytes, o.iterations, o.launches, o.rounds);
   for (std::size_t i = 0; i < rs.size(); ++i) {
     const Result& r = rs[i];
-    std::fprintf(f, "%s\n  {\"name\": \"%s\", \"capture_instantiate_us\": %.1f, \"launch_us_median\": %.3f, "
-                    "\"vs_preallocated\": %.4f, \"launch_us_rounds\": [",
+    std::fprintf(f,
+                 "%s\n  {\"name\": \"%s\", \"capture_instantiate_us\": %.1f, \"launch_us_median\": %.3f, "
+                 "\"vs_preallocated\": %.4f, \"launch_us_rounds\": [",
                  i ? "," : "", name(r.variant), r.capture_s * 1e6, r.median() * 1e6, r.median() / base.median());
     for (std::size_t k = 0; k < r.per_launch_s.size(); ++k)
       std::fprintf(f, "%s%.3f", k ? ", " : "", r.per_launch_s[k] * 1e6);
-    std::fprintf(f, "], \"graph_mem_used\": %llu, \"graph_mem_reserved\": %llu, \"graph_mem_reserved_high\": %llu, "
-                    "\"pool_reserved\": %llu, \"preallocated\": %llu}",
+    std::fprintf(f,
+                 "], \"graph_mem_used\": %llu, \"graph_mem_reserved\": %llu, \"graph_mem_reserved_high\": %llu, "
+                 "\"pool_reserved\": %llu, \"preallocated\": %llu}",
                  static_cast<unsigned long long>(r.graph_used), static_cast<unsigned long long>(r.graph_reserved),
                  static_cast<unsigned long long>(r.graph_reserved_high),
                  static_cast<unsigned long long>(r.pool_reserved), static_cast<unsigned long long>(r.prealloc));
@@ -268,12 +273,18 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
     bool ok = v != nullptr;
-    if (a == "--buffers") ok = ok && parse_int(v, 1, kMaxBuffers, o.buffers);
-    else if (a == "--iterations") ok = ok && parse_int(v, 1, 10000, o.iterations);
-    else if (a == "--launches") ok = ok && parse_int(v, 1, 1000000, o.launches);
-    else if (a == "--rounds") ok = ok && parse_int(v, 1, 1000, o.rounds);
-    else if (a == "--json" && v != nullptr) o.json = v;
-    else return usage(("unknown argument " + a).c_str());
+    if (a == "--buffers")
+      ok = ok && parse_int(v, 1, kMaxBuffers, o.buffers);
+    else if (a == "--iterations")
+      ok = ok && parse_int(v, 1, 10000, o.iterations);
+    else if (a == "--launches")
+      ok = ok && parse_int(v, 1, 1000000, o.launches);
+    else if (a == "--rounds")
+      ok = ok && parse_int(v, 1, 1000, o.rounds);
+    else if (a == "--json" && v != nullptr)
+      o.json = v;
+    else
+      return usage(("unknown argument " + a).c_str());
     if (!ok) return usage(("bad value for " + a).c_str());
     ++i;
   }
@@ -286,9 +297,10 @@ int main(int argc, char** argv) {
     check(cudaSetDevice(0), "cudaSetDevice");
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
-    std::printf("sova_graph_bench on %s: one graph = %d x (allocate %d x 4 MiB, kernel, free); "
-                "%d launches a round, %d rounds, median per launch\n",
-                prop.name, o.iterations, o.buffers, o.launches, o.rounds);
+    std::printf(
+        "sova_graph_bench on %s: one graph = %d x (allocate %d x 4 MiB, kernel, free); "
+        "%d launches a round, %d rounds, median per launch\n",
+        prop.name, o.iterations, o.buffers, o.launches, o.rounds);
 
     Rig rig(o);
     std::vector<Result> rs = {Result(Variant::sova), Result(Variant::runtime), Result(Variant::preallocated)};
@@ -309,8 +321,10 @@ int main(int argc, char** argv) {
       std::printf("%-16s %14.1f %12.3f %9.4fx %14.1f %14.1f %14.1f\n", name(r.variant), r.capture_s * 1e6,
                   r.median() * 1e6, r.median() / base.median(), mib(r.graph_used), mib(r.graph_reserved), other);
     }
-    std::printf("(other: sova's pool reserved, all of its memory; preallocated: its buffers; "
-                "live at once: %d x 4 MiB)\n", o.buffers);
+    std::printf(
+        "(other: sova's pool reserved, all of its memory; preallocated: its buffers; "
+        "live at once: %d x 4 MiB)\n",
+        o.buffers);
     if (!o.json.empty()) write_json(o, rs, base, prop.name);
     if (errors != 0) {
       std::fprintf(stderr, "sova_graph_bench: error: the kernel read back %llu wrong floats\n",

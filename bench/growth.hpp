@@ -49,7 +49,7 @@ namespace sova_bench {
 inline constexpr std::size_t kGrowthSteps = 64;
 inline constexpr std::size_t kGrowthGpuStep = std::size_t{64} << 20;  // to 4 GiB
 inline constexpr std::size_t kGrowthSimStep = std::size_t{2} << 20;   // to 128 MiB
-inline constexpr long kGrowths = 2;  // per repetition
+inline constexpr long kGrowths = 2;                                   // per repetition
 
 struct GrowthTimes {
   double total = 0;         ///< seconds, first allocation to the final synchronize
@@ -113,7 +113,7 @@ void BM_growth(benchmark::State& state) {
     Stream stream(a.sim);
     trim_to_empty(a);
     if constexpr (kHasPeaks) a.reset_peaks();  // highs from here: this case's growths only
-    grow(a, stream, step);  // untimed: first-use costs (stream state, the copy engine)
+    grow(a, stream, step);                     // untimed: first-use costs (stream state, the copy engine)
     GrowthTimes sum;
     for (auto _ : state) {
       trim_to_empty(a);
@@ -130,8 +130,8 @@ void BM_growth(benchmark::State& state) {
       state.counters["peak_used_MiB"] = benchmark::Counter(static_cast<double>(peaks.used_high) / kMiB);
       state.counters["peak_res_MiB"] = benchmark::Counter(static_cast<double>(peaks.reserved_high) / kMiB);
       if (peaks.used_high != 0) {
-        state.counters["res_over_used"] = benchmark::Counter(static_cast<double>(peaks.reserved_high) /
-                                                             static_cast<double>(peaks.used_high));
+        state.counters["res_over_used"] =
+            benchmark::Counter(static_cast<double>(peaks.reserved_high) / static_cast<double>(peaks.used_high));
       }
     }
     a.trim();  // give the gigabytes back for the cases after this one

@@ -24,8 +24,7 @@ class InterleavedMixed {
   static constexpr std::size_t kWindow = 8;
 
   /// Allocates every stream's window (the pool throws as allocate does).
-  InterleavedMixed(sova::Pool& pool, std::vector<cudaStream_t> streams, std::size_t classes,
-                   std::uint32_t seed = 1234)
+  InterleavedMixed(sova::Pool& pool, std::vector<cudaStream_t> streams, std::size_t classes, std::uint32_t seed = 1234)
       : pool_(pool), streams_(std::move(streams)), classes_(classes), rng_(seed), live_(streams_.size()) {
     for (std::size_t s = 0; s < streams_.size(); ++s)
       for (void*& p : live_[s]) p = pool_.allocate(next_size(), streams_[s]);

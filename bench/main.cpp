@@ -24,8 +24,9 @@ int main(int argc, char** argv) {
   benchmark::AddCustomContext("gpu", sova_bench::device_name());
   benchmark::AddCustomContext("sova_capi_driver", capi_on_sim ? "sim" : "cuda");
   if (!sova_bench::have_gpu()) {
-    benchmark::AddCustomContext("note", "no CUDA GPU found: GPU cases skip; *_sim and sova_capi cases "
-                                        "run on sova's host simulation (host timings, not GPU timings)");
+    benchmark::AddCustomContext("note",
+                                "no CUDA GPU found: GPU cases skip; *_sim and sova_capi cases "
+                                "run on sova's host simulation (host timings, not GPU timings)");
   }
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();

@@ -166,7 +166,7 @@ void BM_multistream(benchmark::State& state) {
     std::uint32_t epoch = 1;
     run_allocator(epoch++);  // warm: the allocator holds what the loop needs
     run_floor(epoch++);
-    constexpr bool kHasPoolStats = requires(A& x) { x.pool_stats(); };
+    constexpr bool kHasPoolStats = requires(A & x) { x.pool_stats(); };
     sova::PoolStats before{};
     if constexpr (kHasPoolStats) before = a.pool_stats();
     double total = 0;

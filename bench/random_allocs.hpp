@@ -145,16 +145,15 @@ void BM_random(benchmark::State& state) {
     replay_random(a, trace, stream, slots);  // warm: the allocator grows to what the trace needs
     const RemapWork work_before = remap_work_of(a);
     for (auto _ : state) replay_random(a, trace, stream, slots);
-    state.counters["ops"] = benchmark::Counter(static_cast<double>(state.iterations()) *
-                                                   static_cast<double>(trace.ops.size()),
-                                               benchmark::Counter::kIsRate);
+    state.counters["ops"] = benchmark::Counter(
+        static_cast<double>(state.iterations()) * static_cast<double>(trace.ops.size()), benchmark::Counter::kIsRate);
     state.counters["peak_req_MiB"] = benchmark::Counter(static_cast<double>(trace.peak_requested) / kMiB);
     if constexpr (kHasPeaks<A>) {
       const PeakFigures peaks = a.read_peaks();
       state.counters["peak_res_MiB"] = benchmark::Counter(static_cast<double>(peaks.reserved_high) / kMiB);
       if (trace.peak_requested != 0) {
-        state.counters["res_over_req"] = benchmark::Counter(static_cast<double>(peaks.reserved_high) /
-                                                            static_cast<double>(trace.peak_requested));
+        state.counters["res_over_req"] =
+            benchmark::Counter(static_cast<double>(peaks.reserved_high) / static_cast<double>(trace.peak_requested));
       }
       a.reset_peaks();  // give the memory back for the cases after this one
     }

@@ -115,22 +115,25 @@ int main(int argc, char** argv) {
       for (auto& loop : loops) loop->free_all();
     }
     const std::uint64_t misses = sova_bench::InterleavedMixed::misses(before, after);
-    std::printf("classes %zu, streams %zu%s: %.1f%% of %zu allocations missed (heap %llu, heap after the kept "
-                "blocks %llu, other streams %llu, wait %llu, grown %llu); peak reserved %.1f MiB, peak live %.1f MiB; "
-                "driver: %llu chunks mapped, %llu unmapped, %llu remapped; %llu events recorded, %llu queried, %llu stream waits\n",
-                args.classes, args.streams, args.threads ? " (threads)" : "",
-                100.0 * static_cast<double>(misses) / static_cast<double>(counted), counted, static_cast<unsigned long long>(after.slow_from_heap - before.slow_from_heap),
-                static_cast<unsigned long long>(after.slow_from_heap_all - before.slow_from_heap_all),
-                static_cast<unsigned long long>(after.slow_from_other_streams - before.slow_from_other_streams),
-                static_cast<unsigned long long>(after.slow_with_wait - before.slow_with_wait),
-                static_cast<unsigned long long>(after.slow_grown - before.slow_grown),
-                static_cast<double>(after.reserved_high) / (1 << 20), static_cast<double>(after.used_high) / (1 << 20),
-                static_cast<unsigned long long>(after.chunks_mapped - before.chunks_mapped),
-                static_cast<unsigned long long>(after.chunks_unmapped - before.chunks_unmapped),
-                static_cast<unsigned long long>(after.chunks_remapped - before.chunks_remapped),
-                static_cast<unsigned long long>(after.events_recorded - before.events_recorded),
-                static_cast<unsigned long long>(sim_after.event_queries - sim_before.event_queries),
-                static_cast<unsigned long long>(after.cross_stream_waits - before.cross_stream_waits));
+    std::printf(
+        "classes %zu, streams %zu%s: %.1f%% of %zu allocations missed (heap %llu, heap after the kept "
+        "blocks %llu, other streams %llu, wait %llu, grown %llu); peak reserved %.1f MiB, peak live %.1f MiB; "
+        "driver: %llu chunks mapped, %llu unmapped, %llu remapped; %llu events recorded, %llu queried, %llu stream "
+        "waits\n",
+        args.classes, args.streams, args.threads ? " (threads)" : "",
+        100.0 * static_cast<double>(misses) / static_cast<double>(counted), counted,
+        static_cast<unsigned long long>(after.slow_from_heap - before.slow_from_heap),
+        static_cast<unsigned long long>(after.slow_from_heap_all - before.slow_from_heap_all),
+        static_cast<unsigned long long>(after.slow_from_other_streams - before.slow_from_other_streams),
+        static_cast<unsigned long long>(after.slow_with_wait - before.slow_with_wait),
+        static_cast<unsigned long long>(after.slow_grown - before.slow_grown),
+        static_cast<double>(after.reserved_high) / (1 << 20), static_cast<double>(after.used_high) / (1 << 20),
+        static_cast<unsigned long long>(after.chunks_mapped - before.chunks_mapped),
+        static_cast<unsigned long long>(after.chunks_unmapped - before.chunks_unmapped),
+        static_cast<unsigned long long>(after.chunks_remapped - before.chunks_remapped),
+        static_cast<unsigned long long>(after.events_recorded - before.events_recorded),
+        static_cast<unsigned long long>(sim_after.event_queries - sim_before.event_queries),
+        static_cast<unsigned long long>(after.cross_stream_waits - before.cross_stream_waits));
     for (cudaStream_t s : streams) {
       sim.stream_synchronize(s);
       sim.destroy_stream(s);

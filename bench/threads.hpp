@@ -26,8 +26,7 @@ void BM_threads(benchmark::State& state) {
     }
     stream.sync();
     // Summed over threads, divided by wall time: aggregate pairs per second.
-    state.counters["pairs"] =
-        benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["pairs"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   });
 }
 
@@ -35,7 +34,11 @@ void BM_threads(benchmark::State& state) {
 template <class A>
 benchmark::internal::Benchmark* register_threads() {
   return benchmark::RegisterBenchmark(case_name<A>("threads").c_str(), BM_threads<A>)
-      ->Threads(1)->Threads(2)->Threads(4)->Threads(8)->Threads(16)
+      ->Threads(1)
+      ->Threads(2)
+      ->Threads(4)
+      ->Threads(8)
+      ->Threads(16)
       ->UseRealTime()
       ->Unit(benchmark::kNanosecond);
 }

@@ -70,8 +70,8 @@ void BM_threads_mixed(benchmark::State& state) {
         const auto per_pair = [&](std::uint64_t now, std::uint64_t then) {
           return benchmark::Counter(static_cast<double>(now - then) / static_cast<double>(state.iterations()));
         };
-        state.counters["slow_per_pair"] = per_pair(after.allocations - after.fast_path_hits,
-                                                   before.allocations - before.fast_path_hits);
+        state.counters["slow_per_pair"] =
+            per_pair(after.allocations - after.fast_path_hits, before.allocations - before.fast_path_hits);
         state.counters["grown_per_pair"] = per_pair(after.slow_grown, before.slow_grown);
         // Host time in the slow path (an estimate, PoolStats), all threads' misses.
         const auto slow_ns = [](const sova::PoolStats& s) {
@@ -102,8 +102,7 @@ void BM_threads_mixed(benchmark::State& state) {
     }
     for (void* p : live) a.deallocate(p, stream.get());
     stream.sync();
-    state.counters["pairs"] =
-        benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
+    state.counters["pairs"] = benchmark::Counter(static_cast<double>(state.iterations()), benchmark::Counter::kIsRate);
   });
 }
 
@@ -111,8 +110,14 @@ void BM_threads_mixed(benchmark::State& state) {
 template <class A>
 benchmark::internal::Benchmark* register_threads_mixed() {
   return benchmark::RegisterBenchmark(case_name<A>("threads_mixed").c_str(), BM_threads_mixed<A>)
-      ->ArgName("classes")->Arg(16)->Arg(64)
-      ->Threads(1)->Threads(2)->Threads(4)->Threads(8)->Threads(16)
+      ->ArgName("classes")
+      ->Arg(16)
+      ->Arg(64)
+      ->Threads(1)
+      ->Threads(2)
+      ->Threads(4)
+      ->Threads(8)
+      ->Threads(16)
       ->UseRealTime()
       ->Unit(benchmark::kNanosecond);
 }

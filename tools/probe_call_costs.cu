@@ -4,16 +4,16 @@
 // stream (does the driver serialize them?). docs/benchmarks.md, "Driver costs",
 // records the H100's output.
 #include <cuda.h>
-#include <cuda_runtime.h>
 #include <cudaTypedefs.h>
+#include <cuda_runtime.h>
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
-#include <unistd.h>
-#include <cstdio>
 #include <thread>
+#include <unistd.h>
 #include <vector>
 
 template <class F>
@@ -34,40 +34,74 @@ int main() {
   cudaFree(nullptr);
   PFN_cuCtxGetCurrent_v4000 ctx_get = nullptr;
   cudaDriverEntryPointQueryResult q;
-  cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", reinterpret_cast<void**>(&ctx_get), 4000,
-                                   cudaEnableDefault, &q);
+  cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", reinterpret_cast<void**>(&ctx_get), 4000, cudaEnableDefault, &q);
   PFN_cuStreamGetId_v12000 get_id = nullptr;
-  cudaGetDriverEntryPointByVersion("cuStreamGetId", reinterpret_cast<void**>(&get_id), 12000,
-                                   cudaEnableDefault, &q);
+  cudaGetDriverEntryPointByVersion("cuStreamGetId", reinterpret_cast<void**>(&get_id), 12000, cudaEnableDefault, &q);
   PFN_cuStreamIsCapturing_v10000 is_capturing = nullptr;
   cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", reinterpret_cast<void**>(&is_capturing), 10000,
                                    cudaEnableDefault, &q);
   PFN_cuStreamGetDevice_v12080 get_device = nullptr;  // sova's stream_device (CUDA 12.8 on)
-  cudaGetDriverEntryPointByVersion("cuStreamGetDevice", reinterpret_cast<void**>(&get_device), 12080,
-                                   cudaEnableDefault, &q);
+  cudaGetDriverEntryPointByVersion("cuStreamGetDevice", reinterpret_cast<void**>(&get_device), 12080, cudaEnableDefault,
+                                   &q);
   PFN_cuStreamGetCtx_v9020 get_ctx = nullptr;
-  cudaGetDriverEntryPointByVersion("cuStreamGetCtx", reinterpret_cast<void**>(&get_ctx), 9020,
-                                   cudaEnableDefault, &q);
+  cudaGetDriverEntryPointByVersion("cuStreamGetCtx", reinterpret_cast<void**>(&get_ctx), 9020, cudaEnableDefault, &q);
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   volatile int sink = 0;
-  std::printf("cudaGetDevice          %6.1f ns\n", ns_per_call([&] { int d; cudaGetDevice(&d); sink = d; }));
-  std::printf("cuCtxGetCurrent        %6.1f ns\n", ns_per_call([&] { CUcontext c; ctx_get(&c); sink = c != nullptr; }));
-  std::printf("cudaStreamIsCapturing  %6.1f ns\n", ns_per_call([&] { cudaStreamCaptureStatus c; cudaStreamIsCapturing(stream, &c); sink = c; }));
-  std::printf("cuStreamIsCapturing    %6.1f ns\n", ns_per_call([&] { CUstreamCaptureStatus c; is_capturing((CUstream)stream, &c); sink = c; }));
-  std::printf("cuStreamGetId          %6.1f ns\n", ns_per_call([&] { unsigned long long id; get_id((CUstream)stream, &id); sink = (int)id; }));
+  std::printf("cudaGetDevice          %6.1f ns\n", ns_per_call([&] {
+                int d;
+                cudaGetDevice(&d);
+                sink = d;
+              }));
+  std::printf("cuCtxGetCurrent        %6.1f ns\n", ns_per_call([&] {
+                CUcontext c;
+                ctx_get(&c);
+                sink = c != nullptr;
+              }));
+  std::printf("cudaStreamIsCapturing  %6.1f ns\n", ns_per_call([&] {
+                cudaStreamCaptureStatus c;
+                cudaStreamIsCapturing(stream, &c);
+                sink = c;
+              }));
+  std::printf("cuStreamIsCapturing    %6.1f ns\n", ns_per_call([&] {
+                CUstreamCaptureStatus c;
+                is_capturing((CUstream)stream, &c);
+                sink = c;
+              }));
+  std::printf("cuStreamGetId          %6.1f ns\n", ns_per_call([&] {
+                unsigned long long id;
+                get_id((CUstream)stream, &id);
+                sink = (int)id;
+              }));
   if (get_device != nullptr) {
-    std::printf("cuStreamGetDevice      %6.1f ns\n", ns_per_call([&] { CUdevice d; get_device((CUstream)stream, &d); sink = d; }));
+    std::printf("cuStreamGetDevice      %6.1f ns\n", ns_per_call([&] {
+                  CUdevice d;
+                  get_device((CUstream)stream, &d);
+                  sink = d;
+                }));
   }
   if (get_ctx != nullptr) {
-    std::printf("cuStreamGetCtx         %6.1f ns\n", ns_per_call([&] { CUcontext c; get_ctx((CUstream)stream, &c); sink = c != nullptr; }));
+    std::printf("cuStreamGetCtx         %6.1f ns\n", ns_per_call([&] {
+                  CUcontext c;
+                  get_ctx((CUstream)stream, &c);
+                  sink = c != nullptr;
+                }));
   }
-  std::printf("cudaEventRecord        %6.1f ns\n", ns_per_call([&] { static cudaEvent_t e = [] { cudaEvent_t x; cudaEventCreateWithFlags(&x, cudaEventDisableTiming); return x; }(); cudaEventRecord(e, stream); }));
-  std::printf("seq_cst fence          %6.1f ns\n", ns_per_call([&] { std::atomic_thread_fence(std::memory_order_seq_cst); }));
+  std::printf("cudaEventRecord        %6.1f ns\n", ns_per_call([&] {
+                static cudaEvent_t e = [] {
+                  cudaEvent_t x;
+                  cudaEventCreateWithFlags(&x, cudaEventDisableTiming);
+                  return x;
+                }();
+                cudaEventRecord(e, stream);
+              }));
+  std::printf("seq_cst fence          %6.1f ns\n",
+              ns_per_call([&] { std::atomic_thread_fence(std::memory_order_seq_cst); }));
   const long mask = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
   std::printf("membarrier query mask  %ld (private expedited %s)\n", mask,
               mask >= 0 && (mask & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ? "available" : "NOT available");
-  std::printf("steady_clock::now      %6.1f ns\n", ns_per_call([&] { sink = (int)std::chrono::steady_clock::now().time_since_epoch().count(); }));
+  std::printf("steady_clock::now      %6.1f ns\n",
+              ns_per_call([&] { sink = (int)std::chrono::steady_clock::now().time_since_epoch().count(); }));
   // The stream checks (an allocation's capture check and identity, a free's
   // capture check) from several threads, each on its own stream.
   for (const int threads : {1, 4, 8, 16}) {

@@ -7,13 +7,13 @@
 #include <cstdio>
 #include <cstdlib>
 
-#define CHECK(call)                                                              \
-  do {                                                                           \
-    CUresult r_ = (call);                                                        \
-    if (r_ != CUDA_SUCCESS) {                                                    \
-      const char* s_ = nullptr;                                                  \
-      cuGetErrorName(r_, &s_);                                                   \
-      std::printf("FAILED %s: %s (line %d)\n", #call, s_ ? s_ : "?", __LINE__);  \
-      std::exit(1);                                                              \
-    }                                                                            \
+#define CHECK(call) \
+  do { \
+    CUresult r_ = (call); \
+    if (r_ != CUDA_SUCCESS) { \
+      const char* s_ = nullptr; \
+      cuGetErrorName(r_, &s_); \
+      std::printf("FAILED %s: %s (line %d)\n", #call, s_ ? s_ : "?", __LINE__); \
+      std::exit(1); \
+    } \
   } while (0)

@@ -83,9 +83,10 @@ int main() {
       CHECK(cuMemUnmap(other, bytes));
       CHECK(cuMemRelease(m));
     }
-    std::printf("3. %zu MiB chunk moved to another VA keeps its bytes: %s; mean of %d: "
-                "create+map+access %.1f us, unmap+map+access (move) %.1f us\n",
-                bytes >> 20, kept ? "yes" : "NO", reps, t_create / reps, t_move / reps);
+    std::printf(
+        "3. %zu MiB chunk moved to another VA keeps its bytes: %s; mean of %d: "
+        "create+map+access %.1f us, unmap+map+access (move) %.1f us\n",
+        bytes >> 20, kept ? "yes" : "NO", reps, t_create / reps, t_move / reps);
   }
   CHECK(cuMemRelease(h));
   CHECK(cuMemAddressFree(va, 4 * chunk));

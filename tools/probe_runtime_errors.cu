@@ -2,10 +2,10 @@
 // sova's C API mirrors these codes; docs/runtime-errors.md records the H100's output.
 // Usage: probe_runtime_errors CASE   (each case runs in its own process: some
 // misuse may poison the context, so one case must not affect the next).
-#include <cuda_runtime.h>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
+#include <cuda_runtime.h>
 #include <string>
 
 static void show(const char* what, cudaError_t e) {
@@ -35,7 +35,8 @@ int main(int argc, char** argv) {
     void* q = nullptr;
     show("  next cudaMallocAsync(&q, 256, s)", cudaMallocAsync(&q, 256, s));
   } else if (c == "overfree") {
-    size_t fr, tot; cudaMemGetInfo(&fr, &tot);
+    size_t fr, tot;
+    cudaMemGetInfo(&fr, &tot);
     cudaError_t e = cudaMallocAsync(&p, tot + (1 << 20), s);
     show("cudaMallocAsync(&p, total+1MiB, s)", e);
     std::printf("  p after = %p\n", p);
@@ -47,7 +48,8 @@ int main(int argc, char** argv) {
     show("cudaFreeAsync(&host_static, s)", cudaFreeAsync(&x, s));
     show("  cudaStreamSynchronize after", cudaStreamSynchronize(s));
   } else if (c == "freemalloc") {
-    void* q; cudaMalloc(&q, 1 << 20);
+    void* q;
+    cudaMalloc(&q, 1 << 20);
     show("cudaFreeAsync(cudaMalloc'd ptr, s)", cudaFreeAsync(q, s));
     show("  cudaStreamSynchronize after", cudaStreamSynchronize(s));
   } else if (c == "interior") {
@@ -69,16 +71,20 @@ int main(int argc, char** argv) {
   } else if (c == "badstream") {
     show("cudaMallocAsync(&p,16,(cudaStream_t)0xdead0)", cudaMallocAsync(&p, 16, (cudaStream_t)0xdead0));
   } else if (c == "destroyedstream") {
-    cudaStream_t t; cudaStreamCreate(&t); cudaStreamDestroy(t);
+    cudaStream_t t;
+    cudaStreamCreate(&t);
+    cudaStreamDestroy(t);
     show("cudaMallocAsync(&p,16,destroyed stream)", cudaMallocAsync(&p, 16, t));
   } else if (c == "attrs") {
     uint64_t v = 0;
-    cudaMallocAsync(&p, 1, s); cudaStreamSynchronize(s);
+    cudaMallocAsync(&p, 1, s);
+    cudaStreamSynchronize(s);
     cudaMemPoolGetAttribute(def, cudaMemPoolAttrUsedMemCurrent, &v);
     std::printf("  used after 1-byte alloc = %llu\n", (unsigned long long)v);
     cudaMemPoolGetAttribute(def, cudaMemPoolAttrReservedMemCurrent, &v);
     std::printf("  reserved after 1-byte alloc = %llu\n", (unsigned long long)v);
-    void* q; cudaMallocAsync(&q, 3000, s);
+    void* q;
+    cudaMallocAsync(&q, 3000, s);
     cudaMemPoolGetAttribute(def, cudaMemPoolAttrUsedMemCurrent, &v);
     std::printf("  used after +3000-byte alloc = %llu\n", (unsigned long long)v);
     std::printf("  ptr alignment: p=%p q=%p\n", p, q);
@@ -88,7 +94,8 @@ int main(int argc, char** argv) {
     cudaStreamSynchronize(s);
     cudaMemPoolGetAttribute(def, cudaMemPoolAttrReservedMemCurrent, &v);
     std::printf("  reserved after sync (threshold 0, q live) = %llu\n", (unsigned long long)v);
-    cudaFreeAsync(q, s); cudaStreamSynchronize(s);
+    cudaFreeAsync(q, s);
+    cudaStreamSynchronize(s);
     cudaMemPoolGetAttribute(def, cudaMemPoolAttrReservedMemCurrent, &v);
     std::printf("  reserved after freeing all + sync = %llu\n", (unsigned long long)v);
     v = 5;
@@ -98,9 +105,11 @@ int main(int argc, char** argv) {
     show("SetAttribute(ReservedMemCurrent, 0)", cudaMemPoolSetAttribute(def, cudaMemPoolAttrReservedMemCurrent, &v));
     show("SetAttribute((cudaMemPoolAttr)999, 0)", cudaMemPoolSetAttribute(def, (cudaMemPoolAttr)999, &v));
     show("GetAttribute((cudaMemPoolAttr)999)", cudaMemPoolGetAttribute(def, (cudaMemPoolAttr)999, &v));
-    show("GetAttribute(ReleaseThreshold, nullptr)", cudaMemPoolGetAttribute(def, cudaMemPoolAttrReleaseThreshold, nullptr));
+    show("GetAttribute(ReleaseThreshold, nullptr)",
+         cudaMemPoolGetAttribute(def, cudaMemPoolAttrReleaseThreshold, nullptr));
     int iv = 7;
-    show("SetAttribute(ReuseAllowOpportunistic, 7)", cudaMemPoolSetAttribute(def, cudaMemPoolReuseAllowOpportunistic, &iv));
+    show("SetAttribute(ReuseAllowOpportunistic, 7)",
+         cudaMemPoolSetAttribute(def, cudaMemPoolReuseAllowOpportunistic, &iv));
     cudaMemPoolGetAttribute(def, cudaMemPoolReuseAllowOpportunistic, &iv);
     std::printf("  reads back as %d\n", iv);
     show("MemPoolTrimTo(def, 0)", cudaMemPoolTrimTo(def, 0));
@@ -113,12 +122,16 @@ int main(int argc, char** argv) {
     show("cudaDeviceGetMemPool(&q, 99)", cudaDeviceGetMemPool(&q, 99));
     show("cudaDeviceSetMemPool(0, nullptr)", cudaDeviceSetMemPool(0, nullptr));
     show("cudaDeviceSetMemPool(99, def)", cudaDeviceSetMemPool(99, def));
-    cudaMemPoolProps props; std::memset(&props, 0, sizeof props);
+    cudaMemPoolProps props;
+    std::memset(&props, 0, sizeof props);
     show("cudaMemPoolCreate(&q, zeroed props)", cudaMemPoolCreate(&q, &props));
     show("cudaMemPoolCreate(&q, nullptr)", cudaMemPoolCreate(&q, nullptr));
-    props.allocType = cudaMemAllocationTypePinned; props.location.type = cudaMemLocationTypeDevice; props.location.id = 99;
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = 99;
     show("cudaMemPoolCreate(&q, device 99)", cudaMemPoolCreate(&q, &props));
-    props.location.id = 0; props.maxSize = 64 << 20;
+    props.location.id = 0;
+    props.maxSize = 64 << 20;
     show("cudaMemPoolCreate(&q, maxSize 64MiB)", cudaMemPoolCreate(&q, &props));
     show("  alloc 32MiB from it", cudaMallocFromPoolAsync(&p, 32 << 20, q, s));
     void* r;
@@ -130,27 +143,40 @@ int main(int argc, char** argv) {
     show("cudaMemPoolDestroy(def)", cudaMemPoolDestroy(def));
     show("cudaMemPoolDestroy(nullptr)", cudaMemPoolDestroy(nullptr));
     show("cudaMallocFromPoolAsync(&p, 16, nullptr, s)", cudaMallocFromPoolAsync(&p, 16, nullptr, s));
-    cudaMemAccessDesc d; d.location.type = cudaMemLocationTypeDevice; d.location.id = 0; d.flags = cudaMemAccessFlagsProtNone;
+    cudaMemAccessDesc d;
+    d.location.type = cudaMemLocationTypeDevice;
+    d.location.id = 0;
+    d.flags = cudaMemAccessFlagsProtNone;
     show("cudaMemPoolSetAccess(def, own device ProtNone)", cudaMemPoolSetAccess(def, &d, 1));
-    d.location.id = 99; d.flags = cudaMemAccessFlagsProtReadWrite;
+    d.location.id = 99;
+    d.flags = cudaMemAccessFlagsProtReadWrite;
     show("cudaMemPoolSetAccess(def, device 99)", cudaMemPoolSetAccess(def, &d, 1));
     show("cudaMemPoolSetAccess(def, nullptr, 0)", cudaMemPoolSetAccess(def, nullptr, 0));
-    cudaMemAccessFlags f; cudaMemLocation loc; loc.type = cudaMemLocationTypeDevice; loc.id = 0;
+    cudaMemAccessFlags f;
+    cudaMemLocation loc;
+    loc.type = cudaMemLocationTypeDevice;
+    loc.id = 0;
     show("cudaMemPoolGetAccess(&f, def, dev0)", cudaMemPoolGetAccess(&f, def, &loc));
     std::printf("  flags = %d\n", (int)f);
     loc.id = 99;
     show("cudaMemPoolGetAccess(&f, def, dev99)", cudaMemPoolGetAccess(&f, def, &loc));
   } else if (c == "destroyedpool") {
-    cudaMemPoolProps props; std::memset(&props, 0, sizeof props);
-    props.allocType = cudaMemAllocationTypePinned; props.location.type = cudaMemLocationTypeDevice;
-    cudaMemPool_t q; cudaMemPoolCreate(&q, &props); cudaMemPoolDestroy(q);
+    cudaMemPoolProps props;
+    std::memset(&props, 0, sizeof props);
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    cudaMemPool_t q;
+    cudaMemPoolCreate(&q, &props);
+    cudaMemPoolDestroy(q);
     show("cudaMallocFromPoolAsync(destroyed pool)", cudaMallocFromPoolAsync(&p, 16, q, s));
   } else if (c == "capture") {
-    cudaStream_t t; cudaStreamCreate(&t);
+    cudaStream_t t;
+    cudaStreamCreate(&t);
     cudaStreamBeginCapture(t, cudaStreamCaptureModeGlobal);
     show("cudaMallocAsync under capture", cudaMallocAsync(&p, 1 << 20, t));
     show("cudaFreeAsync under capture", cudaFreeAsync(p, t));
-    cudaGraph_t g; show("EndCapture", cudaStreamEndCapture(t, &g));
+    cudaGraph_t g;
+    show("EndCapture", cudaStreamEndCapture(t, &g));
   } else {
     return 2;
   }

@@ -102,12 +102,20 @@ int main() {
     cuGetErrorName(spanning, &name);
     std::printf("1. one cuMemUnmap over 3 adjacent 32 MiB mappings: %s\n", name);
     if (spanning != CUDA_SUCCESS) three.unmap_each(va);
-    const double each = median_us([&] { three.map_at(va); three.grant_each(va); },
-                                  [&] { three.unmap_each(va); }, [] {});
+    const double each = median_us(
+        [&] {
+          three.map_at(va);
+          three.grant_each(va);
+        },
+        [&] { three.unmap_each(va); }, [] {});
     std::printf("   3 accessible 32 MiB mappings, one unmap each: %.1f us\n", each);
     if (spanning == CUDA_SUCCESS) {
-      const double one = median_us([&] { three.map_at(va); three.grant_each(va); },
-                                   [&] { CHECK(cuMemUnmap(va, three.total())); }, [] {});
+      const double one = median_us(
+          [&] {
+            three.map_at(va);
+            three.grant_each(va);
+          },
+          [&] { CHECK(cuMemUnmap(va, three.total())); }, [] {});
       std::printf("   the same, one unmap over all three: %.1f us\n", one);
     }
   }
@@ -120,24 +128,30 @@ int main() {
       others.map_at(va + 12 * chunk);
       CHECK(cuMemSetAccess(va + 12 * chunk, others.total(), &access, 1));
     }
-    std::printf("2. access grants%s\n", with_others ? ", with 1.5 GiB of other accessible mappings in the reservation" : "");
+    std::printf("2. access grants%s\n",
+                with_others ? ", with 1.5 GiB of other accessible mappings in the reservation" : "");
     for (const std::size_t bytes : {granule, chunk}) {
       Handles one(1, bytes);
-      const double t = median_us([&] { one.map_at(base); }, [&] { one.grant_each(base); },
-                                 [&] { one.unmap_each(base); });
+      const double t =
+          median_us([&] { one.map_at(base); }, [&] { one.grant_each(base); }, [&] { one.unmap_each(base); });
       std::printf("   one fresh %zu MiB mapping: %.1f us\n", bytes >> 20, t);
     }
     Handles three(3, chunk);
-    const double each = median_us([&] { three.map_at(base); }, [&] { three.grant_each(base); },
-                                  [&] { three.unmap_each(base); });
-    const double merged = median_us([&] { three.map_at(base); },
-                                    [&] { CHECK(cuMemSetAccess(base, three.total(), &access, 1)); },
-                                    [&] { three.unmap_each(base); });
-    const double again = median_us([&] { three.map_at(base); three.grant_each(base); },
-                                   [&] { CHECK(cuMemSetAccess(base, three.total(), &access, 1)); },
-                                   [&] { three.unmap_each(base); });
-    std::printf("   3 fresh 32 MiB mappings, a grant each: %.1f us; one grant over all: %.1f us; "
-                "a second grant over all (already accessible): %.1f us\n", each, merged, again);
+    const double each =
+        median_us([&] { three.map_at(base); }, [&] { three.grant_each(base); }, [&] { three.unmap_each(base); });
+    const double merged =
+        median_us([&] { three.map_at(base); }, [&] { CHECK(cuMemSetAccess(base, three.total(), &access, 1)); },
+                  [&] { three.unmap_each(base); });
+    const double again = median_us(
+        [&] {
+          three.map_at(base);
+          three.grant_each(base);
+        },
+        [&] { CHECK(cuMemSetAccess(base, three.total(), &access, 1)); }, [&] { three.unmap_each(base); });
+    std::printf(
+        "   3 fresh 32 MiB mappings, a grant each: %.1f us; one grant over all: %.1f us; "
+        "a second grant over all (already accessible): %.1f us\n",
+        each, merged, again);
     if (with_others) {
       others.unmap_each(va + 12 * chunk);
     }
@@ -146,10 +160,20 @@ int main() {
   // 3. Unmap costs.
   {
     Handles one(1, chunk);
-    const double granted = median_us([&] { one.map_at(va); one.grant_each(va); }, [&] { one.unmap_each(va); }, [] {});
+    const double granted = median_us(
+        [&] {
+          one.map_at(va);
+          one.grant_each(va);
+        },
+        [&] { one.unmap_each(va); }, [] {});
     const double never = median_us([&] { one.map_at(va); }, [&] { one.unmap_each(va); }, [] {});
     const double ghosted = median_us(
-        [&] { one.map_at(va); one.grant_each(va); one.map_at(ghost_va); one.grant_each(ghost_va); },
+        [&] {
+          one.map_at(va);
+          one.grant_each(va);
+          one.map_at(ghost_va);
+          one.grant_each(ghost_va);
+        },
         [&] { one.unmap_each(va); }, [&] { one.unmap_each(ghost_va); });
     const double with_work = median_us(
         [&] {
@@ -159,9 +183,10 @@ int main() {
           cudaDeviceSynchronize();
         },
         [&] { one.unmap_each(va); }, [] {});
-    std::printf("3. unmap one 32 MiB mapping: accessible %.1f us; never granted %.1f us; "
-                "also mapped elsewhere (a ghost) %.1f us; after device writes %.1f us\n",
-                granted, never, ghosted, with_work);
+    std::printf(
+        "3. unmap one 32 MiB mapping: accessible %.1f us; never granted %.1f us; "
+        "also mapped elsewhere (a ghost) %.1f us; after device writes %.1f us\n",
+        granted, never, ghosted, with_work);
   }
   // 4. The same calls while the device runs a 20 ms kernel on another stream.
   {
@@ -176,19 +201,45 @@ int main() {
       cudaStreamQuery(busy);  // submitted
     };
     auto idle = [&] { cudaStreamSynchronize(busy); };
-    const double map_busy = median_us(busy_device, [&] { one.map_at(va); }, [&] { idle(); one.unmap_each(va); }, 7);
-    const double grant_busy = median_us([&] { one.map_at(va); busy_device(); }, [&] { one.grant_each(va); },
-                                        [&] { idle(); one.unmap_each(va); }, 7);
-    const double unmap_busy = median_us([&] { one.map_at(va); one.grant_each(va); busy_device(); },
-                                        [&] { one.unmap_each(va); }, idle, 7);
+    const double map_busy = median_us(
+        busy_device, [&] { one.map_at(va); },
+        [&] {
+          idle();
+          one.unmap_each(va);
+        },
+        7);
+    const double grant_busy = median_us(
+        [&] {
+          one.map_at(va);
+          busy_device();
+        },
+        [&] { one.grant_each(va); },
+        [&] {
+          idle();
+          one.unmap_each(va);
+        },
+        7);
+    const double unmap_busy = median_us(
+        [&] {
+          one.map_at(va);
+          one.grant_each(va);
+          busy_device();
+        },
+        [&] { one.unmap_each(va); }, idle, 7);
     CUmemGenericAllocationHandle fresh = 0;
-    const double create_busy = median_us(busy_device, [&] { CHECK(cuMemCreate(&fresh, chunk, &prop, 0)); },
-                                         [&] { idle(); CHECK(cuMemRelease(fresh)); }, 7);
-    const double create_idle = median_us([] {}, [&] { CHECK(cuMemCreate(&fresh, chunk, &prop, 0)); },
-                                         [&] { CHECK(cuMemRelease(fresh)); }, 7);
-    std::printf("4. with a 20 ms kernel running on another stream: map %.1f us, grant %.1f us, "
-                "unmap (accessible) %.1f us, create 32 MiB %.1f us (idle: %.1f us)\n", map_busy, grant_busy,
-                unmap_busy, create_busy, create_idle);
+    const double create_busy = median_us(
+        busy_device, [&] { CHECK(cuMemCreate(&fresh, chunk, &prop, 0)); },
+        [&] {
+          idle();
+          CHECK(cuMemRelease(fresh));
+        },
+        7);
+    const double create_idle =
+        median_us([] {}, [&] { CHECK(cuMemCreate(&fresh, chunk, &prop, 0)); }, [&] { CHECK(cuMemRelease(fresh)); }, 7);
+    std::printf(
+        "4. with a 20 ms kernel running on another stream: map %.1f us, grant %.1f us, "
+        "unmap (accessible) %.1f us, create 32 MiB %.1f us (idle: %.1f us)\n",
+        map_busy, grant_busy, unmap_busy, create_busy, create_idle);
     cudaStreamDestroy(busy);
   }
   CHECK(cuMemAddressFree(va, reserve));

@@ -171,13 +171,20 @@ int main(int argc, char** argv) {
   double seconds = 2;
   std::string which = "all", trace_path = SOVA_BENCH_TRACE_DIR "/gpt_train.csv.gz", v;
   for (int i = 1; i < argc; ++i) {
-    if (arg(argv[i], "--devices", &v)) n = std::atoi(v.c_str());
-    else if (arg(argv[i], "--case", &v)) which = v;
-    else if (arg(argv[i], "--threads", &v)) threads = std::atoi(v.c_str());
-    else if (arg(argv[i], "--seconds", &v)) seconds = std::atof(v.c_str());
-    else if (arg(argv[i], "--trace", &v)) trace_path = v;
-    else if (arg(argv[i], "--passes", &v)) passes = std::atoi(v.c_str());
-    else return usage((std::string("unknown argument ") + argv[i]).c_str());
+    if (arg(argv[i], "--devices", &v))
+      n = std::atoi(v.c_str());
+    else if (arg(argv[i], "--case", &v))
+      which = v;
+    else if (arg(argv[i], "--threads", &v))
+      threads = std::atoi(v.c_str());
+    else if (arg(argv[i], "--seconds", &v))
+      seconds = std::atof(v.c_str());
+    else if (arg(argv[i], "--trace", &v))
+      trace_path = v;
+    else if (arg(argv[i], "--passes", &v))
+      passes = std::atoi(v.c_str());
+    else
+      return usage((std::string("unknown argument ") + argv[i]).c_str());
   }
   if (which != "threads" && which != "replay" && which != "all") return usage("--case takes threads, replay or all");
   if (threads < 1 || passes < 1 || !(seconds > 0)) return usage("--threads, --passes and --seconds must be positive");

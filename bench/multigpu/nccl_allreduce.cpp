@@ -71,7 +71,6 @@ void nccl_check(ncclResult_t r, const char* what) {
   }
 }
 
-
 struct Rank {
   int device = 0;
   cudaStream_t stream = nullptr;
@@ -147,8 +146,8 @@ std::string window_refusal(const std::vector<Rank>& ranks, const std::vector<voi
       first_chunk = chunks[0].bytes;
       first_offset = offset;
     } else if (chunks[0].bytes != first_chunk || offset != first_offset) {
-      why << "a chunk of " << chunks[0].bytes << " bytes at offset " << offset << ", rank 0's " << first_chunk
-          << " at " << first_offset << "; NCCL needs the same on every rank";
+      why << "a chunk of " << chunks[0].bytes << " bytes at offset " << offset << ", rank 0's " << first_chunk << " at "
+          << first_offset << "; NCCL needs the same on every rank";
       return why.str();
     }
   }
@@ -312,10 +311,12 @@ int run_each_mode(const std::vector<std::string>& modes, const Settings& s) {
   int status = 0;
   for (std::size_t m = 0; m < modes.size(); ++m) {
     std::fflush(stdout);
-    std::vector<std::string> args = {
-        "sova_nccl_allreduce", "--modes=" + modes[m], "--min-mib=" + std::to_string(s.min_mib),
-        "--max-mib=" + std::to_string(s.max_mib), "--iters=" + std::to_string(s.iters),
-        "--reps=" + std::to_string(s.reps)};
+    std::vector<std::string> args = {"sova_nccl_allreduce",
+                                     "--modes=" + modes[m],
+                                     "--min-mib=" + std::to_string(s.min_mib),
+                                     "--max-mib=" + std::to_string(s.max_mib),
+                                     "--iters=" + std::to_string(s.iters),
+                                     "--reps=" + std::to_string(s.reps)};
     if (m > 0 || !s.header) args.push_back("--no-header");
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
@@ -392,8 +393,7 @@ int run_mode(const std::string& mode, int n, const Settings& s) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int k = 0; k < s.iters; ++k) all_reduce(ranks, b, count);
       sync_all(ranks);
-      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
-                   s.iters);
+      us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / s.iters);
     }
     std::sort(us.begin(), us.end());
     const double median = us[us.size() / 2];
@@ -418,12 +418,18 @@ int main(int argc, char** argv) {
   std::string modes_arg = "sova,sova_reg,sova_win,ncclmem,ncclmem_reg,ncclmem_win,cudamalloc", v;
   Settings settings;
   for (int i = 1; i < argc; ++i) {
-    if (arg(argv[i], "--modes", &v)) modes_arg = v;
-    else if (arg(argv[i], "--min-mib", &v)) settings.min_mib = std::strtoull(v.c_str(), nullptr, 10);
-    else if (arg(argv[i], "--max-mib", &v)) settings.max_mib = std::strtoull(v.c_str(), nullptr, 10);
-    else if (arg(argv[i], "--iters", &v)) settings.iters = std::atoi(v.c_str());
-    else if (arg(argv[i], "--reps", &v)) settings.reps = std::atoi(v.c_str());
-    else if (std::strcmp(argv[i], "--no-header") == 0) settings.header = false;
+    if (arg(argv[i], "--modes", &v))
+      modes_arg = v;
+    else if (arg(argv[i], "--min-mib", &v))
+      settings.min_mib = std::strtoull(v.c_str(), nullptr, 10);
+    else if (arg(argv[i], "--max-mib", &v))
+      settings.max_mib = std::strtoull(v.c_str(), nullptr, 10);
+    else if (arg(argv[i], "--iters", &v))
+      settings.iters = std::atoi(v.c_str());
+    else if (arg(argv[i], "--reps", &v))
+      settings.reps = std::atoi(v.c_str());
+    else if (std::strcmp(argv[i], "--no-header") == 0)
+      settings.header = false;
     else {
       std::fprintf(stderr, "sova_nccl_allreduce: unknown argument %s (see the source's header)\n", argv[i]);
       return 2;
@@ -432,7 +438,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> modes;
   std::stringstream ss(modes_arg);
   for (std::string m; std::getline(ss, m, ',');) {
-    static const char* known[] = {"sova", "sova_reg", "sova_win", "ncclmem", "ncclmem_reg", "ncclmem_win", "cudamalloc"};
+    static const char* known[] = {"sova",        "sova_reg",    "sova_win",  "ncclmem",
+                                  "ncclmem_reg", "ncclmem_win", "cudamalloc"};
     if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return m == k; }) == std::end(known)) {
       std::fprintf(stderr, "sova_nccl_allreduce: unknown mode '%s'\n", m.c_str());
       return 2;

@@ -94,8 +94,8 @@ std::vector<TraceFile> find_traces() {
 }
 
 std::string describe_traces(const std::vector<TraceFile>& traces) {
-  std::string s = replay_options().trace_dir + ": " + std::to_string(traces.size()) + " trace" +
-                  (traces.size() == 1 ? "" : "s");
+  std::string s =
+      replay_options().trace_dir + ": " + std::to_string(traces.size()) + " trace" + (traces.size() == 1 ? "" : "s");
   if (!trace_zlib_built()) s += " (built without zlib: .csv.gz traces are read through gzip -dc)";
   return s;
 }

@@ -86,7 +86,8 @@ bool parse(int argc, char** argv, Options& o) {
 int main(int argc, char** argv) {
   Options o;
   if (!parse(argc, argv, o)) {
-    std::fprintf(stderr, "usage: %s TRACE [--sim [--device-gib=N]] [--thorough] [--no-remap] [--warm-passes=N] [--passes=N] "
+    std::fprintf(stderr,
+                 "usage: %s TRACE [--sim [--device-gib=N]] [--thorough] [--no-remap] [--warm-passes=N] [--passes=N] "
                  "[--before=T1,T2,...]\n",
                  argv[0]);
     return 2;
@@ -152,8 +153,8 @@ int main(int argc, char** argv) {
     const double passes = o.passes;
     const double replay_us = total_ns / passes / 1e3;
     std::printf("%s on %s (%s remapping%s): %d passes after %d warm ones\n", o.trace.c_str(), driver.name(),
-                o.remap ? "with" : "without", o.effort == sova::RemapEffort::thorough ? ", thorough" : "",
-                o.passes, o.warm_passes);
+                o.remap ? "with" : "without", o.effort == sova::RemapEffort::thorough ? ", thorough" : "", o.passes,
+                o.warm_passes);
     std::printf("replay %.1f us (%zu events, %.0f ns each); peak reserved / trace peak %.3f\n", replay_us,
                 trace.ops.size(), total_ns / passes / static_cast<double>(trace.ops.size()),
                 static_cast<double>(after.reserved_high) / static_cast<double>(trace.peak_requested));
@@ -164,22 +165,24 @@ int main(int argc, char** argv) {
       const double us = static_cast<double>(driver_after[i].ns - driver_before[i].ns) / passes / 1e3;
       if (calls == 0) continue;
       driver_us += us;
-      std::printf("%-20s %12.2f %12.1f %10.2f %7.1f%%\n", sova_bench::TimedDriver::call_name(i), calls, us,
-                  us / calls, 100.0 * us / replay_us);
+      std::printf("%-20s %12.2f %12.1f %10.2f %7.1f%%\n", sova_bench::TimedDriver::call_name(i), calls, us, us / calls,
+                  100.0 * us / replay_us);
     }
-    std::printf("%-20s %12s %12.1f %10s %7.1f%%\n", "all driver calls", "", driver_us, "", 100.0 * driver_us / replay_us);
+    std::printf("%-20s %12s %12.1f %10s %7.1f%%\n", "all driver calls", "", driver_us, "",
+                100.0 * driver_us / replay_us);
     auto per_pass = [&](std::uint64_t now, std::uint64_t then) { return static_cast<double>(now - then) / passes; };
-    std::printf("slow path a pass: heap %.1f (%.1f us), grown %.1f (%.1f us); fast-path hits %.1f of %.1f; "
-                "chunks remapped %.1f (to ghosts %.1f), created %.2f, released %.2f; remap waits %.2f\n",
-                per_pass(after.slow_from_heap + after.slow_from_heap_all, before.slow_from_heap + before.slow_from_heap_all),
-                per_pass(after.slow_from_heap_ns + after.slow_from_heap_all_ns,
-                         before.slow_from_heap_ns + before.slow_from_heap_all_ns) / 1e3,
-                per_pass(after.slow_grown, before.slow_grown), per_pass(after.slow_grown_ns, before.slow_grown_ns) / 1e3,
-                per_pass(after.fast_path_hits, before.fast_path_hits), per_pass(after.allocations, before.allocations),
-                per_pass(after.chunks_remapped, before.chunks_remapped),
-                per_pass(after.remaps_to_ghosts, before.remaps_to_ghosts),
-                per_pass(after.chunks_mapped, before.chunks_mapped), per_pass(after.chunks_unmapped, before.chunks_unmapped),
-                per_pass(after.remap_waits, before.remap_waits));
+    std::printf(
+        "slow path a pass: heap %.1f (%.1f us), grown %.1f (%.1f us); fast-path hits %.1f of %.1f; "
+        "chunks remapped %.1f (to ghosts %.1f), created %.2f, released %.2f; remap waits %.2f\n",
+        per_pass(after.slow_from_heap + after.slow_from_heap_all, before.slow_from_heap + before.slow_from_heap_all),
+        per_pass(after.slow_from_heap_ns + after.slow_from_heap_all_ns,
+                 before.slow_from_heap_ns + before.slow_from_heap_all_ns) /
+            1e3,
+        per_pass(after.slow_grown, before.slow_grown), per_pass(after.slow_grown_ns, before.slow_grown_ns) / 1e3,
+        per_pass(after.fast_path_hits, before.fast_path_hits), per_pass(after.allocations, before.allocations),
+        per_pass(after.chunks_remapped, before.chunks_remapped),
+        per_pass(after.remaps_to_ghosts, before.remaps_to_ghosts), per_pass(after.chunks_mapped, before.chunks_mapped),
+        per_pass(after.chunks_unmapped, before.chunks_unmapped), per_pass(after.remap_waits, before.remap_waits));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: %s\n", o.trace.c_str(), e.what());
     return 1;

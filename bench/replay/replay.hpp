@@ -168,7 +168,8 @@ LatencyFigures replay_latencies(A& a, const Trace& trace, const ReplayStreams& s
     if (op.bytes != 0) {
       const auto start = std::chrono::steady_clock::now();
       slots[op.slot] = a.allocate(op.bytes, streams[op.stream]);
-      ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
+      ns.push_back(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start).count());
     } else {
       a.deallocate(slots[op.slot], streams[op.stream]);
       slots[op.slot] = nullptr;
@@ -177,7 +178,9 @@ LatencyFigures replay_latencies(A& a, const Trace& trace, const ReplayStreams& s
   streams.sync();
   std::sort(ns.begin(), ns.end());
   if (ns.empty()) return {};
-  auto at = [&](double q) { return static_cast<double>(ns[static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1))]); };
+  auto at = [&](double q) {
+    return static_cast<double>(ns[static_cast<std::size_t>(q * static_cast<double>(ns.size() - 1))]);
+  };
   return {at(0.50), at(0.99), static_cast<double>(ns.back())};
 }
 
@@ -186,7 +189,7 @@ LatencyFigures replay_latencies(A& a, const Trace& trace, const ReplayStreams& s
 struct PathCounts {
   std::uint64_t allocations = 0, fast = 0, heap = 0, heap_all = 0, other_streams = 0, wait = 0, grown = 0, sync = 0;
   PathCounts operator-(const PathCounts& o) const {
-    return {allocations - o.allocations, fast - o.fast, heap - o.heap, heap_all - o.heap_all,
+    return {allocations - o.allocations,     fast - o.fast, heap - o.heap,   heap_all - o.heap_all,
             other_streams - o.other_streams, wait - o.wait, grown - o.grown, sync - o.sync};
   }
 };
@@ -194,8 +197,9 @@ template <class A>
 PathCounts path_counts_of(A& a) {
   if constexpr (kHasSovaPool<A>) {
     const sova::PoolStats st = a.pool->stats();
-    return {st.allocations, st.fast_path_hits, st.slow_from_heap, st.slow_from_heap_all, st.slow_from_other_streams,
-            st.slow_with_wait, st.slow_grown, st.slow_after_synchronize};
+    return {st.allocations,        st.fast_path_hits,          st.slow_from_heap,
+            st.slow_from_heap_all, st.slow_from_other_streams, st.slow_with_wait,
+            st.slow_grown,         st.slow_after_synchronize};
   } else {
     return {};
   }
@@ -231,8 +235,8 @@ void BM_replay(benchmark::State& state, const TraceFile& file) {
     if constexpr (kHasSovaPool<A>) {
       // Which path served the timed replays' allocations.
       const auto share = [&paths](std::uint64_t count) {
-        return benchmark::Counter(paths.allocations == 0 ? 0.0
-                                                         : static_cast<double>(count) / static_cast<double>(paths.allocations));
+        return benchmark::Counter(
+            paths.allocations == 0 ? 0.0 : static_cast<double>(count) / static_cast<double>(paths.allocations));
       };
       state.counters["fast_share"] = share(paths.fast);
       state.counters["heap_share"] = share(paths.heap + paths.heap_all);

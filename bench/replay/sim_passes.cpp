@@ -70,11 +70,16 @@ bool parse(int argc, char** argv, Options& o) {
     const std::string_view arg(a);
     if (arg.starts_with("--policy=")) {
       const std::string p = a + 9;
-      if (p == "default") o.policy = sova::Policy::default_policy;
-      else if (p == "size_classes") o.policy = sova::Policy::size_classes;
-      else if (p == "buddy") o.policy = sova::Policy::buddy;
-      else if (p == "best_fit") o.policy = sova::Policy::best_fit;
-      else return false;
+      if (p == "default")
+        o.policy = sova::Policy::default_policy;
+      else if (p == "size_classes")
+        o.policy = sova::Policy::size_classes;
+      else if (p == "buddy")
+        o.policy = sova::Policy::buddy;
+      else if (p == "best_fit")
+        o.policy = sova::Policy::best_fit;
+      else
+        return false;
     } else if (std::strcmp(a, "--no-remap") == 0) {
       o.remap = false;
     } else if (std::strcmp(a, "--thorough") == 0) {
@@ -169,30 +174,30 @@ int main(int argc, char** argv) {
       for (cudaStream_t s : streams) sim.stream_synchronize(s);
       const sova::PoolStats st = pool.stats();
       const sova::SimCounters driver = sim.counters();
-      auto in_pass = [](std::uint64_t now, std::uint64_t then) {
-        return static_cast<unsigned long long>(now - then);
-      };
-      std::printf("pass %d: peak reserved %.0f MiB / trace peak %.0f MiB = %.3f; chunks created %llu, remapped %llu (to ghosts %llu); "
-                  "fast-path hits %llu of %llu allocations; released %llu, waits %llu; slow path: heap %llu, "
-                  "grown %llu, other %llu; driver: maps %llu, unmaps %llu, access %llu\n",
-                  pass, st.reserved_high / 1048576.0, trace.peak_requested / 1048576.0,
-                  static_cast<double>(st.reserved_high) / static_cast<double>(trace.peak_requested),
-                  in_pass(st.chunks_mapped, before.chunks_mapped), in_pass(st.chunks_remapped, before.chunks_remapped),
-                  in_pass(st.remaps_to_ghosts, before.remaps_to_ghosts),
-                  in_pass(st.fast_path_hits, before.fast_path_hits), in_pass(st.allocations, before.allocations),
-                  in_pass(st.chunks_unmapped, before.chunks_unmapped), in_pass(st.remap_waits, before.remap_waits),
-                  in_pass(st.slow_from_heap + st.slow_from_heap_all, before.slow_from_heap + before.slow_from_heap_all),
-                  in_pass(st.slow_grown + st.slow_after_synchronize, before.slow_grown + before.slow_after_synchronize),
-                  in_pass(st.slow_from_other_streams + st.slow_with_wait,
-                          before.slow_from_other_streams + before.slow_with_wait),
-                  in_pass(driver.maps, driver_before.maps), in_pass(driver.unmaps, driver_before.unmaps),
-                  in_pass(driver.set_access_calls, driver_before.set_access_calls));
+      auto in_pass = [](std::uint64_t now, std::uint64_t then) { return static_cast<unsigned long long>(now - then); };
+      std::printf(
+          "pass %d: peak reserved %.0f MiB / trace peak %.0f MiB = %.3f; chunks created %llu, remapped %llu (to ghosts "
+          "%llu); "
+          "fast-path hits %llu of %llu allocations; released %llu, waits %llu; slow path: heap %llu, "
+          "grown %llu, other %llu; driver: maps %llu, unmaps %llu, access %llu\n",
+          pass, st.reserved_high / 1048576.0, trace.peak_requested / 1048576.0,
+          static_cast<double>(st.reserved_high) / static_cast<double>(trace.peak_requested),
+          in_pass(st.chunks_mapped, before.chunks_mapped), in_pass(st.chunks_remapped, before.chunks_remapped),
+          in_pass(st.remaps_to_ghosts, before.remaps_to_ghosts), in_pass(st.fast_path_hits, before.fast_path_hits),
+          in_pass(st.allocations, before.allocations), in_pass(st.chunks_unmapped, before.chunks_unmapped),
+          in_pass(st.remap_waits, before.remap_waits),
+          in_pass(st.slow_from_heap + st.slow_from_heap_all, before.slow_from_heap + before.slow_from_heap_all),
+          in_pass(st.slow_grown + st.slow_after_synchronize, before.slow_grown + before.slow_after_synchronize),
+          in_pass(st.slow_from_other_streams + st.slow_with_wait,
+                  before.slow_from_other_streams + before.slow_with_wait),
+          in_pass(driver.maps, driver_before.maps), in_pass(driver.unmaps, driver_before.unmaps),
+          in_pass(driver.set_access_calls, driver_before.set_access_calls));
       if (o.lag_us != 0) {
-        std::printf("        host %.1f ms for the pass (device work %.1f ms); remapping waits %llu, device "
-                    "synchronizes %llu\n",
-                    host_ms, static_cast<double>(o.lag_us) * static_cast<double>(trace.allocations) / 1000.0,
-                    in_pass(st.remap_waits, before.remap_waits),
-                    in_pass(st.device_synchronizes, before.device_synchronizes));
+        std::printf(
+            "        host %.1f ms for the pass (device work %.1f ms); remapping waits %llu, device "
+            "synchronizes %llu\n",
+            host_ms, static_cast<double>(o.lag_us) * static_cast<double>(trace.allocations) / 1000.0,
+            in_pass(st.remap_waits, before.remap_waits), in_pass(st.device_synchronizes, before.device_synchronizes));
       }
       before = st;
       driver_before = driver;
@@ -203,11 +208,12 @@ int main(int argc, char** argv) {
       for (int pass = 0; pass < o.timed_passes; ++pass) replay(nullptr);
       const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
       const sova::PoolStats st = pool.stats();
-      std::printf("timed: %d passes, %.0f ns per event (host, simulation driver); fast-path hits %llu of %llu "
-                  "allocations\n",
-                  o.timed_passes, ns / (static_cast<double>(o.timed_passes) * static_cast<double>(trace.ops.size())),
-                  static_cast<unsigned long long>(st.fast_path_hits - before.fast_path_hits),
-                  static_cast<unsigned long long>(st.allocations - before.allocations));
+      std::printf(
+          "timed: %d passes, %.0f ns per event (host, simulation driver); fast-path hits %llu of %llu "
+          "allocations\n",
+          o.timed_passes, ns / (static_cast<double>(o.timed_passes) * static_cast<double>(trace.ops.size())),
+          static_cast<unsigned long long>(st.fast_path_hits - before.fast_path_hits),
+          static_cast<unsigned long long>(st.allocations - before.allocations));
     }
     for (cudaStream_t s : streams) {
       if (s != nullptr) sim.destroy_stream(s);

@@ -38,9 +38,10 @@ class TimedDriver final : public sova::Driver {
   };
   static const char* call_name(int call) noexcept {
     static constexpr const char* kNames[kCallCount] = {
-        "physical_create", "physical_release", "map",           "unmap",          "set_access",
-        "event_create",    "event_record",     "event_query",   "event_synchronize", "stream_wait_event",
-        "stream_query",    "stream_synchronize", "device_synchronize"};
+        "physical_create",   "physical_release",  "map",          "unmap",
+        "set_access",        "event_create",      "event_record", "event_query",
+        "event_synchronize", "stream_wait_event", "stream_query", "stream_synchronize",
+        "device_synchronize"};
     return kNames[call];
   }
 
@@ -65,7 +66,9 @@ class TimedDriver final : public sova::Driver {
   const char* name() const noexcept override { return inner_.name(); }
   cudaError_t device_count(int* count) noexcept override { return inner_.device_count(count); }
   cudaError_t current_device(int* device) noexcept override { return inner_.current_device(device); }
-  cudaError_t device_info(int device, sova::DeviceInfo* out) noexcept override { return inner_.device_info(device, out); }
+  cudaError_t device_info(int device, sova::DeviceInfo* out) noexcept override {
+    return inner_.device_info(device, out);
+  }
   cudaError_t memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept override {
     return inner_.memory_info(device, free_bytes, total_bytes);
   }

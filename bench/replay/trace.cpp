@@ -188,7 +188,7 @@ class Builder {
   const std::string& origin_;
   Trace trace_;
   std::unordered_map<std::uint64_t, Live> live_;
-  std::unordered_set<std::uint64_t> ignored_;  // non-null pointers of 0-byte allocations
+  std::unordered_set<std::uint64_t> ignored_;                    // non-null pointers of 0-byte allocations
   std::unordered_map<std::uint64_t, std::uint32_t> stream_ids_;  // handle -> index, not the legacy stream
   std::unordered_set<std::string> threads_;
   std::vector<std::uint32_t> free_slots_;
@@ -298,9 +298,7 @@ std::string read_file(const std::string& path) {
 
 }  // namespace
 
-Trace load_trace(const std::string& path) {
-  return parse_trace(read_file(path), path);
-}
+Trace load_trace(const std::string& path) { return parse_trace(read_file(path), path); }
 
 bool trace_zlib_built() { return SOVA_TRACE_ZLIB != 0; }
 

@@ -66,16 +66,16 @@ struct Trace {
   /// The trace's stream handles by index; 0 is the legacy default stream.
   /// Index 0 is always present (the stream of closing frees when none else).
   std::vector<std::uint64_t> streams{0};
-  std::size_t slots = 0;                ///< most blocks live at once
-  std::uint64_t peak_requested = 0;     ///< most bytes live at once
-  std::size_t allocations = 0;          ///< allocate rows replayed
-  std::size_t frees = 0;                ///< free rows replayed
-  std::size_t closing_frees = 0;        ///< frees appended for blocks live at the end
-  std::size_t unknown_frees = 0;        ///< free rows of pointers not live, left out
-  std::string first_unknown_free;       ///< "line N: free of 0x..." for the first of them
-  std::size_t failed_allocations = 0;   ///< `allocate failure` rows, left out
-  std::size_t ignored_rows = 0;         ///< null or 0-byte allocations and their frees, null frees
-  std::size_t threads = 0;              ///< distinct Thread values (0 without the column)
+  std::size_t slots = 0;               ///< most blocks live at once
+  std::uint64_t peak_requested = 0;    ///< most bytes live at once
+  std::size_t allocations = 0;         ///< allocate rows replayed
+  std::size_t frees = 0;               ///< free rows replayed
+  std::size_t closing_frees = 0;       ///< frees appended for blocks live at the end
+  std::size_t unknown_frees = 0;       ///< free rows of pointers not live, left out
+  std::string first_unknown_free;      ///< "line N: free of 0x..." for the first of them
+  std::size_t failed_allocations = 0;  ///< `allocate failure` rows, left out
+  std::size_t ignored_rows = 0;        ///< null or 0-byte allocations and their frees, null frees
+  std::size_t threads = 0;             ///< distinct Thread values (0 without the column)
 };
 
 /// Parses the whole text of a trace; `origin` (a file name) prefixes errors.

@@ -169,9 +169,7 @@ RmmCudaAsync::RmmCudaAsync() { why_not = async_shared().error; }
 void* RmmCudaAsync::allocate(std::size_t bytes, cudaStream_t stream) {
   return allocate_from(*async_shared().resource, bytes, stream);
 }
-void RmmCudaAsync::deallocate(void* ptr, cudaStream_t stream) {
-  deallocate_to(*async_shared().resource, ptr, stream);
-}
+void RmmCudaAsync::deallocate(void* ptr, cudaStream_t stream) { deallocate_to(*async_shared().resource, ptr, stream); }
 void RmmCudaAsync::reset_peaks() { reset_driver_pool_peaks(async_shared().resource->pool_handle()); }
 PeakFigures RmmCudaAsync::read_peaks() { return read_driver_pool_peaks(async_shared().resource->pool_handle()); }
 

@@ -106,12 +106,12 @@ void print_table(std::vector<Row> rows, const char* skipped_reason) {
 }
 
 template <class Seed>
-int run_seed(Seed& seed, const std::vector<SeedVariant>& variants, const Options& opt,
-             const char* skipped_reason) {
+int run_seed(Seed& seed, const std::vector<SeedVariant>& variants, const Options& opt, const char* skipped_reason) {
   seed.set_release_threshold(opt.threshold_max ? UINT64_MAX : 0);
-  std::printf("%d repetitions per variant after %d warm-up loops, variants interleaved; "
-              "release threshold: %s\n",
-              opt.reps, kWarmupLoops, opt.threshold_max ? "UINT64_MAX" : "0 (both pools' default)");
+  std::printf(
+      "%d repetitions per variant after %d warm-up loops, variants interleaved; "
+      "release threshold: %s\n",
+      opt.reps, kWarmupLoops, opt.threshold_max ? "UINT64_MAX" : "0 (both pools' default)");
   std::fflush(stdout);
   const std::vector<Row> rows = measure(seed, variants, opt.reps);
   const std::uint64_t errors = seed.kernel_errors();
@@ -146,9 +146,10 @@ int main(int argc, char** argv) {
     }
   }
 
-  std::printf("sova seed: %d x (allocate 4 MiB, kernel, free) on one stream; each loop timed with a host\n"
-              "clock around the loop plus the stream synchronize\n",
-              sova_bench::kSeedIterations);
+  std::printf(
+      "sova seed: %d x (allocate 4 MiB, kernel, free) on one stream; each loop timed with a host\n"
+      "clock around the loop plus the stream synchronize\n",
+      sova_bench::kSeedIterations);
   try {
     const bool gpu = sova_bench::have_gpu();
 #if defined(SOVA_BENCH_KERNELS)
@@ -156,22 +157,24 @@ int main(int argc, char** argv) {
     if (gpu && sova_bench::capi_sim() == nullptr) {
       std::printf("device: %s\n", sova_bench::device_name().c_str());
       sova_bench::GpuSeed seed;
-      return run_seed(seed,
-                      {SeedVariant::cuda_malloc, SeedVariant::cuda_malloc_async, SeedVariant::sova,
-                       SeedVariant::preallocated},
-                      opt, "");
+      return run_seed(
+          seed,
+          {SeedVariant::cuda_malloc, SeedVariant::cuda_malloc_async, SeedVariant::sova, SeedVariant::preallocated}, opt,
+          "");
     }
 #else
     if (gpu) {
-      std::printf("a CUDA GPU is present, but sova_seed was built without CUDA kernels (no nvcc, or "
-                  "-Dgpu=disabled): running on sova's host simulation (timings are host timings, not "
-                  "GPU timings)\n");
+      std::printf(
+          "a CUDA GPU is present, but sova_seed was built without CUDA kernels (no nvcc, or "
+          "-Dgpu=disabled): running on sova's host simulation (timings are host timings, not "
+          "GPU timings)\n");
       sova_bench::check_cuda(sova::set_process_driver(&sova_bench::shared_sim()), "sova::set_process_driver");
     }
 #endif
     if (!gpu) {
-      std::printf("no CUDA GPU found: running on sova's host simulation "
-                  "(timings are host timings, not GPU timings)\n");
+      std::printf(
+          "no CUDA GPU found: running on sova's host simulation "
+          "(timings are host timings, not GPU timings)\n");
     }
     sova::SimDriver* sim = sova_bench::capi_sim();
     if (sim == nullptr) throw std::runtime_error("sova's C API is not on the host simulation");

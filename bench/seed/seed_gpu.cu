@@ -100,8 +100,7 @@ void GpuSeed::verify(SeedVariant v) {
   std::vector<float> host(kSeedFloats);
   float* p = acquire(v);
   launch(p, tag);
-  check_cuda(cudaMemcpyAsync(host.data(), p, kSeedBytes, cudaMemcpyDeviceToHost, stream_.get()),
-             "cudaMemcpyAsync");
+  check_cuda(cudaMemcpyAsync(host.data(), p, kSeedBytes, cudaMemcpyDeviceToHost, stream_.get()), "cudaMemcpyAsync");
   release(v, p);
   stream_.sync();
   check_cuda(cudaGetLastError(), "seed kernel launch");
@@ -109,8 +108,8 @@ void GpuSeed::verify(SeedVariant v) {
     const float want = seed_final(static_cast<float>(tag), i);
     if (host[i] != want) {
       char msg[160];
-      std::snprintf(msg, sizeof msg, "%s: kernel result wrong at float %zu: %.1f, want %.1f",
-                    seed_variant_name(v), i, static_cast<double>(host[i]), static_cast<double>(want));
+      std::snprintf(msg, sizeof msg, "%s: kernel result wrong at float %zu: %.1f, want %.1f", seed_variant_name(v), i,
+                    static_cast<double>(host[i]), static_cast<double>(want));
       throw std::runtime_error(msg);
     }
   }

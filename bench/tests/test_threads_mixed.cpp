@@ -63,7 +63,8 @@ struct Recorder {
   std::lock_guard<std::mutex> lock(l.mutex);
   ++l.frees;
   if (l.live.erase(reinterpret_cast<std::uintptr_t>(ptr)) == 0) {
-    const std::string problem = "freed a pointer it does not hold: " + std::to_string(reinterpret_cast<std::uintptr_t>(ptr));
+    const std::string problem =
+        "freed a pointer it does not hold: " + std::to_string(reinterpret_cast<std::uintptr_t>(ptr));
     if (l.problems.size() < 8) l.problems.push_back(problem);
     throw std::runtime_error(problem);  // as sova::Pool: the case stops with an error
   }
@@ -82,8 +83,11 @@ TEST_CASE("threads_mixed/ frees only the pointers it holds", "[bench]") {
   // The warm-up pass and more than a schedule of timed iterations, on one
   // thread and on two (a window each).
   benchmark::RegisterBenchmark("threads_mixed/recorder", BM_threads_mixed<Recorder>)
-      ->ArgName("classes")->Arg(16)->Arg(64)
-      ->Threads(1)->Threads(2)
+      ->ArgName("classes")
+      ->Arg(16)
+      ->Arg(64)
+      ->Threads(1)
+      ->Threads(2)
       ->Iterations(static_cast<benchmark::IterationCount>(kMixedSchedule + 1000))
       ->UseRealTime();
   QuietReporter reporter;

@@ -110,8 +110,8 @@ std::string find_mode_error() {
     seen_expandable = expandable ? 1 : 0;
     if (expandable != process_expandable) {
       return std::string("PyTorch's allocator ") + (expandable ? "made" : "did not make") +
-             " expandable segments, but this process runs " + (process_expandable ? "torch_expandable" : "torch_caching") +
-             " (" + settings_in_force() + ")";
+             " expandable segments, but this process runs " +
+             (process_expandable ? "torch_expandable" : "torch_caching") + " (" + settings_in_force() + ")";
     }
     return "";
   } catch (const std::exception& e) {

@@ -51,9 +51,9 @@ class SOVA_API BlockAlias {
   int device_;
   void* block_;
   std::size_t size_;
-  std::uintptr_t base_ = 0;   ///< the alias's reservation
-  std::size_t span_ = 0;      ///< its bytes: the chunks under the block, whole
-  std::size_t offset_ = 0;    ///< the block's start within it
+  std::uintptr_t base_ = 0;                                  ///< the alias's reservation
+  std::size_t span_ = 0;                                     ///< its bytes: the chunks under the block, whole
+  std::size_t offset_ = 0;                                   ///< the block's start within it
   std::vector<std::pair<std::size_t, std::size_t>> mapped_;  ///< (offset in the span, bytes)
 };
 

@@ -32,17 +32,17 @@ using EventHandle = void*;
 struct DeviceInfo {
   int ordinal = 0;
   char name[256] = {};
-  std::size_t total_memory = 0;            ///< bytes of device memory
-  std::size_t granularity = 0;             ///< minimum VMM granularity (2 MiB on H100)
-  std::size_t recommended_granularity = 0; ///< recommended VMM granularity
-  bool vmm_supported = false;              ///< CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-  bool posix_fd_supported = false;         ///< ..._HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
-  bool fabric_supported = false;           ///< ..._HANDLE_TYPE_FABRIC_SUPPORTED
-  bool compression_supported = false;      ///< ..._GENERIC_COMPRESSION_SUPPORTED
-  bool rdma_with_vmm_supported = false;    ///< ..._GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
-  bool multicast_supported = false;        ///< ..._MULTICAST_SUPPORTED (NVLink SHARP)
-  bool host_numa_vmm_supported = false;    ///< ..._HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
-  int host_numa_id = -1;                   ///< ..._HOST_NUMA_ID: the host node nearest the device; -1 none
+  std::size_t total_memory = 0;             ///< bytes of device memory
+  std::size_t granularity = 0;              ///< minimum VMM granularity (2 MiB on H100)
+  std::size_t recommended_granularity = 0;  ///< recommended VMM granularity
+  bool vmm_supported = false;               ///< CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+  bool posix_fd_supported = false;          ///< ..._HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED
+  bool fabric_supported = false;            ///< ..._HANDLE_TYPE_FABRIC_SUPPORTED
+  bool compression_supported = false;       ///< ..._GENERIC_COMPRESSION_SUPPORTED
+  bool rdma_with_vmm_supported = false;     ///< ..._GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED
+  bool multicast_supported = false;         ///< ..._MULTICAST_SUPPORTED (NVLink SHARP)
+  bool host_numa_vmm_supported = false;     ///< ..._HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED
+  int host_numa_id = -1;                    ///< ..._HOST_NUMA_ID: the host node nearest the device; -1 none
 };
 
 /// What a physical allocation is made of and what it may do
@@ -92,34 +92,29 @@ class SOVA_API Driver {
   /// cudaErrorInvalidDevice for an ordinal out of range.
   virtual cudaError_t device_info(int device, DeviceInfo* out) noexcept = 0;
   /// Free and total device memory (cudaMemGetInfo on that device).
-  virtual cudaError_t memory_info(int device, std::size_t* free_bytes,
-                                  std::size_t* total_bytes) noexcept = 0;
+  virtual cudaError_t memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept = 0;
   /// Waits until all work on all streams of the device is complete.
   virtual cudaError_t device_synchronize(int device) noexcept = 0;
 
   // ---- virtual address space (cuMemAddressReserve / cuMemAddressFree) ----
   /// Reserves `bytes` (a multiple of the granularity) of VA, aligned to `alignment`.
-  virtual cudaError_t address_reserve(std::size_t bytes, std::size_t alignment,
-                                      std::uintptr_t* va) noexcept = 0;
+  virtual cudaError_t address_reserve(std::size_t bytes, std::size_t alignment, std::uintptr_t* va) noexcept = 0;
   /// Frees a whole reservation; nothing may be mapped in it.
   virtual cudaError_t address_free(std::uintptr_t va, std::size_t bytes) noexcept = 0;
 
   // ---- physical memory (cuMemCreate / cuMemRelease / cuMemMap / cuMemUnmap)
   /// Creates `bytes` (a multiple of the granularity) of pinned device memory on
   /// `device`. cudaErrorMemoryAllocation when the device has too little free.
-  virtual cudaError_t physical_create(int device, std::size_t bytes,
-                                      PhysicalHandle* out) noexcept = 0;
+  virtual cudaError_t physical_create(int device, std::size_t bytes, PhysicalHandle* out) noexcept = 0;
   /// Releases a handle. Memory still mapped stays alive until unmapped.
   virtual cudaError_t physical_release(PhysicalHandle handle) noexcept = 0;
   /// Maps the whole of `handle` (offset 0, `bytes` = its size) at `va`.
-  virtual cudaError_t map(std::uintptr_t va, std::size_t bytes,
-                          PhysicalHandle handle) noexcept = 0;
+  virtual cudaError_t map(std::uintptr_t va, std::size_t bytes, PhysicalHandle handle) noexcept = 0;
   /// Unmaps exactly one earlier map() range. The caller guarantees no work
   /// that touches the range is still pending.
   virtual cudaError_t unmap(std::uintptr_t va, std::size_t bytes) noexcept = 0;
   /// Sets access for devices (cuMemSetAccess); memory is inaccessible until set.
-  virtual cudaError_t set_access(std::uintptr_t va, std::size_t bytes,
-                                 const cudaMemAccessDesc* descs,
+  virtual cudaError_t set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs,
                                  std::size_t count) noexcept = 0;
 
   // ---- physical memory with properties, sharing, queries -----------------
@@ -131,8 +126,7 @@ class SOVA_API Driver {
   /// a request and never fails a create); cudaErrorMemoryAllocation when the
   /// location has too little free. Host-NUMA memory counts against the host,
   /// not the device (`device` in physical_create names the device only).
-  virtual cudaError_t physical_create_with(const PhysicalProps& props, std::size_t bytes,
-                                           PhysicalHandle* out) noexcept;
+  virtual cudaError_t physical_create_with(const PhysicalProps& props, std::size_t bytes, PhysicalHandle* out) noexcept;
   /// The minimum granularity for allocations with `props`
   /// (cuMemGetAllocationGranularity).
   virtual cudaError_t granularity_for(const PhysicalProps& props, std::size_t* out) noexcept;
@@ -204,8 +198,7 @@ class SOVA_API Driver {
   /// completed (cudaUserObjectCreate + cudaGraphRetainUserObject with
   /// cudaGraphUserObjectMove). Enqueues nothing on any stream. On failure the
   /// callback is never called.
-  virtual cudaError_t graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback,
-                                       void* context) noexcept;
+  virtual cudaError_t graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback, void* context) noexcept;
   /// A non-blocking stream of `device` that the caller owns
   /// (cudaStreamCreateWithFlags(cudaStreamNonBlocking), whatever the calling
   /// thread's current device), and its destruction.

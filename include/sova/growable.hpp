@@ -10,8 +10,8 @@
 #pragma once
 
 #include <sova/driver.hpp>
-#include <sova/export.h>
 #include <sova/error.hpp>
+#include <sova/export.h>
 
 #include <cuda_runtime_api.h>
 
@@ -33,7 +33,9 @@ struct GrowableOptions {
   Driver* driver = nullptr;   ///< nullptr = process_driver(); must outlive the buffer
 };
 
-namespace detail { class Arena; }
+namespace detail {
+class Arena;
+}
 
 /// Not thread-safe (as std::vector): one thread resizes at a time, and the
 /// caller orders resizes with the device work that uses the buffer.

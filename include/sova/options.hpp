@@ -52,9 +52,9 @@ struct PoolOptions {
   /// cudaMemPoolAttrReleaseThreshold: cached memory above this is returned to the
   /// device when the pool finds it unused (see docs/design.md, "Release").
   std::uint64_t release_threshold = 0;
-  bool reuse_follow_event_dependencies = true;   ///< cudaMemPoolReuseFollowEventDependencies
-  bool reuse_allow_opportunistic = true;         ///< cudaMemPoolReuseAllowOpportunistic
-  bool reuse_allow_internal_dependencies = true; ///< cudaMemPoolReuseAllowInternalDependencies
+  bool reuse_follow_event_dependencies = true;    ///< cudaMemPoolReuseFollowEventDependencies
+  bool reuse_allow_opportunistic = true;          ///< cudaMemPoolReuseAllowOpportunistic
+  bool reuse_allow_internal_dependencies = true;  ///< cudaMemPoolReuseAllowInternalDependencies
   /// VA to reserve; 0 = twice the pool's limit (max_size or device memory,
   /// whichever is smaller). Rounded up to the granule; a value whose rounding
   /// would exceed SIZE_MAX is refused at creation (sova::Error,

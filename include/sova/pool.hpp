@@ -16,8 +16,8 @@
 
 // The vocabulary has a header per concept, each usable alone; this one
 // includes them all, so that including it is enough for any user of a pool:
-#include <sova/driver.hpp>   // Driver, PhysicalProps
-#include <sova/error.hpp>    // Error, OutOfMemory
+#include <sova/driver.hpp>  // Driver, PhysicalProps
+#include <sova/error.hpp>   // Error, OutOfMemory
 #include <sova/export.h>
 #include <sova/graphs.hpp>   // GraphMemoryStats
 #include <sova/options.hpp>  // PoolOptions, Policy, RemapEffort
@@ -35,7 +35,9 @@
 
 namespace sova {
 
-namespace detail { class PoolCore; }
+namespace detail {
+class PoolCore;
+}
 
 class SOVA_API Pool {
  public:

@@ -83,8 +83,7 @@ class RmmResource {
 
   /// A new pool made with `options`, shared by this resource and its copies.
   /// Throws sova::Error as sova::Pool's constructor does.
-  explicit RmmResource(const PoolOptions& options = PoolOptions{})
-      : RmmResource(std::make_shared<Pool>(options)) {}
+  explicit RmmResource(const PoolOptions& options = PoolOptions{}) : RmmResource(std::make_shared<Pool>(options)) {}
 
   /// A resource over an existing pool, which it shares (keeps alive). Throws
   /// std::invalid_argument for a null pool.
@@ -174,13 +173,10 @@ class RmmResource {
     }
   };
 
-  static constexpr bool is_power_of_two(std::size_t value) noexcept {
-    return value != 0 && (value & (value - 1)) == 0;
-  }
+  static constexpr bool is_power_of_two(std::size_t value) noexcept { return value != 0 && (value & (value - 1)) == 0; }
 
   [[noreturn]] static void refuse_alignment(std::size_t alignment) {
-    throw rmm::bad_alloc("sova::RmmResource: alignment " + std::to_string(alignment) +
-                         " is not a power of two");
+    throw rmm::bad_alloc("sova::RmmResource: alignment " + std::to_string(alignment) + " is not a power of two");
   }
 
   // The pool's allocate, its exceptions turned into RMM's (same message).
@@ -222,9 +218,8 @@ class RmmResource {
   void bad_free(void* ptr, std::size_t alignment, cudaError_t error) const noexcept {
     if (rmm::process_is_exiting()) return;
     char message[320];
-    std::snprintf(message, sizeof message,
-                  "sova::RmmResource::deallocate(%p, alignment %zu) failed (%s): %s\n", ptr, alignment,
-                  cudaGetErrorName(error),
+    std::snprintf(message, sizeof message, "sova::RmmResource::deallocate(%p, alignment %zu) failed (%s): %s\n", ptr,
+                  alignment, cudaGetErrorName(error),
                   error == cudaErrorInvalidValue
                       ? "not a live block of this pool (foreign pointer, double free, or another alignment "
                         "than at allocation)"
@@ -232,8 +227,8 @@ class RmmResource {
     abort_with(message);
   }
 
-  Pool* pool_;                     // the pool of keep_, read on every call
-  std::shared_ptr<Keeper> keep_;   // shared by copies
+  Pool* pool_;                    // the pool of keep_, read on every call
+  std::shared_ptr<Keeper> keep_;  // shared by copies
 };
 
 static_assert(cuda::mr::synchronous_resource_with<RmmResource, cuda::mr::device_accessible>);

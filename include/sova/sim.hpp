@@ -62,18 +62,18 @@ struct SimConfig {
 
 /// Counters a test can read to see what the allocator asked of the driver.
 struct SimCounters {
-  std::size_t physical_bytes = 0;   ///< created and not yet released (device memory)
-  std::size_t host_bytes = 0;       ///< host-NUMA memory created and not yet released
-  std::size_t imported_handles = 0; ///< imported chunks not yet released
+  std::size_t physical_bytes = 0;    ///< created and not yet released (device memory)
+  std::size_t host_bytes = 0;        ///< host-NUMA memory created and not yet released
+  std::size_t imported_handles = 0;  ///< imported chunks not yet released
   std::size_t physical_creates = 0;
   std::size_t physical_releases = 0;
   std::size_t maps = 0;
   std::size_t unmaps = 0;
   std::size_t set_access_calls = 0;
-  std::size_t reservations = 0;      ///< live VA reservations
-  std::size_t mappings = 0;          ///< live mappings (map calls not yet unmapped)
+  std::size_t reservations = 0;  ///< live VA reservations
+  std::size_t mappings = 0;      ///< live mappings (map calls not yet unmapped)
   std::size_t events_recorded = 0;
-  std::size_t event_queries = 0;     ///< event_query calls (each a driver call on a GPU)
+  std::size_t event_queries = 0;  ///< event_query calls (each a driver call on a GPU)
   /// stream_is_capturing, stream_capture_info, stream_id, stream_device and
   /// current_device calls: what the pool's stream checks ask the driver
   std::size_t stream_queries = 0;
@@ -144,20 +144,16 @@ class SOVA_API SimDriver final : public Driver {
   cudaError_t device_count(int* count) noexcept override;
   cudaError_t current_device(int* device) noexcept override;
   cudaError_t device_info(int device, DeviceInfo* out) noexcept override;
-  cudaError_t memory_info(int device, std::size_t* free_bytes,
-                          std::size_t* total_bytes) noexcept override;
+  cudaError_t memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept override;
   cudaError_t device_synchronize(int device) noexcept override;
-  cudaError_t address_reserve(std::size_t bytes, std::size_t alignment,
-                              std::uintptr_t* va) noexcept override;
+  cudaError_t address_reserve(std::size_t bytes, std::size_t alignment, std::uintptr_t* va) noexcept override;
   cudaError_t address_free(std::uintptr_t va, std::size_t bytes) noexcept override;
-  cudaError_t physical_create(int device, std::size_t bytes,
-                              PhysicalHandle* out) noexcept override;
+  cudaError_t physical_create(int device, std::size_t bytes, PhysicalHandle* out) noexcept override;
   cudaError_t physical_release(PhysicalHandle handle) noexcept override;
-  cudaError_t map(std::uintptr_t va, std::size_t bytes,
-                  PhysicalHandle handle) noexcept override;
+  cudaError_t map(std::uintptr_t va, std::size_t bytes, PhysicalHandle handle) noexcept override;
   cudaError_t unmap(std::uintptr_t va, std::size_t bytes) noexcept override;
-  cudaError_t set_access(std::uintptr_t va, std::size_t bytes,
-                         const cudaMemAccessDesc* descs, std::size_t count) noexcept override;
+  cudaError_t set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs,
+                         std::size_t count) noexcept override;
   cudaError_t physical_create_with(const PhysicalProps& props, std::size_t bytes,
                                    PhysicalHandle* out) noexcept override;
   cudaError_t granularity_for(const PhysicalProps& props, std::size_t* out) noexcept override;

@@ -30,7 +30,7 @@ typedef struct sovaMemPool_st* sovaMemPool_t;
 
 /** Placement policy of a pool. */
 typedef enum sovaPolicy {
-  sovaPolicyDefault = 0,   /**< size classes up to 256 KiB, exact above; small blocks slab-placed, larger ones best fit */
+  sovaPolicyDefault = 0, /**< size classes up to 256 KiB, exact above; small blocks slab-placed, larger ones best fit */
   sovaPolicySizeClass = 1, /**< four size classes per power of two, slab-placed */
   sovaPolicyBuddy = 2,     /**< power-of-two blocks at buddy positions */
   sovaPolicyBestFit = 3    /**< exact sizes, best fit */
@@ -69,13 +69,14 @@ typedef enum sovaMemPoolFlags {
 
 /** Properties of a pool; zero-initialise, then set what you need. */
 typedef struct sovaMemPoolProps {
-  int device;                                   /**< device ordinal */
+  int device; /**< device ordinal */
   sovaPolicy policy;
-  size_t maxSize;                               /**< most physical memory held; 0 or more than the device: the device's */
-  enum cudaMemAllocationHandleType handleTypes; /**< IPC: cudaMemHandleTypeNone or cudaMemHandleTypePosixFileDescriptor (docs/ipc.md) */
-  unsigned int flags;                           /**< sovaMemPoolFlags; unknown bits: cudaErrorInvalidValue */
-  int hostNumaNode;                             /**< with sovaMemPoolHostMemory: the host NUMA node; else must be 0 */
-  unsigned char reserved[56];                   /**< must be zero */
+  size_t maxSize; /**< most physical memory held; 0 or more than the device: the device's */
+  enum cudaMemAllocationHandleType
+      handleTypes;            /**< IPC: cudaMemHandleTypeNone or cudaMemHandleTypePosixFileDescriptor (docs/ipc.md) */
+  unsigned int flags;         /**< sovaMemPoolFlags; unknown bits: cudaErrorInvalidValue */
+  int hostNumaNode;           /**< with sovaMemPoolHostMemory: the host NUMA node; else must be 0 */
+  unsigned char reserved[56]; /**< must be zero */
 } sovaMemPoolProps;
 
 /** cudaMallocAsync from the device's current pool (sovaDeviceGetMemPool of the
@@ -95,8 +96,7 @@ SOVA_API cudaError_t sovaMallocAsync(void** devPtr, size_t size, cudaStream_t st
 SOVA_API cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream);
 /** As sovaMallocAsync, from `pool`. NULL, destroyed or otherwise invalid
  * pool: cudaErrorInvalidValue (handles are validated, never dereferenced). */
-SOVA_API cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool,
-                                             cudaStream_t stream);
+SOVA_API cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream);
 /** Creates a pool. NULL or invalid props (bad device, non-zero reserved bytes,
  * unknown policy, unknown handle type bits, a negative hostNumaNode, or one
  * without sovaMemPoolHostMemory): cudaErrorInvalidValue; a handle type,
@@ -190,8 +190,7 @@ SOVA_API cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool);
  * location: cudaErrorInvalidValue.
  * The runtime declares both structs without a typedef in C: spelled with
  * `struct` so that the header compiles as C and C++ alike. */
-SOVA_API cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const struct cudaMemAccessDesc* descs,
-                                          size_t count);
+SOVA_API cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const struct cudaMemAccessDesc* descs, size_t count);
 SOVA_API cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
                                           struct cudaMemLocation* location);
 
@@ -205,29 +204,29 @@ SOVA_API cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMe
  * keeps its zeros in fields this library lacks. New fields are only ever
  * appended. */
 typedef struct sovaMemPoolStats {
-  size_t structSize;            /**< set by the caller: sizeof(sovaMemPoolStats) */
-  uint64_t reservedCurrent;     /**< cudaMemPoolAttrReservedMemCurrent */
-  uint64_t reservedHigh;        /**< cudaMemPoolAttrReservedMemHigh */
-  uint64_t usedCurrent;         /**< cudaMemPoolAttrUsedMemCurrent */
-  uint64_t usedHigh;            /**< cudaMemPoolAttrUsedMemHigh */
-  uint64_t liveBlocks;          /**< blocks handed out and not freed */
-  uint64_t allocations;         /**< successful allocations, ever */
-  uint64_t deallocations;       /**< successful frees, ever */
-  uint64_t fastPathHits;        /**< allocations served from the stream's own cache */
-  uint64_t failedAllocations;   /**< allocations refused (out of memory), ever */
-  uint64_t cachedBytes;         /**< bytes in per-stream caches and the free heap, backed or not */
-  uint64_t cachedSmallBytes;    /**< part of cachedBytes in small blocks */
-  uint64_t freeBackedBytes;     /**< physical memory under free blocks: reserved - in use */
-  uint64_t largestFreeBlock;    /**< largest free block wholly backed */
-  uint64_t chunksMapped;        /**< physical chunks created and mapped, ever */
-  uint64_t chunksUnmapped;      /**< physical chunks unmapped and released, ever */
-  uint64_t chunksRemapped;      /**< free physical chunks moved under new VA, ever */
-  uint64_t bytesRemapped;       /**< their bytes */
-  uint64_t crossStreamReuses;   /**< blocks taken from another stream's frees */
-  uint64_t crossStreamWaits;    /**< stream waits inserted (internal dependencies) */
-  uint64_t eventsRecorded;      /**< events recorded to close stream epochs */
-  uint64_t deviceSynchronizes;  /**< last-resort device syncs before reporting out of memory */
-  uint64_t remapWaits;          /**< host waits remapping made (a stream's frees; a moved chunk's old place) */
+  size_t structSize;           /**< set by the caller: sizeof(sovaMemPoolStats) */
+  uint64_t reservedCurrent;    /**< cudaMemPoolAttrReservedMemCurrent */
+  uint64_t reservedHigh;       /**< cudaMemPoolAttrReservedMemHigh */
+  uint64_t usedCurrent;        /**< cudaMemPoolAttrUsedMemCurrent */
+  uint64_t usedHigh;           /**< cudaMemPoolAttrUsedMemHigh */
+  uint64_t liveBlocks;         /**< blocks handed out and not freed */
+  uint64_t allocations;        /**< successful allocations, ever */
+  uint64_t deallocations;      /**< successful frees, ever */
+  uint64_t fastPathHits;       /**< allocations served from the stream's own cache */
+  uint64_t failedAllocations;  /**< allocations refused (out of memory), ever */
+  uint64_t cachedBytes;        /**< bytes in per-stream caches and the free heap, backed or not */
+  uint64_t cachedSmallBytes;   /**< part of cachedBytes in small blocks */
+  uint64_t freeBackedBytes;    /**< physical memory under free blocks: reserved - in use */
+  uint64_t largestFreeBlock;   /**< largest free block wholly backed */
+  uint64_t chunksMapped;       /**< physical chunks created and mapped, ever */
+  uint64_t chunksUnmapped;     /**< physical chunks unmapped and released, ever */
+  uint64_t chunksRemapped;     /**< free physical chunks moved under new VA, ever */
+  uint64_t bytesRemapped;      /**< their bytes */
+  uint64_t crossStreamReuses;  /**< blocks taken from another stream's frees */
+  uint64_t crossStreamWaits;   /**< stream waits inserted (internal dependencies) */
+  uint64_t eventsRecorded;     /**< events recorded to close stream epochs */
+  uint64_t deviceSynchronizes; /**< last-resort device syncs before reporting out of memory */
+  uint64_t remapWaits;         /**< host waits remapping made (a stream's frees; a moved chunk's old place) */
   /* Allocations the fast path did not serve, by the slow path's step that
    * served them, and the sampled host time of each step in ns
    * (sova::PoolStats::slow_*). */
@@ -243,14 +242,14 @@ typedef struct sovaMemPoolStats {
   uint64_t slowWithWaitNs;
   uint64_t slowGrownNs;
   uint64_t slowAfterSynchronizeNs;
-  uint64_t remapsToGhosts;      /**< part of chunksRemapped: moves back to a ghost mapping (no driver call) */
-  uint64_t ghostMappings;       /**< chunks' old mappings kept now */
-  uint64_t streamStates;        /**< stream states held, retired ones included */
-  uint64_t retiredStreams;      /**< of them, destroyed streams whose handles were reused */
-  uint64_t activeStreams;       /**< streams that allocated or freed in the last ~200 ms (as last counted) */
-  uint64_t strandedBytes;       /**< cached by retired or inactive streams, until the release worker's synchronize */
-  uint64_t asleepBytes;         /**< physical memory sleep gave back that wake has not made again */
-  uint64_t sleepHostBytes;      /**< pinned host memory kept for sleep's backups */
+  uint64_t remapsToGhosts; /**< part of chunksRemapped: moves back to a ghost mapping (no driver call) */
+  uint64_t ghostMappings;  /**< chunks' old mappings kept now */
+  uint64_t streamStates;   /**< stream states held, retired ones included */
+  uint64_t retiredStreams; /**< of them, destroyed streams whose handles were reused */
+  uint64_t activeStreams;  /**< streams that allocated or freed in the last ~200 ms (as last counted) */
+  uint64_t strandedBytes;  /**< cached by retired or inactive streams, until the release worker's synchronize */
+  uint64_t asleepBytes;    /**< physical memory sleep gave back that wake has not made again */
+  uint64_t sleepHostBytes; /**< pinned host memory kept for sleep's backups */
 } sovaMemPoolStats;
 
 /** Fills *stats with `pool`'s statistics (see sovaMemPoolStats for the size
@@ -377,8 +376,7 @@ SOVA_API cudaError_t sovaMemPoolImportPointer(void** ptr, sovaMemPool_t pool,
 /* Per-thread default stream variants: stream 0 means cudaStreamPerThread. */
 SOVA_API cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream);
 SOVA_API cudaError_t sovaFreeAsync_ptsz(void* devPtr, cudaStream_t stream);
-SOVA_API cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool,
-                                                  cudaStream_t stream);
+SOVA_API cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream);
 SOVA_API cudaError_t sovaMemPoolStreamSynchronized_ptsz(sovaMemPool_t pool, cudaStream_t stream);
 
 /* The allocation log (docs/c-api.md, "The allocation log"): every allocation
@@ -413,7 +411,7 @@ SOVA_API cudaError_t sovaLogStop(void);
 SOVA_API const char* sovaGetLastErrorMessage(void);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 
 /* C++: typed-pointer overloads, as cuda_runtime.h has for the runtime's
  * calls, so that `float* f; sovaMallocAsync(&f, bytes, stream);` compiles
@@ -437,8 +435,7 @@ inline cudaError_t sovaMallocFromPoolAsync(T** devPtr, size_t size, sovaMemPool_
   return ::sovaMallocFromPoolAsync(static_cast<void**>(static_cast<void*>(devPtr)), size, pool, stream);
 }
 template <class T>
-inline cudaError_t sovaMallocFromPoolAsync_ptsz(T** devPtr, size_t size, sovaMemPool_t pool,
-                                                cudaStream_t stream) {
+inline cudaError_t sovaMallocFromPoolAsync_ptsz(T** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream) {
   return ::sovaMallocFromPoolAsync_ptsz(static_cast<void**>(static_cast<void*>(devPtr)), size, pool, stream);
 }
 /* The runtime's four-argument cudaMallocAsync(ptr, size, pool, stream):

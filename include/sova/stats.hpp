@@ -20,14 +20,14 @@ struct PoolStats {
   std::uint64_t deallocations = 0;     ///< successful deallocate calls
   std::uint64_t fast_path_hits = 0;    ///< allocations served from the stream's own cache
   std::uint64_t failed_allocations = 0;
-  std::uint64_t cached_bytes = 0;      ///< bytes in per-stream caches and the free heap, backed or not
-  std::uint64_t cached_small_bytes = 0;///< part of cached_bytes in blocks <= kSmallBlockLimit
-  std::uint64_t free_backed_bytes = 0; ///< physical memory under free blocks (heap and caches): reserved - in use
-  std::uint64_t largest_free_block = 0;///< largest free block wholly backed: what an allocation gets without growing
-  std::uint64_t chunks_mapped = 0;     ///< physical chunks created and mapped, ever
-  std::uint64_t chunks_unmapped = 0;   ///< physical chunks unmapped and released, ever
-  std::uint64_t chunks_remapped = 0;   ///< free physical chunks moved under new VA (PoolOptions::remap)
-  std::uint64_t bytes_remapped = 0;    ///< their bytes: physical memory not created thanks to remapping
+  std::uint64_t cached_bytes = 0;         ///< bytes in per-stream caches and the free heap, backed or not
+  std::uint64_t cached_small_bytes = 0;   ///< part of cached_bytes in blocks <= kSmallBlockLimit
+  std::uint64_t free_backed_bytes = 0;    ///< physical memory under free blocks (heap and caches): reserved - in use
+  std::uint64_t largest_free_block = 0;   ///< largest free block wholly backed: what an allocation gets without growing
+  std::uint64_t chunks_mapped = 0;        ///< physical chunks created and mapped, ever
+  std::uint64_t chunks_unmapped = 0;      ///< physical chunks unmapped and released, ever
+  std::uint64_t chunks_remapped = 0;      ///< free physical chunks moved under new VA (PoolOptions::remap)
+  std::uint64_t bytes_remapped = 0;       ///< their bytes: physical memory not created thanks to remapping
   std::uint64_t cross_stream_reuses = 0;  ///< blocks taken from another stream's frees
   std::uint64_t cross_stream_waits = 0;   ///< stream waits inserted (internal dependencies)
   std::uint64_t events_recorded = 0;
@@ -41,12 +41,12 @@ struct PoolStats {
   /// Allocations the fast path did not serve (allocations - fast_path_hits),
   /// by the step of the slow path that served them (docs/design.md, "The
   /// slow path"), so that a user can see why a workload is slow:
-  std::uint64_t slow_from_heap = 0;        ///< best fit in free memory after this stream's cache moved to the heap
-  std::uint64_t slow_from_heap_all = 0;    ///< ... only after its kept small blocks moved too
+  std::uint64_t slow_from_heap = 0;           ///< best fit in free memory after this stream's cache moved to the heap
+  std::uint64_t slow_from_heap_all = 0;       ///< ... only after its kept small blocks moved too
   std::uint64_t slow_from_other_streams = 0;  ///< other streams' frees known complete
-  std::uint64_t slow_with_wait = 0;        ///< another stream's frees, with a wait on its fence
-  std::uint64_t slow_grown = 0;            ///< growth: physical memory created or remapped under the block
-  std::uint64_t slow_after_synchronize = 0;///< after a device synchronize (the last step before out of memory)
+  std::uint64_t slow_with_wait = 0;           ///< another stream's frees, with a wait on its fence
+  std::uint64_t slow_grown = 0;               ///< growth: physical memory created or remapped under the block
+  std::uint64_t slow_after_synchronize = 0;   ///< after a device synchronize (the last step before out of memory)
   /// Host time spent in slow-path allocations, by the same steps, in
   /// nanoseconds: measured on one slow-path allocation in 8 per thread and
   /// scaled by 8 (a clock read costs ~36-50 ns on the H100's host),

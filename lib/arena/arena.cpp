@@ -10,13 +10,11 @@
 namespace sova::detail {
 
 namespace {
-std::size_t round_up(std::size_t value, std::size_t multiple) {
-  return (value + multiple - 1) / multiple * multiple;
-}
+std::size_t round_up(std::size_t value, std::size_t multiple) { return (value + multiple - 1) / multiple * multiple; }
 }  // namespace
 
-Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes,
-             std::size_t max_physical, std::size_t max_chunk, const PhysicalProps& props)
+Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes, std::size_t max_physical,
+             std::size_t max_chunk, const PhysicalProps& props)
     : driver_(driver),
       device_(device),
       granularity_(granularity),
@@ -32,9 +30,7 @@ Arena::Arena(Driver& driver, int device, std::size_t granularity, std::size_t va
   size_ = round_up(va_bytes, granularity_);
   cudaError_t error = driver_.address_reserve(size_, granularity_, &base_);
   if (error != cudaSuccess) {
-    throw Error("sova: reserving " + std::to_string(size_) + " bytes of VA failed: " +
-                    cudaGetErrorName(error),
-                error);
+    throw Error("sova: reserving " + std::to_string(size_) + " bytes of VA failed: " + cudaGetErrorName(error), error);
   }
   chunk_of_granule_.assign(size_ / granularity_, kUnbacked);
   ghosts_.cover(base_, granularity_, size_ / granularity_);
@@ -157,8 +153,7 @@ std::vector<cudaMemAccessDesc> Arena::access_descs() const {
   return descs;
 }
 
-cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
-                                std::int32_t* slot_out) noexcept {
+cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules, std::int32_t* slot_out) noexcept {
   const std::size_t bytes = granules * granularity_;
   if (max_physical_ != 0 && backed_bytes_ + bytes > max_physical_) return cudaErrorMemoryAllocation;
   PhysicalHandle handle = 0;
@@ -383,9 +378,8 @@ cudaError_t Arena::move_chunk(std::int32_t slot, std::size_t to_granule, bool wi
 }
 
 std::size_t Arena::ghost_within(std::int32_t slot, std::size_t first_granule, std::size_t granules) const noexcept {
-  return ghosts_.find_within(slot, chunks_[slot].granules, first_granule, granules, [this](std::size_t at, std::size_t n) {
-    return next_backed(at, at + n) == at + n;
-  });
+  return ghosts_.find_within(slot, chunks_[slot].granules, first_granule, granules,
+                             [this](std::size_t at, std::size_t n) { return next_backed(at, at + n) == at + n; });
 }
 
 std::size_t Arena::backed_prefix(std::size_t offset, std::size_t bytes) const noexcept {
@@ -455,8 +449,8 @@ cudaError_t Arena::set_peer_access(const cudaMemAccessDesc* descs, std::size_t c
     for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
       const Chunk& chunk = chunks_[slot];
       if (chunk.granules == 0 || apply.empty()) continue;
-      cudaError_t error = driver_.set_access(base_ + chunk.first_granule * granularity_,
-                                             chunk.granules * granularity_, apply.data(), apply.size());
+      cudaError_t error = driver_.set_access(base_ + chunk.first_granule * granularity_, chunk.granules * granularity_,
+                                             apply.data(), apply.size());
       if (error != cudaSuccess) return error;
     }
     peers_ = std::move(peers);

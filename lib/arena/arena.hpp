@@ -31,8 +31,8 @@ class Arena {
   /// `props`: what every chunk is created with (location, handle types,
   /// compression; physical_options.hpp); a host-NUMA location also gets the
   /// host's access to every chunk.
-  Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes,
-        std::size_t max_physical, std::size_t max_chunk, const PhysicalProps& props = PhysicalProps{});
+  Arena(Driver& driver, int device, std::size_t granularity, std::size_t va_bytes, std::size_t max_physical,
+        std::size_t max_chunk, const PhysicalProps& props = PhysicalProps{});
   /// Unmaps and releases every chunk and frees the reservation. The caller
   /// guarantees the device no longer touches any of it.
   ~Arena();
@@ -82,9 +82,11 @@ class Arena {
   }
   /// The same into `out` (cleared first): remapping keeps one vector for
   /// them instead of allocating one a growth. Throws std::bad_alloc.
-  void unbacked_runs(std::size_t offset, std::size_t bytes, std::vector<std::pair<std::size_t, std::size_t>>& out) const {
+  void unbacked_runs(std::size_t offset, std::size_t bytes,
+                     std::vector<std::pair<std::size_t, std::size_t>>& out) const {
     out.clear();
-    for_each_unbacked_run(offset, bytes, [&](std::size_t granule, std::size_t count) { out.emplace_back(granule, count); });
+    for_each_unbacked_run(offset, bytes,
+                          [&](std::size_t granule, std::size_t count) { out.emplace_back(granule, count); });
   }
   /// Calls f(first granule, count) for each of those runs, in address order.
   template <class F>
@@ -123,8 +125,8 @@ class Arena {
   /// known complete, all of one stream; GhostPin). The old mapping then stays
   /// until the settler says that work is done: a ghost is never unmapped
   /// before. cudaErrorNotReady when a ghost in the way could not be settled.
-  cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access = true,
-                         bool* mapped = nullptr, const GhostPin* pin = nullptr) noexcept;
+  cudaError_t move_chunk(std::int32_t slot, std::size_t to_granule, bool with_access = true, bool* mapped = nullptr,
+                         const GhostPin* pin = nullptr) noexcept;
   /// Where chunk `slot` has a ghost lying wholly inside the unbacked granules
   /// [first_granule, first_granule + granules): its first granule, or
   /// kNoGhost. A move there costs nothing.
@@ -253,13 +255,13 @@ class Arena {
   std::uintptr_t base_ = 0;
   std::size_t size_ = 0;
   std::size_t max_physical_;
-  std::size_t max_chunk_granules_;  ///< 0 = a whole run in one chunk
+  std::size_t max_chunk_granules_;              ///< 0 = a whole run in one chunk
   std::vector<std::int32_t> chunk_of_granule_;  // kUnbacked or index into chunks_
   std::vector<std::uint64_t> backed_bits_;      // bit g set: granule g backed (for skipping)
   std::vector<std::uint64_t> backed_words_;     // bit w set: backed_bits_[w] != 0 (for skipping further)
   std::vector<Chunk> chunks_;
   std::vector<std::int32_t> free_chunk_slots_;
-  GhostMappings ghosts_;  ///< the old places of moved chunks, still mapped
+  GhostMappings ghosts_;                  ///< the old places of moved chunks, still mapped
   std::vector<cudaMemAccessDesc> peers_;  // devices other than the owner
   std::size_t backed_bytes_ = 0;
   std::size_t backed_high_ = 0;

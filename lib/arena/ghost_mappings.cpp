@@ -37,7 +37,8 @@ bool GhostMappings::make_room(std::int32_t slot) noexcept {
 
 std::int32_t GhostMappings::acquire(std::int32_t slot) noexcept {
   try {
-    if (static_cast<std::size_t>(slot) >= of_chunk_.size()) of_chunk_.resize(static_cast<std::size_t>(slot) + 1, kEmpty);
+    if (static_cast<std::size_t>(slot) >= of_chunk_.size())
+      of_chunk_.resize(static_cast<std::size_t>(slot) + 1, kEmpty);
     if (!free_records_.empty()) {
       const std::int32_t index = free_records_.back();
       free_records_.pop_back();

@@ -55,8 +55,7 @@ DeviceInfo for_physical_options(Driver& driver, DeviceInfo info, const PoolOptio
   std::size_t g = 0;
   const cudaError_t error = driver.granularity_for(props, &g);
   if (error != cudaSuccess) {
-    throw Error(std::string("sova: granularity query for the pool's memory failed: ") + cudaGetErrorName(error),
-                error);
+    throw Error(std::string("sova: granularity query for the pool's memory failed: ") + cudaGetErrorName(error), error);
   }
   info.granularity = std::max(info.granularity, g);
   return info;

@@ -63,6 +63,4 @@ static cudaError_t sovaMemAliasDestroy_unchecked(void* alias) {
   }
   return cudaSuccess;  // `gone` synchronizes and unmaps outside the mutex
 }
-cudaError_t sovaMemAliasDestroy(void* alias) {
-  return checked(__func__, sovaMemAliasDestroy_unchecked(alias));
-}
+cudaError_t sovaMemAliasDestroy(void* alias) { return checked(__func__, sovaMemAliasDestroy_unchecked(alias)); }

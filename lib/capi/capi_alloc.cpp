@@ -33,16 +33,12 @@ inline cudaStream_t per_thread_if_zero(cudaStream_t stream) noexcept {
 
 /// First allocation on a device (or before any pool exists): creates the
 /// device's default pool, then allocates from its current pool.
-[[gnu::noinline]] cudaError_t malloc_first_use(void** ptr, std::size_t size,
-                                               cudaStream_t stream) noexcept {
+[[gnu::noinline]] cudaError_t malloc_first_use(void** ptr, std::size_t size, cudaStream_t stream) noexcept {
   int device = 0;
-  if (const cudaError_t err = pools_driver()->stream_device(stream, &device); err != cudaSuccess)
-    return err;
-  if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess)
-    return err;
+  if (const cudaError_t err = pools_driver()->stream_device(stream, &device); err != cudaSuccess) return err;
+  if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess) return err;
   PoolEntry* fallback = nullptr;
-  if (const cudaError_t err = ensure_default_pool(device, &fallback); err != cudaSuccess)
-    return err;
+  if (const cudaError_t err = ensure_default_pool(device, &fallback); err != cudaSuccess) return err;
   ReadSection section;
   PoolEntry* e = g_state.devices.current(device);
   // Never null once the default exists; the default is never deleted.
@@ -51,7 +47,8 @@ inline cudaStream_t per_thread_if_zero(cudaStream_t stream) noexcept {
 }
 
 inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t stream) noexcept {
-  if (ptr == nullptr) [[unlikely]] return cudaErrorInvalidValue;
+  if (ptr == nullptr) [[unlikely]]
+    return cudaErrorInvalidValue;
   if (size == 0) {
     *ptr = nullptr;
     return cudaSuccess;
@@ -68,7 +65,8 @@ inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t str
       ReadSection section;
       if (PoolEntry* e = g_state.devices.current(device)) [[likely]] {
         err = e->pool.try_allocate(ptr, size, stream);
-        if (err == cudaSuccess) [[likely]] return err;
+        if (err == cudaSuccess) [[likely]]
+          return err;
         *ptr = nullptr;
         return err;
       }
@@ -82,9 +80,9 @@ inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t str
   return err;
 }
 
-inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
-                               cudaStream_t stream) noexcept {
-  if (ptr == nullptr) [[unlikely]] return cudaErrorInvalidValue;
+inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool, cudaStream_t stream) noexcept {
+  if (ptr == nullptr) [[unlikely]]
+    return cudaErrorInvalidValue;
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr) [[unlikely]] {
@@ -96,7 +94,8 @@ inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
     return cudaSuccess;
   }
   const cudaError_t err = e->pool.try_allocate(ptr, size, stream);
-  if (err != cudaSuccess) [[unlikely]] *ptr = nullptr;
+  if (err != cudaSuccess) [[unlikely]]
+    *ptr = nullptr;
   return err;
 }
 
@@ -161,13 +160,15 @@ inline cudaError_t free_impl(void* ptr, cudaStream_t stream) noexcept {
     return free_outside_pools(ptr, stream);  // an imported pointer, or nobody's
   }
   // An exported block's export data goes stale before the block can be reused.
-  if (PoolExporter* x = e->exporter.load(std::memory_order_acquire)) [[unlikely]] x->forget(ptr);
+  if (PoolExporter* x = e->exporter.load(std::memory_order_acquire)) [[unlikely]]
+    x->forget(ptr);
   const cudaError_t err = e->pool.try_deallocate(ptr, stream);
   if (err == cudaErrorInvalidValue && !e->pool.contains(ptr)) [[unlikely]] {
     section.leave();
     return free_outside_pools(ptr, stream);
   }
-  if (err != cudaSuccess) [[unlikely]] note_free_refused(e->pool, ptr, stream, err);  // the pool is still held
+  if (err != cudaSuccess) [[unlikely]]
+    note_free_refused(e->pool, ptr, stream, err);  // the pool is still held
   if (e->destroyed.load(std::memory_order_acquire)) [[unlikely]] {
     if (err == cudaSuccess) after_free_in_destroyed(e, section);
   }
@@ -183,35 +184,35 @@ using namespace sova::capi;
 // cold call: the success path gains one predicted branch.
 cudaError_t sovaMallocAsync(void** devPtr, size_t size, cudaStream_t stream) {
   const cudaError_t err = malloc_current(devPtr, size, stream);
-  if (err != cudaSuccess) [[unlikely]] return record_malloc_error(__func__, err, size);
+  if (err != cudaSuccess) [[unlikely]]
+    return record_malloc_error(__func__, err, size);
   return err;
 }
 
 cudaError_t sovaMallocAsync_ptsz(void** devPtr, size_t size, cudaStream_t stream) {
   const cudaError_t err = malloc_current(devPtr, size, per_thread_if_zero(stream));
-  if (err != cudaSuccess) [[unlikely]] return record_malloc_error(__func__, err, size);
+  if (err != cudaSuccess) [[unlikely]]
+    return record_malloc_error(__func__, err, size);
   return err;
 }
 
-cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream) {
-  return checked(__func__, free_impl(devPtr, stream));
-}
+cudaError_t sovaFreeAsync(void* devPtr, cudaStream_t stream) { return checked(__func__, free_impl(devPtr, stream)); }
 
 cudaError_t sovaFreeAsync_ptsz(void* devPtr, cudaStream_t stream) {
   return checked(__func__, free_impl(devPtr, per_thread_if_zero(stream)));
 }
 
-cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool,
-                                    cudaStream_t stream) {
+cudaError_t sovaMallocFromPoolAsync(void** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream) {
   const cudaError_t err = malloc_from(devPtr, size, pool, stream);
-  if (err != cudaSuccess) [[unlikely]] return record_malloc_error(__func__, err, size);
+  if (err != cudaSuccess) [[unlikely]]
+    return record_malloc_error(__func__, err, size);
   return err;
 }
 
-cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool,
-                                         cudaStream_t stream) {
+cudaError_t sovaMallocFromPoolAsync_ptsz(void** devPtr, size_t size, sovaMemPool_t pool, cudaStream_t stream) {
   const cudaError_t err = malloc_from(devPtr, size, pool, per_thread_if_zero(stream));
-  if (err != cudaSuccess) [[unlikely]] return record_malloc_error(__func__, err, size);
+  if (err != cudaSuccess) [[unlikely]]
+    return record_malloc_error(__func__, err, size);
   return err;
 }
 

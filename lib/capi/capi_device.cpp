@@ -15,8 +15,7 @@ using namespace sova::capi;
 
 static cudaError_t sovaDeviceGetDefaultMemPool_unchecked(sovaMemPool_t* pool, int device) {
   if (pool == nullptr) return cudaErrorInvalidValue;
-  if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess)
-    return err;
+  if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess) return err;
   PoolEntry* e = nullptr;
   if (const cudaError_t err = ensure_default_pool(device, &e); err != cudaSuccess) return err;
   *pool = HandleTable::to_handle(e);  // default pools are never deleted
@@ -28,8 +27,7 @@ cudaError_t sovaDeviceGetDefaultMemPool(sovaMemPool_t* pool, int device) {
 
 static cudaError_t sovaDeviceGetMemPool_unchecked(sovaMemPool_t* pool, int device) {
   if (pool == nullptr) return cudaErrorInvalidValue;
-  if (const cudaError_t err = check_device(device, cudaErrorInvalidValue); err != cudaSuccess)
-    return err;
+  if (const cudaError_t err = check_device(device, cudaErrorInvalidValue); err != cudaSuccess) return err;
   {
     ReadSection section;
     if (PoolEntry* e = g_state.devices.current(device)) {
@@ -50,8 +48,7 @@ cudaError_t sovaDeviceGetMemPool(sovaMemPool_t* pool, int device) {
 }
 
 static cudaError_t sovaDeviceSetMemPool_unchecked(int device, sovaMemPool_t pool) {
-  if (const cudaError_t err = check_device(device, cudaErrorInvalidValue); err != cudaSuccess)
-    return err;
+  if (const cudaError_t err = check_device(device, cudaErrorInvalidValue); err != cudaSuccess) return err;
   // Under the mutex: a concurrent sovaMemPoolDestroy either retires the handle
   // first (lookup fails) or reverts the current pool after this store.
   std::lock_guard lock(g_state.mutex);

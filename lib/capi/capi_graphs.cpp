@@ -28,21 +28,14 @@ cudaError_t read_attribute(const sova::GraphMemoryStats& s, int attr, std::uint6
   switch (attr) {
     // sova's graph memory is pool memory: what graphs use is what is reserved for them.
     case cudaGraphMemAttrUsedMemCurrent:
-    case cudaGraphMemAttrReservedMemCurrent:
-      *out = s.held_bytes;
-      return cudaSuccess;
+    case cudaGraphMemAttrReservedMemCurrent: *out = s.held_bytes; return cudaSuccess;
     case cudaGraphMemAttrUsedMemHigh:
-    case cudaGraphMemAttrReservedMemHigh:
-      *out = s.held_bytes_high;
-      return cudaSuccess;
-    default:
-      return cudaErrorInvalidValue;
+    case cudaGraphMemAttrReservedMemHigh: *out = s.held_bytes_high; return cudaSuccess;
+    default: return cudaErrorInvalidValue;
   }
 }
 
-bool is_high(int attr) {
-  return attr == cudaGraphMemAttrUsedMemHigh || attr == cudaGraphMemAttrReservedMemHigh;
-}
+bool is_high(int attr) { return attr == cudaGraphMemAttrUsedMemHigh || attr == cudaGraphMemAttrReservedMemHigh; }
 
 /// Calls f(pool) for the device's default and current pools (once if they
 /// are the same). Inside a ReadSection. cudaErrorInvalidDevice for a device
@@ -63,7 +56,7 @@ cudaError_t for_device_pools(int device, F f) {
 }  // namespace
 
 static cudaError_t sovaMemPoolGetGraphMemAttribute_unchecked(sovaMemPool_t pool, cudaGraphMemAttributeType attr,
-                                                              void* value) {
+                                                             void* value) {
   if (value == nullptr) return cudaErrorInvalidValue;
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);

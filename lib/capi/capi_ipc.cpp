@@ -106,7 +106,8 @@ cudaError_t get_imported_access(cudaMemAccessFlags* flags, sovaMemPool_t handle,
 using namespace sova::capi;
 
 static cudaError_t sovaMemPoolExportToShareableHandle_unchecked(void* shareableHandle, sovaMemPool_t pool,
-                                               enum cudaMemAllocationHandleType handleType, unsigned int flags) {
+                                                                enum cudaMemAllocationHandleType handleType,
+                                                                unsigned int flags) {
   if (shareableHandle == nullptr || flags != 0) return cudaErrorInvalidValue;
   if (handleType == cudaMemHandleTypeFabric) return cudaErrorNotSupported;
   if (handleType != cudaMemHandleTypePosixFileDescriptor) return cudaErrorInvalidValue;
@@ -142,7 +143,8 @@ cudaError_t sovaMemPoolExportPointer(cudaMemPoolPtrExportData* exportData, void*
 }
 
 static cudaError_t sovaMemPoolImportFromShareableHandle_unchecked(sovaMemPool_t* pool, void* shareableHandle,
-                                                 enum cudaMemAllocationHandleType handleType, unsigned int flags) {
+                                                                  enum cudaMemAllocationHandleType handleType,
+                                                                  unsigned int flags) {
   if (pool == nullptr || flags != 0) return cudaErrorInvalidValue;
   if (handleType == cudaMemHandleTypeFabric) return cudaErrorNotSupported;
   if (handleType != cudaMemHandleTypePosixFileDescriptor) return cudaErrorInvalidValue;
@@ -167,7 +169,8 @@ cudaError_t sovaMemPoolImportFromShareableHandle(sovaMemPool_t* pool, void* shar
   return checked(__func__, sovaMemPoolImportFromShareableHandle_unchecked(pool, shareableHandle, handleType, flags));
 }
 
-static cudaError_t sovaMemPoolImportPointer_unchecked(void** ptr, sovaMemPool_t pool, cudaMemPoolPtrExportData* exportData) {
+static cudaError_t sovaMemPoolImportPointer_unchecked(void** ptr, sovaMemPool_t pool,
+                                                      cudaMemPoolPtrExportData* exportData) {
   if (ptr == nullptr || exportData == nullptr) return cudaErrorInvalidValue;
   Imported& im = imported();
   std::lock_guard lock(im.mutex);

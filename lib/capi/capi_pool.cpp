@@ -30,14 +30,10 @@ cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
     case sovaPolicyDefault:
     case sovaPolicyBestFit:
     case sovaPolicySizeClass:
-    case sovaPolicyBuddy:
-      break;
-    default:
-      return cudaErrorInvalidValue;
+    case sovaPolicyBuddy: break;
+    default: return cudaErrorInvalidValue;
   }
-  if (const cudaError_t err = check_device(props.device, cudaErrorInvalidValue);
-      err != cudaSuccess)
-    return err;
+  if (const cudaError_t err = check_device(props.device, cudaErrorInvalidValue); err != cudaSuccess) return err;
   constexpr int kKnownHandles = cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric |
                                 cudaMemHandleTypeWin32 | cudaMemHandleTypeWin32Kmt;
   if ((raw_enum(props.handleTypes) & ~kKnownHandles) != 0) return cudaErrorInvalidValue;
@@ -62,18 +58,10 @@ static cudaError_t sovaMemPoolCreate_unchecked(sovaMemPool_t* pool, const sovaMe
   options.device = props->device;
   options.max_size = props->maxSize;
   switch (props->policy) {
-    case sovaPolicySizeClass:
-      options.policy = sova::Policy::size_classes;
-      break;
-    case sovaPolicyBuddy:
-      options.policy = sova::Policy::buddy;
-      break;
-    case sovaPolicyBestFit:
-      options.policy = sova::Policy::best_fit;
-      break;
-    default:
-      options.policy = sova::Policy::default_policy;
-      break;
+    case sovaPolicySizeClass: options.policy = sova::Policy::size_classes; break;
+    case sovaPolicyBuddy: options.policy = sova::Policy::buddy; break;
+    case sovaPolicyBestFit: options.policy = sova::Policy::best_fit; break;
+    default: options.policy = sova::Policy::default_policy; break;
   }
   options.check_streams = (props->flags & sovaMemPoolNoStreamChecks) == 0;
   options.remap = (props->flags & sovaMemPoolNoRemap) == 0;
@@ -95,9 +83,7 @@ static cudaError_t sovaMemPoolDestroy_unchecked(sovaMemPool_t pool) {
   if (is_imported_handle(pool)) return destroy_imported(pool);
   return destroy_pool(pool);
 }
-cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) {
-  return checked(__func__, sovaMemPoolDestroy_unchecked(pool));
-}
+cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) { return checked(__func__, sovaMemPoolDestroy_unchecked(pool)); }
 
 static cudaError_t sovaMemPoolSetAttribute_unchecked(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
   ReadSection section;
@@ -150,14 +136,13 @@ cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* de
 }
 
 static cudaError_t sovaMemPoolGetAccess_unchecked(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
-                                 cudaMemLocation* location) {
+                                                  cudaMemLocation* location) {
   if (is_imported_handle(pool)) return get_imported_access(flags, pool, location);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || flags == nullptr || location == nullptr) return cudaErrorInvalidValue;
   return e->pool.get_access(flags, location);
 }
-cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool,
-                                 cudaMemLocation* location) {
+cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool, cudaMemLocation* location) {
   return checked(__func__, sovaMemPoolGetAccess_unchecked(flags, pool, location));
 }

@@ -43,16 +43,13 @@ class DevicePools {
       current_[device].store(e, std::memory_order_release);
   }
   /// Lifetime mutex held; `e` is live and of `device`.
-  void set_current(int device, PoolEntry* e) noexcept {
-    current_[device].store(e, std::memory_order_release);
-  }
+  void set_current(int device, PoolEntry* e) noexcept { current_[device].store(e, std::memory_order_release); }
   /// If `e` is its device's current pool, the default pool takes over (or,
   /// if none exists yet, it will be created and made current on next use).
   /// Lifetime mutex held (so no set_current can slip in a destroyed pool).
   void revert_current(const PoolEntry* e) noexcept {
     if (current_[e->device].load(std::memory_order_relaxed) == e)
-      current_[e->device].store(default_[e->device].load(std::memory_order_relaxed),
-                                std::memory_order_release);
+      current_[e->device].store(default_[e->device].load(std::memory_order_relaxed), std::memory_order_release);
   }
 
  private:

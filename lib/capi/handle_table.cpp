@@ -16,8 +16,7 @@ bool HandleTable::publish(PoolEntry* e) noexcept {
   // years to wrap, and a wrapped value still needs the same slot to collide.
   const std::uintptr_t generation = next_generation_++;
   e->handle_slot = slot;
-  e->handle = (generation << (kSlotBits + kTagBits)) |
-              (std::uintptr_t{slot} << kTagBits) | kTag;
+  e->handle = (generation << (kSlotBits + kTagBits)) | (std::uintptr_t{slot} << kTagBits) | kTag;
   slots_[slot].store(e, std::memory_order_release);
   return true;
 }

@@ -49,15 +49,13 @@ class HandleTable {
   /// Clears `e`'s slot; its handle stops validating at once. Lifetime mutex held.
   void retire(PoolEntry* e) noexcept;
 
-  static sovaMemPool_t to_handle(const PoolEntry* e) noexcept {
-    return reinterpret_cast<sovaMemPool_t>(e->handle);
-  }
+  static sovaMemPool_t to_handle(const PoolEntry* e) noexcept { return reinterpret_cast<sovaMemPool_t>(e->handle); }
 
  private:
   std::array<std::atomic<PoolEntry*>, kSlots> slots_{};
   // Slow-path bookkeeping, all guarded by the lifetime mutex.
   std::uint64_t next_generation_ = 1;
-  std::uint32_t next_unused_ = 0;            ///< slots at and above never used
+  std::uint32_t next_unused_ = 0;             ///< slots at and above never used
   std::array<std::uint32_t, kSlots> free_{};  ///< stack of retired slots
   std::uint32_t free_count_ = 0;
 };

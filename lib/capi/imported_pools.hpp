@@ -20,6 +20,7 @@ inline bool is_imported_handle(sovaMemPool_t pool) noexcept {
 cudaError_t free_imported(void* ptr, cudaStream_t stream) noexcept;
 cudaError_t destroy_imported(sovaMemPool_t pool) noexcept;
 cudaError_t set_imported_access(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count) noexcept;
-cudaError_t get_imported_access(cudaMemAccessFlags* flags, sovaMemPool_t pool, const cudaMemLocation* location) noexcept;
+cudaError_t get_imported_access(cudaMemAccessFlags* flags, sovaMemPool_t pool,
+                                const cudaMemLocation* location) noexcept;
 
 }  // namespace sova::capi

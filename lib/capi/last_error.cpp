@@ -49,8 +49,7 @@ cudaError_t record_error(const char* function, cudaError_t error) noexcept {
   }
   if (n > 0 && static_cast<std::size_t>(n) < sizeof last.message && detail::means_no_gpu(error) &&
       std::strstr(last.message, "SOVA_DRIVER") == nullptr) {
-    std::snprintf(last.message + n, sizeof last.message - static_cast<std::size_t>(n), ": %s",
-                  detail::kNoGpuHint);
+    std::snprintf(last.message + n, sizeof last.message - static_cast<std::size_t>(n), ": %s", detail::kNoGpuHint);
   }
   return error;
 }

@@ -26,7 +26,8 @@ void note_detail(cudaError_t error, const char* text) noexcept;
 
 /// `error`, recorded first when it is a failure. For the entry points.
 inline cudaError_t checked(const char* function, cudaError_t error) noexcept {
-  if (error != cudaSuccess) [[unlikely]] return record_error(function, error);
+  if (error != cudaSuccess) [[unlikely]]
+    return record_error(function, error);
   return error;
 }
 

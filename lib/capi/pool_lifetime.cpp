@@ -20,8 +20,7 @@ namespace sova::capi {
 // static constructors) and trivially destructible (nothing runs at exit, so
 // the C API also works from static destructors).
 constinit CapiState g_state;
-static_assert(std::is_trivially_destructible_v<CapiState>,
-              "the C API state must survive static destruction");
+static_assert(std::is_trivially_destructible_v<CapiState>, "the C API state must survive static destruction");
 
 Driver* pools_driver() noexcept {
   if (Driver* d = g_state.driver.load(std::memory_order_acquire)) return d;

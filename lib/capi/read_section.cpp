@@ -54,8 +54,7 @@ ReaderRecord* take_record() noexcept {
   ReaderRecord* head = g_records.load(std::memory_order_relaxed);
   do {
     r->next = head;
-  } while (!g_records.compare_exchange_weak(head, r, std::memory_order_release,
-                                            std::memory_order_relaxed));
+  } while (!g_records.compare_exchange_weak(head, r, std::memory_order_release, std::memory_order_relaxed));
   return r;
 }
 
@@ -109,8 +108,7 @@ void enable_asymmetric_fence() noexcept {
 
 void synchronize_readers() noexcept {
   heavy_fence();
-  for (ReaderRecord* r = detail::g_records.load(std::memory_order_acquire); r != nullptr;
-       r = r->next) {
+  for (ReaderRecord* r = detail::g_records.load(std::memory_order_acquire); r != nullptr; r = r->next) {
     const std::uint64_t s = r->seq.load(std::memory_order_acquire);
     if ((s & 1) == 0) continue;
     // Inside a section that may have seen the old tables: wait for it to end.

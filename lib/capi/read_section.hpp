@@ -59,7 +59,8 @@ class ReadSection {
  public:
   ReadSection() noexcept {
     ReaderRecord* r = detail::t_record;
-    if (r == nullptr) [[unlikely]] r = detail::register_reader();
+    if (r == nullptr) [[unlikely]]
+      r = detail::register_reader();
     record_ = r;
     const std::uint64_t s = r->seq.load(std::memory_order_relaxed);
     r->seq.store(s + 1, std::memory_order_relaxed);
@@ -78,8 +79,7 @@ class ReadSection {
     if (record_ == nullptr) return;
     // Release: everything this section did happens-before the writer's
     // acquire load that sees the section ended.
-    record_->seq.store(record_->seq.load(std::memory_order_relaxed) + 1,
-                       std::memory_order_release);
+    record_->seq.store(record_->seq.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     record_ = nullptr;
   }
 

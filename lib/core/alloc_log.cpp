@@ -58,7 +58,7 @@ struct ThreadBuffer {
   SpinLock lock;
   std::vector<Record> records;  // under lock; in stamp order
   std::uint32_t tid = 0;
-  bool orphan = false;          // under State::mutex: its thread has exited
+  bool orphan = false;  // under State::mutex: its thread has exited
 };
 
 std::uint64_t monotonic_ns() noexcept {
@@ -223,9 +223,9 @@ void flush_locked(State& s, bool all = false) {
   for (auto it = s.buffers.begin(); it != s.buffers.end();) {
     ThreadBuffer* b = *it;
     b->lock.lock();
-    const auto end = all ? b->records.end()
-                         : std::find_if(b->records.begin(), b->records.end(),
-                                        [&](const Record& r) { return r.ns >= cutoff; });
+    const auto end =
+        all ? b->records.end()
+            : std::find_if(b->records.begin(), b->records.end(), [&](const Record& r) { return r.ns >= cutoff; });
     if (end != b->records.begin()) {
       segments.push_back(batch.size());
       batch.insert(batch.end(), b->records.begin(), end);
@@ -302,9 +302,8 @@ void worker_loop() {
   int samples = 0;
   std::unique_lock lock(s.mutex);
   while (!s.stop_worker) {
-    s.wake.wait_for(lock, kSampleEvery, [&] {
-      return s.stop_worker || s.flush_wanted.load(std::memory_order_relaxed);
-    });
+    s.wake.wait_for(lock, kSampleEvery,
+                    [&] { return s.stop_worker || s.flush_wanted.load(std::memory_order_relaxed); });
     if (s.stop_worker) break;
     bool flush = s.flush_wanted.exchange(false, std::memory_order_relaxed);
     const auto now = std::chrono::steady_clock::now();

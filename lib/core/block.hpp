@@ -41,7 +41,7 @@ struct Block {
   /// Live and cached blocks: bytes from the start known backed (at least what
   /// the request needed; policies may back less than the whole block).
   std::size_t backed = 0;
-  Block* prev = nullptr;      ///< address-order neighbours
+  Block* prev = nullptr;  ///< address-order neighbours
   Block* next = nullptr;
   Block* bin_next = nullptr;  ///< next in a stream cache bin (and in other single lists of the slow path)
   /// Cached blocks (SizeBins): previous in the size's bin, and the loose or

@@ -36,8 +36,7 @@ class BlockMap {
     if (leaf_index >= leaves_count_) return nullptr;
     const std::atomic<Block*>* leaf = leaves_[leaf_index].load(std::memory_order_acquire);
     if (leaf == nullptr) return nullptr;
-    return leaf[(offset & ((std::size_t{1} << granule_shift_) - 1)) / kAlignment].load(
-        std::memory_order_acquire);
+    return leaf[(offset & ((std::size_t{1} << granule_shift_) - 1)) / kAlignment].load(std::memory_order_acquire);
   }
 
   /// Records `block` as starting at `offset` (nullptr clears). Heap lock held.
@@ -49,8 +48,7 @@ class BlockMap {
       if (block == nullptr) return;
       leaf = make_leaf(leaf_index);
     }
-    leaf[(offset & ((std::size_t{1} << granule_shift_) - 1)) / kAlignment].store(
-        block, std::memory_order_release);
+    leaf[(offset & ((std::size_t{1} << granule_shift_) - 1)) / kAlignment].store(block, std::memory_order_release);
   }
 
   /// Makes sure set(offset, ...) cannot throw afterwards.

@@ -51,8 +51,7 @@ void GraphMemory::on_release(void* context) noexcept {
   delete ticket;
 }
 
-GraphMemory::Graph* GraphMemory::graph_for(const CaptureInfo& info, cudaStream_t stream,
-                                           cudaError_t* error) noexcept {
+GraphMemory::Graph* GraphMemory::graph_for(const CaptureInfo& info, cudaStream_t stream, cudaError_t* error) noexcept {
   auto it = graphs_.find(info.id);
   if (it != graphs_.end()) return it->second.get();
   if (info.id == 0 || info.graph == nullptr) {

@@ -121,7 +121,7 @@ class GraphMemory {
   struct BlockInfo {
     Graph* graph = nullptr;
     std::size_t bytes = 0;
-    bool live = true;          ///< allocated in the graph and not freed in it
+    bool live = true;           ///< allocated in the graph and not freed in it
     bool caller_freed = false;  ///< freed after its capture: final for the caller
   };
   /// Where release callbacks leave the ids of released captures. Shared with
@@ -151,7 +151,7 @@ class GraphMemory {
   Driver& driver_;
   GraphBlockSource& source_;
   std::shared_ptr<Inbox> inbox_;
-  std::atomic<std::size_t> held_blocks_{0};  ///< deallocate's fast check
+  std::atomic<std::size_t> held_blocks_{0};    ///< deallocate's fast check
   std::atomic<std::size_t> open_captures_{0};  ///< graphs whose capture may be in progress
 
   std::mutex mu_;

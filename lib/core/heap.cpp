@@ -33,8 +33,7 @@ Heap::Heap(std::size_t va_bytes, std::size_t granularity, const Placement& place
 }
 
 bool Heap::merges_with(const Block* left, const Block* right) const noexcept {
-  return left != nullptr && right != nullptr &&
-         left->state.load(std::memory_order_acquire) == BlockState::free &&
+  return left != nullptr && right != nullptr && left->state.load(std::memory_order_acquire) == BlockState::free &&
          right->state.load(std::memory_order_acquire) == BlockState::free &&
          right->offset != placement_.region_boundary();
 }
@@ -63,8 +62,7 @@ void Heap::insert_free(Block* block) noexcept {
   free_.insert(block);
 }
 
-std::size_t Heap::pending_end_elsewhere(const StreamState* user, std::size_t offset,
-                                        std::size_t bytes) const noexcept {
+std::size_t Heap::pending_end_elsewhere(const StreamState* user, std::size_t offset, std::size_t bytes) const noexcept {
   std::size_t end = 0;
   for (const StreamState* other : pending_streams_) {
     if (other != user) end = std::max(end, other->pending.end_of_overlapping(offset, bytes));

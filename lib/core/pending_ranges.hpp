@@ -90,8 +90,8 @@ class PendingRanges {
   Map::const_iterator first_overlapping(std::size_t offset) const noexcept {
     return const_cast<PendingRanges*>(this)->first_overlapping(offset);
   }
-  NodeCache nodes_;  ///< before ranges_: outlives it
-  Map ranges_;  ///< by start; never overlapping
+  NodeCache nodes_;        ///< before ranges_: outlives it
+  Map ranges_;             ///< by start; never overlapping
   std::size_t bytes_ = 0;  ///< covered by ranges_
   /// Added and not merged yet, in the order added (guarded, as everything
   /// here, by the heap lock; mutable for merge_staged).

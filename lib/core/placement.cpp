@@ -34,9 +34,7 @@ class SizeClassPolicy final : public PlacementPolicy {
 class BuddyPolicy final : public PlacementPolicy {
  public:
   const char* name() const noexcept override { return "buddy"; }
-  std::size_t block_size(std::size_t bytes) const noexcept override {
-    return detail::round_to_power_of_two(bytes);
-  }
+  std::size_t block_size(std::size_t bytes) const noexcept override { return detail::round_to_power_of_two(bytes); }
   std::size_t backing(std::size_t bytes, std::size_t) const noexcept override { return bytes; }
   std::size_t place(FreeRange range, std::size_t size, std::size_t) const noexcept override {
     return place_size_aligned(range, size);
@@ -48,8 +46,7 @@ class DefaultPolicy final : public PlacementPolicy {
   const char* name() const noexcept override { return "default"; }
   std::size_t block_size(std::size_t bytes) const noexcept override { return detail::round_default(bytes); }
   std::size_t place(FreeRange range, std::size_t size, std::size_t granularity) const noexcept override {
-    return size <= kSmallBlockLimit ? place_in_one_granule(range, size, granularity)
-                                    : place_at_start(range, size);
+    return size <= kSmallBlockLimit ? place_in_one_granule(range, size, granularity) : place_at_start(range, size);
   }
 };
 
@@ -76,17 +73,14 @@ std::shared_ptr<const PlacementPolicy> default_placement_policy() {
 
 namespace sova::detail {
 
-Placement::Placement(const PoolOptions& options, std::size_t upper_half)
-    : small_region_start_(upper_half) {
+Placement::Placement(const PoolOptions& options, std::size_t upper_half) : small_region_start_(upper_half) {
   switch (options.policy) {
     case Policy::default_policy:
       policy_ = default_placement_policy();
       rounding_ = Rounding::default_classes;
       where_ = Where::segregated;
       return;
-    case Policy::best_fit:
-      policy_ = best_fit_policy();
-      return;
+    case Policy::best_fit: policy_ = best_fit_policy(); return;
     case Policy::size_classes:
       policy_ = size_class_policy();
       rounding_ = Rounding::classes;
@@ -115,11 +109,9 @@ Placement::Placement(const PoolOptions& options, std::size_t upper_half)
               cudaErrorInvalidValue);
 }
 
-std::size_t Placement::place(FreeRange range, std::size_t size, std::size_t granularity,
-                             bool relaxed) const noexcept {
+std::size_t Placement::place(FreeRange range, std::size_t size, std::size_t granularity, bool relaxed) const noexcept {
   switch (where_) {
-    case Where::start:
-      return place_at_start(range, size);
+    case Where::start: return place_at_start(range, size);
     case Where::segregated: {
       const bool small = size <= kSmallBlockLimit;
       if (!relaxed) {
@@ -135,12 +127,9 @@ std::size_t Placement::place(FreeRange range, std::size_t size, std::size_t gran
       }
       return small ? place_in_one_granule(range, size, granularity) : place_at_start(range, size);
     }
-    case Where::one_granule:
-      return place_in_one_granule(range, size, granularity);
-    case Where::size_aligned:
-      return place_size_aligned(range, size);
-    case Where::custom:
-      break;
+    case Where::one_granule: return place_in_one_granule(range, size, granularity);
+    case Where::size_aligned: return place_size_aligned(range, size);
+    case Where::custom: break;
   }
   if (size > range.size) return PlacementPolicy::kNoFit;
   const std::size_t at = policy_->place(range, size, granularity);

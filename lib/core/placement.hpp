@@ -10,9 +10,9 @@
 
 #include "core/block.hpp"
 
-#include <sova/placement.hpp>
 #include <sova/error.hpp>
 #include <sova/options.hpp>
+#include <sova/placement.hpp>
 
 #include <algorithm>
 #include <bit>
@@ -87,16 +87,11 @@ class Placement {
   /// something that breaks its contract.
   std::size_t block_size(std::size_t bytes) const noexcept {
     switch (rounding_) {
-      case Rounding::exact:
-        return round_exact(bytes);
-      case Rounding::default_classes:
-        return round_default(bytes);
-      case Rounding::classes:
-        return round_to_class(bytes);
-      case Rounding::power_of_two:
-        return round_to_power_of_two(bytes);
-      case Rounding::custom:
-        break;
+      case Rounding::exact: return round_exact(bytes);
+      case Rounding::default_classes: return round_default(bytes);
+      case Rounding::classes: return round_to_class(bytes);
+      case Rounding::power_of_two: return round_to_power_of_two(bytes);
+      case Rounding::custom: break;
     }
     const std::size_t size = policy_->block_size(bytes);
     return size >= bytes && size % kAlignment == 0 ? size : 0;
@@ -120,8 +115,7 @@ class Placement {
   /// remapped or released). `relaxed` lifts that rule: the pool asks again
   /// relaxed when no candidate fits strictly, so segregation never causes a
   /// failure by itself.
-  std::size_t place(FreeRange range, std::size_t size, std::size_t granularity,
-                    bool relaxed = false) const noexcept;
+  std::size_t place(FreeRange range, std::size_t size, std::size_t granularity, bool relaxed = false) const noexcept;
   /// Whether place() distinguishes strict and relaxed (the default policy).
   bool segregates() const noexcept { return where_ == Where::segregated; }
   /// Where the regions meet, or 0 when the policy has one region.

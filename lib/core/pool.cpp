@@ -26,20 +26,20 @@ namespace {
 /// core.deallocate, logged before the block goes back (the log's order,
 /// alloc_log.hpp). A free the pool will refuse (not a live block) is not
 /// logged; a double free racing with the first may be.
-[[gnu::noinline]] cudaError_t logged_deallocate(detail::PoolCore& core, void* ptr,
-                                                cudaStream_t stream) noexcept {
+[[gnu::noinline]] cudaError_t logged_deallocate(detail::PoolCore& core, void* ptr, cudaStream_t stream) noexcept {
   if (const std::size_t bytes = core.block_size(ptr); bytes != 0) detail::log_free(ptr, bytes, stream);
   return core.deallocate(ptr, stream);
 }
 
-inline cudaError_t allocate_impl(detail::PoolCore& core, void** ptr, std::size_t bytes,
-                                 cudaStream_t stream) noexcept {
-  if (detail::log_on()) [[unlikely]] return logged_allocate(core, ptr, bytes, stream);
+inline cudaError_t allocate_impl(detail::PoolCore& core, void** ptr, std::size_t bytes, cudaStream_t stream) noexcept {
+  if (detail::log_on()) [[unlikely]]
+    return logged_allocate(core, ptr, bytes, stream);
   return core.allocate(ptr, bytes, stream);
 }
 
 inline cudaError_t deallocate_impl(detail::PoolCore& core, void* ptr, cudaStream_t stream) noexcept {
-  if (detail::log_on() && ptr != nullptr) [[unlikely]] return logged_deallocate(core, ptr, stream);
+  if (detail::log_on() && ptr != nullptr) [[unlikely]]
+    return logged_deallocate(core, ptr, stream);
   return core.deallocate(ptr, stream);
 }
 
@@ -51,8 +51,8 @@ inline cudaError_t deallocate_impl(detail::PoolCore& core, void* ptr, cudaStream
   char head[160];
   if (status.kind == detail::PointerStatus::Kind::live) {
     // The block is fine: the stream was refused (under capture, an invalid handle).
-    std::snprintf(head, sizeof head, "sova: freeing %p on stream %p failed (%s)", ptr,
-                  static_cast<void*>(stream), cudaGetErrorName(error));
+    std::snprintf(head, sizeof head, "sova: freeing %p on stream %p failed (%s)", ptr, static_cast<void*>(stream),
+                  cudaGetErrorName(error));
     return head;
   }
   std::snprintf(head, sizeof head, "sova: cannot free %p: ", ptr);
@@ -73,8 +73,8 @@ void* Pool::allocate(std::size_t bytes, cudaStream_t stream) {
   char head[160];
   std::snprintf(head, sizeof head, "sova: allocating %zu bytes on stream %p failed (%s): ", bytes,
                 static_cast<void*>(stream), cudaGetErrorName(error));
-  std::string message = head + (core_->asleep() ? std::string("the pool is asleep (Pool::sleep): wake it first")
-                                                 : core_->describe());
+  std::string message =
+      head + (core_->asleep() ? std::string("the pool is asleep (Pool::sleep): wake it first") : core_->describe());
   if (error == cudaErrorMemoryAllocation) throw OutOfMemory(std::move(message), error);
   throw Error(message, error);
 }

@@ -32,8 +32,7 @@ DeviceInfo query_device(Driver& driver, int device) {
                 error);
   }
   if (device < 0 || device >= count) {
-    throw Error("sova: device " + std::to_string(device) + " does not exist (" +
-                    std::to_string(count) + " devices)",
+    throw Error("sova: device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " devices)",
                 cudaErrorInvalidDevice);
   }
   DeviceInfo info;
@@ -57,14 +56,12 @@ std::size_t va_bytes_for(const PoolOptions& options, const DeviceInfo& info) {
   if (options.va_reserve != 0) return options.va_reserve;
   // A limit beyond the device's memory is the device's memory: the pool can
   // never hold more, and twice a larger one overflowed.
-  const std::size_t limit = std::min(options.max_size != 0 ? options.max_size : info.total_memory,
-                                     std::min(info.total_memory, SIZE_MAX / 2));
+  const std::size_t limit =
+      std::min(options.max_size != 0 ? options.max_size : info.total_memory, std::min(info.total_memory, SIZE_MAX / 2));
   return 2 * limit;
 }
 
-Driver& driver_of(const PoolOptions& options) {
-  return options.driver != nullptr ? *options.driver : process_driver();
-}
+Driver& driver_of(const PoolOptions& options) { return options.driver != nullptr ? *options.driver : process_driver(); }
 
 }  // namespace
 
@@ -72,11 +69,12 @@ PoolCore::PoolCore(const PoolOptions& options)
     : driver_(driver_of(options)),
       device_(options.device),
       info_(for_physical_options(driver_, query_device(driver_, options.device), options)),
-      arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size,
-             options.max_chunk, physical_props_for(options, info_)),
+      arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size, options.max_chunk,
+             physical_props_for(options, info_)),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
-      heap_(arena_.size(), info_.granularity, placement_,
-            [](void* self) noexcept { static_cast<PoolCore*>(self)->streams_.synchronize_devices(); }, this),
+      heap_(
+          arena_.size(), info_.granularity, placement_,
+          [](void* self) noexcept { static_cast<PoolCore*>(self)->streams_.synchronize_devices(); }, this),
       streams_(driver_, device_, options.check_streams),
       remapper_(arena_, heap_),
       remap_(options.remap),
@@ -109,7 +107,8 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   if (bytes == 0) return cudaSuccess;  // as cudaMallocAsync: success, NULL (measured)
   // Asleep (Pool::sleep): nothing to give until wake. Not counted as a
   // failed allocation: the heap lock may be held by the sleep's copies.
-  if (sleep_.asleep()) [[unlikely]] return cudaErrorNotPermitted;
+  if (sleep_.asleep()) [[unlikely]]
+    return cudaErrorNotPermitted;
   if (bytes > arena_.size()) {
     std::lock_guard<HeapMutex> lock(heap_.mutex());
     ++stats_.failed_allocations;

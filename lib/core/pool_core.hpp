@@ -136,8 +136,8 @@ class PoolCore {
   cudaError_t refuse_capture(cudaStream_t stream) noexcept;
 
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
-  cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need,
-                            StreamState* state, cudaStream_t stream) noexcept;
+  cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need, StreamState* state,
+                            cudaStream_t stream) noexcept;
   /// Steps 1 and 2 of the ladder; `step` says which served the block.
   Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, SlowStep* step) noexcept;
   /// Which cached blocks a miss moves into the heap.
@@ -263,7 +263,7 @@ class PoolCore {
   std::atomic<bool> reuse_allow_internal_dependencies_;
   const bool check_streams_;
   std::uint64_t activity_seen_ = ~std::uint64_t{0};  ///< the release worker's
-  std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last synchronize for inactive streams
+  std::int64_t reclaimed_ns_ = 0;                    ///< the release worker's last synchronize for inactive streams
   /// Graph memory, taken from this pool on a stream of its own (graph_pool.hpp).
   PoolGraphs graphs_{*this};
   /// Last: destroyed first, its copies drained while the arena still stands.

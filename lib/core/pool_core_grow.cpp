@@ -59,8 +59,8 @@ cudaError_t PoolCore::back_block(Block* block, std::size_t need, StreamState* st
   return error;
 }
 
-void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, StreamState* state,
-                                      cudaStream_t stream, std::vector<Remapper::ChunkMove>& moves) noexcept {
+void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, StreamState* state, cudaStream_t stream,
+                                      std::vector<Remapper::ChunkMove>& moves) noexcept {
   std::size_t max_moves = 0;
   try {
     max_moves = GrowthBudget::max_moves(arena_.chunks_to_create(offset, need, budget_.chunk_limit_for(need)));
@@ -68,7 +68,8 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
     return;  // no host memory for the lists either: the block is created
   }
   auto move_free_chunks = [&] {
-    const std::size_t moved = remapper_.move_free_chunks_into(state, offset, need, std::min(max_moves, budget_.units_left()), moves);
+    const std::size_t moved =
+        remapper_.move_free_chunks_into(state, offset, need, std::min(max_moves, budget_.units_left()), moves);
     max_moves -= moved;
     budget_.spend(moved);
   };
@@ -99,9 +100,8 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
 bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexcept {
   const std::uint64_t live_peak =
       std::max<std::uint64_t>(used_high_sampled_.load(std::memory_order_relaxed), streams_.live_bytes() + need);
-  return GrowthBudget::allows(arena_.backed_bytes(), streams_.stranded(),
-                              arena_.unbacked_bytes_in(offset, need), live_peak, arena_.granularity(),
-                              streams_.active());
+  return GrowthBudget::allows(arena_.backed_bytes(), streams_.stranded(), arena_.unbacked_bytes_in(offset, need),
+                              live_peak, arena_.granularity(), streams_.active());
 }
 
 bool PoolCore::settle_ghost(const Arena::GhostPin& pin) noexcept {

@@ -24,18 +24,15 @@ PointerStatus PoolCore::pointer_status(const void* ptr) {
 
 std::string describe_pointer_status(const PointerStatus& status) {
   switch (status.kind) {
-    case PointerStatus::Kind::outside:
-      return "not allocated by this pool";
-    case PointerStatus::Kind::live:
-      return "a live block of this pool";
+    case PointerStatus::Kind::outside: return "not allocated by this pool";
+    case PointerStatus::Kind::live: return "a live block of this pool";
     case PointerStatus::Kind::inside_live: {
       char text[128];
       std::snprintf(text, sizeof text, "inside a block allocated at %#" PRIxPTR " (%zu bytes); free its start",
                     status.block_start, status.block_bytes);
       return text;
     }
-    case PointerStatus::Kind::freed:
-      return "already freed";
+    case PointerStatus::Kind::freed: return "already freed";
     case PointerStatus::Kind::inside_free:
       return "not a live block: it points into free memory of this pool (already freed, or never allocated)";
   }

@@ -55,8 +55,8 @@ void PoolCore::track_stream_activity() noexcept {
   std::vector<StreamState*> idle;
   try {
     streams_.for_each_state([&](StreamState* s) {
-      const std::uint64_t activity = s->allocations.load(std::memory_order_relaxed) +
-                                     s->deallocations.load(std::memory_order_relaxed);
+      const std::uint64_t activity =
+          s->allocations.load(std::memory_order_relaxed) + s->deallocations.load(std::memory_order_relaxed);
       if (activity != s->activity_seen || s->last_active_ns == 0) {
         s->activity_seen = activity;
         s->last_active_ns = now;

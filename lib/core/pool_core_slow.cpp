@@ -45,7 +45,8 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
     // another allocates, and waiting comes first.
     const bool internal = reuse_allow_internal_dependencies_.load(std::memory_order_relaxed);
     bool waited = false;
-    if (block == nullptr && internal && GrowthBudget::holds_too_much_free(arena_.backed_bytes(), streams_.live_bytes())) {
+    if (block == nullptr && internal &&
+        GrowthBudget::holds_too_much_free(arena_.backed_bytes(), streams_.live_bytes())) {
       block = take_with_wait(size, need, state, stream);
       waited = true;
       step = SlowStep::wait;
@@ -77,8 +78,7 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
   return cudaErrorMemoryAllocation;
 }
 
-Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state,
-                                     SlowStep* step) noexcept {
+Block* PoolCore::find_without_growth(std::size_t size, std::size_t need, StreamState* state, SlowStep* step) noexcept {
   auto take_if_backed = [&](Fit fit) {
     return fit.block != nullptr && arena_.is_backed(fit.at, need) ? heap_.carve(fit, size) : nullptr;
   };
@@ -245,8 +245,8 @@ void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
     // for kActivityWindowNs: their kept blocks would wait for allocations
     // that may never come, so they go with the rest (left, a destroyed
     // stream's stayed out of the heap until a device synchronize).
-    const bool take_kept = kept_too || !other->active.load(std::memory_order_relaxed) ||
-                           other->retired.load(std::memory_order_relaxed);
+    const bool take_kept =
+        kept_too || !other->active.load(std::memory_order_relaxed) || other->retired.load(std::memory_order_relaxed);
     Block* list = detach(other->cache, [&](Block* b, bool recurring) {
       return b->epoch <= safe_epoch && (take_kept || !(recurring && b->size <= kSmallBlockLimit));
     });
@@ -268,8 +268,7 @@ void PoolCore::harvest_streams(StreamState* except, bool kept_too) noexcept {
   });
 }
 
-Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState* state,
-                                cudaStream_t stream) noexcept {
+Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept {
   const std::size_t granularity = arena_.granularity();
   for (StreamState* other = streams_.newest(); other != nullptr; other = other->older) {
     if (other == state) continue;
@@ -298,8 +297,10 @@ Block* PoolCore::take_with_wait(std::size_t size, std::size_t need, StreamState*
     };
     Fit fit;
     int scanned = 0;
-    for (auto it = heap_.free_blocks().lower_bound(size); it != heap_.free_blocks().end() && scanned < kBackedScan; ++it, ++scanned) {
-      const std::size_t at = placement_.place(FreeRange{(*it)->offset, (*it)->size}, size, granularity, /*relaxed=*/true);
+    for (auto it = heap_.free_blocks().lower_bound(size); it != heap_.free_blocks().end() && scanned < kBackedScan;
+         ++it, ++scanned) {
+      const std::size_t at =
+          placement_.place(FreeRange{(*it)->offset, (*it)->size}, size, granularity, /*relaxed=*/true);
       if (at != PlacementPolicy::kNoFit && arena_.is_backed(at, need) && covered(at)) {
         fit = Fit{*it, at};
         break;

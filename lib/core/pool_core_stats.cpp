@@ -76,8 +76,8 @@ PoolStats PoolCore::stats() {
   // fall below zero and its mark mean nothing. Then the sampled sum is used
   // (a lower bound; docs/design.md, "Statistics").
   const bool one_stream = streams_.count() == 1;
-  s.used_high = std::max<std::uint64_t>(used_high_sampled_.load(),
-                                        one_stream ? static_cast<std::uint64_t>(stream_high) : 0);
+  s.used_high =
+      std::max<std::uint64_t>(used_high_sampled_.load(), one_stream ? static_cast<std::uint64_t>(stream_high) : 0);
   s.used_high = std::max(s.used_high, s.used_current);
   s.live_blocks = live_blocks > 0 ? static_cast<std::uint64_t>(live_blocks) : 0;
   return s;
@@ -131,8 +131,7 @@ cudaError_t PoolCore::set_attribute(cudaMemPoolAttr attr, const void* value) noe
         return cudaErrorMemoryAllocation;
       }
       return cudaSuccess;
-    default:
-      return cudaErrorInvalidValue;  // the Current figures are read-only; unknown attributes
+    default: return cudaErrorInvalidValue;  // the Current figures are read-only; unknown attributes
   }
 }
 
@@ -168,8 +167,7 @@ cudaError_t PoolCore::get_attribute(cudaMemPoolAttr attr, void* value) noexcept 
       *static_cast<std::uint64_t*>(value) = figure;
       return cudaSuccess;
     }
-    default:
-      return cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
   }
 }
 
@@ -242,8 +240,10 @@ void PoolCore::check_invariants() {
   std::size_t bin_blocks = 0;
   std::int64_t stream_live = 0;
   for (StreamState* s : streams) {
-    const bool listed = std::find(heap_.pending_streams().begin(), heap_.pending_streams().end(), s) != heap_.pending_streams().end();
-    if (!s->pending.empty() && !listed) fail("a stream with pending frees missing from heap_.pending_streams()", nullptr);
+    const bool listed =
+        std::find(heap_.pending_streams().begin(), heap_.pending_streams().end(), s) != heap_.pending_streams().end();
+    if (!s->pending.empty() && !listed)
+      fail("a stream with pending frees missing from heap_.pending_streams()", nullptr);
     bin_blocks += s->cache.blocks();
     stream_live += s->live_bytes.load();
     s->cache.for_each([&](const Block* b) {

@@ -38,10 +38,8 @@ inline bool known_pool_attr(int raw) noexcept {
     case cudaMemPoolAttrReservedMemCurrent:
     case cudaMemPoolAttrReservedMemHigh:
     case cudaMemPoolAttrUsedMemCurrent:
-    case cudaMemPoolAttrUsedMemHigh:
-      return true;
-    default:
-      return false;
+    case cudaMemPoolAttrUsedMemHigh: return true;
+    default: return false;
   }
 }
 

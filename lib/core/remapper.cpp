@@ -88,7 +88,8 @@ std::size_t Remapper::move_free_chunks_into(StreamState* user, std::size_t offse
         if (i == next_donor) ++next_donor;
         bool mapped = false;
         const Arena::GhostPin pin = pin_for(user, donor);
-        if (arena_.move_chunk(slot, granule, /*with_access=*/false, &mapped, &pin) != cudaSuccess) continue;  // unchanged
+        if (arena_.move_chunk(slot, granule, /*with_access=*/false, &mapped, &pin) != cudaSuccess)
+          continue;  // unchanged
         moves.push_back(ChunkMove{slot, donor.first_granule});
         if (mapped) {
           ++mapped_moves;
@@ -125,9 +126,8 @@ std::size_t Remapper::release_for_gap(std::size_t missing, std::size_t max_chunk
   // The smallest chunk that covers the gap alone: releasing a larger one
   // would trade a big chunk for small ones, and chunks that only get smaller
   // make every later remap move more of them.
-  const auto covering = std::find_if(chunks.begin(), chunks.end(), [&](const Arena::ChunkRef& c) {
-    return c.granules * granularity >= missing;
-  });
+  const auto covering = std::find_if(chunks.begin(), chunks.end(),
+                                     [&](const Arena::ChunkRef& c) { return c.granules * granularity >= missing; });
   if (covering != chunks.end()) {
     arena_.release_chunk(covering->slot);
     return 1;

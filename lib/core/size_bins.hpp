@@ -181,8 +181,10 @@ class SizeBins {
   }
   void list_unlink(Block*& head, Block* block) noexcept {
     if (&head == &kept_) add_kept(-static_cast<std::ptrdiff_t>(block->size));
-    if (block->list_prev != nullptr) block->list_prev->list_next = block->list_next;
-    else head = block->list_next;
+    if (block->list_prev != nullptr)
+      block->list_prev->list_next = block->list_next;
+    else
+      head = block->list_next;
     if (block->list_next != nullptr) block->list_next->list_prev = block->list_prev;
     block->list_prev = block->list_next = nullptr;
   }
@@ -194,8 +196,10 @@ class SizeBins {
   /// and from its loose/kept list, and counts it out.
   void unlink(Slot* slot, Block* block) noexcept {
     Block*& head = slot != nullptr ? slot->head : overflow_;
-    if (block->bin_prev != nullptr) block->bin_prev->bin_next = block->bin_next;
-    else head = block->bin_next;
+    if (block->bin_prev != nullptr)
+      block->bin_prev->bin_next = block->bin_next;
+    else
+      head = block->bin_next;
     if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
     block->bin_next = block->bin_prev = nullptr;
     block->overflowed = false;
@@ -214,8 +218,10 @@ class SizeBins {
       if (head != nullptr) head->list_prev = nullptr;
       block->list_prev = block->list_next = nullptr;
       if (block->overflowed) {
-        if (block->bin_prev != nullptr) block->bin_prev->bin_next = block->bin_next;
-        else overflow_ = block->bin_next;
+        if (block->bin_prev != nullptr)
+          block->bin_prev->bin_next = block->bin_next;
+        else
+          overflow_ = block->bin_next;
         if (block->bin_next != nullptr) block->bin_next->bin_prev = block->bin_prev;
         block->overflowed = false;
       } else if (Slot* slot = find(block->size); slot->head != nullptr) {

@@ -255,7 +255,8 @@ StreamState* StreamRegistry::renew(StreamState* state, unsigned long long id) no
 void StreamRegistry::note_foreign(StreamState* state, int device) noexcept {
   if (!state->foreign.load(std::memory_order_relaxed)) state->foreign.store(true, std::memory_order_relaxed);
   const std::uint64_t bit = device >= 0 && device < 63 ? std::uint64_t{1} << device : std::uint64_t{1} << 63;
-  if ((foreign_devices_.load(std::memory_order_relaxed) & bit) == 0) foreign_devices_.fetch_or(bit, std::memory_order_relaxed);
+  if ((foreign_devices_.load(std::memory_order_relaxed) & bit) == 0)
+    foreign_devices_.fetch_or(bit, std::memory_order_relaxed);
 }
 
 cudaError_t StreamRegistry::synchronize_devices() noexcept {
@@ -337,7 +338,6 @@ void StreamRegistry::record_fence_locked(StreamState* state, cudaStream_t stream
   state->open_epoch_has_frees = false;
   events_recorded_.fetch_add(1, std::memory_order_relaxed);
 }
-
 
 void StreamRegistry::mark_frees_complete_locked(StreamState* state) noexcept {
   mark_complete_through_locked(state, close_epoch_locked(state));

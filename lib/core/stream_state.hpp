@@ -57,15 +57,15 @@ struct StreamState {
   std::uint64_t safe_epoch = 0;  ///< frees stamped <= this are known complete
   std::deque<Fence> fences;      ///< recorded, not yet seen complete; oldest first
   std::int64_t last_fence_ns = 0;
-  std::uint32_t large_frees = 0;  ///< counts frees of a granule or more (see kClockEvery)
-  std::uint32_t misses = 0;       ///< counts slow-path allocations (see kMissClockEvery)
-  std::uint32_t foreign_frees = 0;  ///< counts frees of blocks allocated on another stream
+  std::uint32_t large_frees = 0;      ///< counts frees of a granule or more (see kClockEvery)
+  std::uint32_t misses = 0;           ///< counts slow-path allocations (see kMissClockEvery)
+  std::uint32_t foreign_frees = 0;    ///< counts frees of blocks allocated on another stream
   bool open_epoch_has_frees = false;  ///< a free is stamped with `epoch` (a fence would cover it)
 
   // ---- written under `lock`, read by statistics without it ------------------
-  std::atomic<std::int64_t> live_bytes{0};   ///< requested bytes allocated minus freed on this stream
+  std::atomic<std::int64_t> live_bytes{0};  ///< requested bytes allocated minus freed on this stream
   std::atomic<std::int64_t> live_blocks{0};
-  std::atomic<std::int64_t> live_high{0};    ///< high-water mark of live_bytes
+  std::atomic<std::int64_t> live_high{0};  ///< high-water mark of live_bytes
   std::atomic<std::uint64_t> allocations{0};
   std::atomic<std::uint64_t> deallocations{0};
   std::atomic<std::uint64_t> fast_hits{0};

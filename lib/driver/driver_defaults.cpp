@@ -11,8 +11,7 @@ bool plain(const PhysicalProps& props) noexcept {
 }
 }  // namespace
 
-cudaError_t Driver::physical_create_with(const PhysicalProps& props, std::size_t bytes,
-                                         PhysicalHandle* out) noexcept {
+cudaError_t Driver::physical_create_with(const PhysicalProps& props, std::size_t bytes, PhysicalHandle* out) noexcept {
   if (!plain(props)) return cudaErrorNotSupported;
   return physical_create(props.location.id, bytes, out);
 }
@@ -52,7 +51,9 @@ cudaError_t Driver::exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept 
   return cudaSuccess;
 }
 
-cudaError_t Driver::graph_on_release(cudaGraph_t, GraphReleaseCallback, void*) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::graph_on_release(cudaGraph_t, GraphReleaseCallback, void*) noexcept {
+  return cudaErrorNotSupported;
+}
 cudaError_t Driver::stream_create(int, cudaStream_t*) noexcept { return cudaErrorNotSupported; }
 cudaError_t Driver::stream_destroy(cudaStream_t) noexcept { return cudaErrorNotSupported; }
 

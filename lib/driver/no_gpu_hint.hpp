@@ -12,8 +12,8 @@ namespace sova::detail {
 /// than sova needs (the same code), the toolkit's stub library in its place,
 /// or a driver without a device.
 inline bool means_no_gpu(cudaError_t error) noexcept {
-  return error == cudaErrorInsufficientDriver || error == cudaErrorNoDevice ||
-         error == cudaErrorInitializationError || error == cudaErrorStubLibrary;
+  return error == cudaErrorInsufficientDriver || error == cudaErrorNoDevice || error == cudaErrorInitializationError ||
+         error == cudaErrorStubLibrary;
 }
 
 /// The sentence every such error carries (C++ exceptions, the C API's last

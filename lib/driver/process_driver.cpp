@@ -45,8 +45,10 @@ Driver& from_environment() noexcept {
     if (Driver* sim = kept_sim_driver()) return *sim;
     // Should never happen (the sim needs only memfd and threads); say so
     // rather than fail every later call.
-    std::fputs("sova: SOVA_DRIVER=sim: the simulation driver could not be built; "
-               "using the CUDA driver\n", stderr);
+    std::fputs(
+        "sova: SOVA_DRIVER=sim: the simulation driver could not be built; "
+        "using the CUDA driver\n",
+        stderr);
   }
   return cuda_driver();
 }

@@ -1,7 +1,7 @@
 // GrowableBuffer: one Arena (lib/arena) with no cap but its VA, committed
 // from offset 0 up to the size and released from the top down.
-#include <sova/growable.hpp>
 #include <sova/error.hpp>
+#include <sova/growable.hpp>
 #include <sova/options.hpp>
 
 #include "arena/arena.hpp"
@@ -53,8 +53,7 @@ GrowableBuffer::GrowableBuffer(std::size_t max_size, const GrowableOptions& opti
   if (max_size > SIZE_MAX - info.granularity) throw Error("sova: maximum size too large", cudaErrorInvalidValue);
   // max_chunk 0 in the arena = a whole run in one chunk, which is what a
   // growth step is.
-  arena_ = std::make_unique<detail::Arena>(*driver_, device_, info.granularity, max_size, 0, options.max_chunk,
-                                           props);
+  arena_ = std::make_unique<detail::Arena>(*driver_, device_, info.granularity, max_size, 0, options.max_chunk, props);
 }
 
 GrowableBuffer::~GrowableBuffer() {

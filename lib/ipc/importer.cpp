@@ -13,9 +13,9 @@
 
 #include "ipc/protocol.hpp"
 
+#include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <bit>
@@ -33,8 +33,9 @@ class ImporterImpl {
     if (options.access != cudaMemAccessFlagsProtRead && options.access != cudaMemAccessFlagsProtReadWrite) {
       throw Error("sova: imported pools are mapped read-only or read-write", cudaErrorInvalidValue);
     }
-    struct stat st{};
-    if (fd < 0 || ::fstat(fd, &st) != 0) throw Error("sova: the pool handle is not an open descriptor", cudaErrorInvalidValue);
+    struct stat st {};
+    if (fd < 0 || ::fstat(fd, &st) != 0)
+      throw Error("sova: the pool handle is not an open descriptor", cudaErrorInvalidValue);
     if (!S_ISSOCK(st.st_mode)) throw Error("sova: the descriptor is not a sova pool handle", cudaErrorInvalidValue);
     socket_ = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
     if (socket_ < 0) throw Error("sova: out of descriptors", cudaErrorMemoryAllocation);
@@ -163,8 +164,7 @@ class ImporterImpl {
     const long got = receive_message(socket_, &info, sizeof info, fds, kChunksPerMessage, &nfds);
     for (std::size_t i = 0; i < nfds; ++i) ::close(fds[i]);
     if (got != static_cast<long>(sizeof info) || info.h.magic != kMagic || info.h.kind != Kind::info) {
-      throw Error("sova: no answer from the pool's exporter (gone, or not a sova pool handle)",
-                  cudaErrorInvalidValue);
+      throw Error("sova: no answer from the pool's exporter (gone, or not a sova pool handle)", cudaErrorInvalidValue);
     }
     if (info.exporter_pid == ::getpid()) {
       throw Error("sova: a pool cannot be imported into the process that exports it", cudaErrorInvalidValue);
@@ -275,7 +275,7 @@ class ImporterImpl {
   std::uintptr_t base_ = 0;
   std::mutex mutex_;  // one import or free at a time: the socket carries one exchange
   cudaMemAccessFlags access_;
-  std::map<std::uint64_t, Mapping> mapped_;                     ///< by chunk offset
+  std::map<std::uint64_t, Mapping> mapped_;  ///< by chunk offset
   std::map<std::uint64_t, Import> imports_;  ///< by block offset
 };
 

@@ -49,7 +49,7 @@ struct PointerData {
   std::uint64_t offset = 0;  ///< from the pool's VA base
   std::uint64_t size = 0;    ///< the block's requested bytes
   std::uint64_t block_token = 0;
-  std::uint64_t check = 0;   ///< checksum() of the fields above
+  std::uint64_t check = 0;  ///< checksum() of the fields above
   std::uint8_t pad[16] = {};
 };
 static_assert(sizeof(PointerData) == sizeof(cudaMemPoolPtrExportData));

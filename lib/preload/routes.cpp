@@ -47,17 +47,16 @@ namespace {
 void* real_symbol(const char* name) noexcept {
   void* f = dlsym(RTLD_NEXT, name);
   if (f == nullptr) {
-    std::fprintf(stderr, "sova preload: the CUDA runtime has no %s (%s); cannot forward to it\n", name,
-                 dlerror());
+    std::fprintf(stderr, "sova preload: the CUDA runtime has no %s (%s); cannot forward to it\n", name, dlerror());
     std::abort();
   }
   return f;
 }
 
-#define SOVA_REAL(name)                                                   \
-  ([]() noexcept {                                                        \
+#define SOVA_REAL(name) \
+  ([]() noexcept { \
     static auto* const f = reinterpret_cast<decltype(&::name)>(real_symbol(#name)); \
-    return f;                                                             \
+    return f; \
   }())
 
 constexpr std::uintptr_t kSovaTagMask = 0xF;
@@ -104,10 +103,8 @@ cudaMemPool_t runtime_pool_for(cudaStream_t stream) noexcept {
 bool sova_serves(const cudaMemPoolProps* props) noexcept {
   bool plain_usage = true;
   if constexpr (requires { props->usage; }) plain_usage = props->usage == 0;
-  return props->allocType == cudaMemAllocationTypePinned &&
-         props->location.type == cudaMemLocationTypeDevice &&
-         props->handleTypes == cudaMemHandleTypeNone && props->win32SecurityAttributes == nullptr &&
-         plain_usage;
+  return props->allocType == cudaMemAllocationTypePinned && props->location.type == cudaMemLocationTypeDevice &&
+         props->handleTypes == cudaMemHandleTypeNone && props->win32SecurityAttributes == nullptr && plain_usage;
 }
 
 }  // namespace

@@ -40,8 +40,7 @@ int main(void) {
   expect("SetMemPool", sovaDeviceSetMemPool(0, pool), cudaSuccess);
 
   expect("MallocAsync", sovaMallocAsync(&p, 1000, stream), cudaSuccess);
-  expect("GetAttribute", sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value),
-         cudaSuccess);
+  expect("GetAttribute", sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value), cudaSuccess);
   if (value != 1000) expect("used == 1000", cudaErrorUnknown, cudaSuccess);
   expect("FreeAsync", sovaFreeAsync(p, stream), cudaSuccess);
   expect("MallocAsync_ptsz", sovaMallocAsync_ptsz(&p, 64, NULL), cudaSuccess);
@@ -52,8 +51,7 @@ int main(void) {
   expect("MallocFromPoolAsync_ptsz", sovaMallocFromPoolAsync_ptsz(&p, 16, pool, NULL), cudaSuccess);
   expect("FreeAsync", sovaFreeAsync(p, stream), cudaSuccess);
 
-  expect("SetAttribute", sovaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &on),
-         cudaSuccess);
+  expect("SetAttribute", sovaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &on), cudaSuccess);
   expect("TrimTo", sovaMemPoolTrimTo(pool, 0), cudaSuccess);
 
   memset(&desc, 0, sizeof desc);

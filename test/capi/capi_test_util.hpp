@@ -96,9 +96,7 @@ inline std::uint64_t attr(sovaMemPool_t pool, cudaMemPoolAttr which) {
   return value;
 }
 inline std::uint64_t used(sovaMemPool_t pool) { return attr(pool, cudaMemPoolAttrUsedMemCurrent); }
-inline std::uint64_t reserved(sovaMemPool_t pool) {
-  return attr(pool, cudaMemPoolAttrReservedMemCurrent);
-}
+inline std::uint64_t reserved(sovaMemPool_t pool) { return attr(pool, cudaMemPoolAttrReservedMemCurrent); }
 
 inline sovaMemPool_t default_pool(int device) {
   sim();

@@ -55,8 +55,7 @@ TEST_CASE("capi: sovaMallocAsync allocates from the current device's current poo
   CHECK(used(current) == used_before);
 }
 
-TEST_CASE("capi: sovaMallocAsync on another device's stream allocates from that device's pool",
-          "[capi]") {
+TEST_CASE("capi: sovaMallocAsync on another device's stream allocates from that device's pool", "[capi]") {
   // As cudaMallocAsync: "from the current mempool of the provided stream's
   // device", whatever the current device (here 0).
   sim();
@@ -80,8 +79,7 @@ TEST_CASE("capi: sovaMallocAsync on another device's stream allocates from that 
   sim().destroy_stream(s1);
 }
 
-TEST_CASE("capi: with device 1 current, stream 0 is device 1's and allocates from device 1's pool",
-          "[capi][devices]") {
+TEST_CASE("capi: with device 1 current, stream 0 is device 1's and allocates from device 1's pool", "[capi][devices]") {
   sova::test::ScopedCurrentDevice on_device_1(sim(), 1);
   void* p = nullptr;
   REQUIRE(sovaMallocAsync(&p, 3000, nullptr) == cudaSuccess);
@@ -120,8 +118,7 @@ TEST_CASE("capi: sovaMallocAsync on a destroyed stream handle is an error and al
   CHECK(used(pool0) == used0);
 }
 
-TEST_CASE("capi: an impossible size is cudaErrorMemoryAllocation with NULL; the next works",
-          "[capi]") {
+TEST_CASE("capi: an impossible size is cudaErrorMemoryAllocation with NULL; the next works", "[capi]") {
   ScopedPool pool;
   ScopedStream s;
   for (const std::size_t size : {std::size_t{1} << 50, (std::size_t{1} << 30) + MiB}) {
@@ -166,8 +163,7 @@ TEST_CASE("capi: freeing a pointer no pool handed out is cudaErrorInvalidValue",
   CHECK(used(pool) == 0);
 }
 
-TEST_CASE("capi: an interior pointer is cudaErrorInvalidValue; the block stays live and intact",
-          "[capi]") {
+TEST_CASE("capi: an interior pointer is cudaErrorInvalidValue; the block stays live and intact", "[capi]") {
   ScopedPool pool;
   ScopedStream s;
   void* p = nullptr;
@@ -206,8 +202,7 @@ TEST_CASE("capi: a double free is cudaErrorInvalidValue, before or after a synch
   CHECK(used(pool) == 0);
 }
 
-TEST_CASE("capi: used counts requested bytes, drops at free; pointers are 512-byte aligned",
-          "[capi]") {
+TEST_CASE("capi: used counts requested bytes, drops at free; pointers are 512-byte aligned", "[capi]") {
   ScopedPool pool;
   ScopedStream s;
   void* p = nullptr;
@@ -250,8 +245,7 @@ TEST_CASE("capi: a pool's maxSize bounds what it hands out", "[capi]") {
   CHECK(sovaFreeAsync(p, s) == cudaSuccess);
 }
 
-TEST_CASE("capi: NULL, garbage and destroyed pools are cudaErrorInvalidValue for allocation",
-          "[capi]") {
+TEST_CASE("capi: NULL, garbage and destroyed pools are cudaErrorInvalidValue for allocation", "[capi]") {
   ScopedStream s;
   sovaMemPool_t destroyed = ScopedPool().release();
   REQUIRE(sovaMemPoolDestroy(destroyed) == cudaSuccess);

@@ -48,8 +48,7 @@ TEST_CASE("capi: device arguments out of range give the runtime's codes", "[capi
   CHECK(sovaDeviceSetMemPool(0, nullptr) == cudaErrorInvalidValue);
   CHECK(sovaDeviceSetMemPool(99, def) == cudaErrorInvalidValue);
   CHECK(sovaDeviceSetMemPool(-1, def) == cudaErrorInvalidValue);
-  CHECK(sovaDeviceSetMemPool(0, reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0xdeadbeef})) ==
-        cudaErrorInvalidValue);
+  CHECK(sovaDeviceSetMemPool(0, reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0xdeadbeef})) == cudaErrorInvalidValue);
   CHECK(current_pool(0) == def);
 }
 

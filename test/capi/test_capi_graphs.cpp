@@ -83,8 +83,7 @@ TEST_CASE("C API: graph-memory calls refuse bad arguments and change nothing", "
   std::uint64_t v = 7;
   CHECK(sovaMemPoolGetGraphMemAttribute(pool, cudaGraphMemAttrUsedMemCurrent, nullptr) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolGetGraphMemAttribute(nullptr, cudaGraphMemAttrUsedMemCurrent, &v) == cudaErrorInvalidValue);
-  CHECK(sovaMemPoolGetGraphMemAttribute(pool, static_cast<cudaGraphMemAttributeType>(99), &v) ==
-        cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetGraphMemAttribute(pool, static_cast<cudaGraphMemAttributeType>(99), &v) == cudaErrorInvalidValue);
   CHECK(v == 7);
   CHECK(sovaDeviceGetGraphMemAttribute(5, cudaGraphMemAttrUsedMemCurrent, &v) == cudaErrorInvalidDevice);
   CHECK(sovaDeviceGetGraphMemAttribute(0, static_cast<cudaGraphMemAttributeType>(99), &v) == cudaErrorInvalidValue);

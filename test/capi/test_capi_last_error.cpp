@@ -59,14 +59,15 @@ TEST_CASE("capi last error: other failures name the call and the code", "[capi][
   ScopedPool pool;
   ScopedStream s;
   CHECK(sovaMemPoolTrimTo(nullptr, 0) == cudaErrorInvalidValue);
-  CHECK(last() == std::string("sovaMemPoolTrimTo: cudaErrorInvalidValue (") +
-                      cudaGetErrorString(cudaErrorInvalidValue) + ")");
+  CHECK(last() ==
+        std::string("sovaMemPoolTrimTo: cudaErrorInvalidValue (") + cudaGetErrorString(cudaErrorInvalidValue) + ")");
 
   void* p = reinterpret_cast<void*>(0x1);
   CHECK(sovaMallocFromPoolAsync(&p, std::size_t{1} << 40, pool, s) == cudaErrorMemoryAllocation);
   INFO(last());
-  CHECK(contains(last(), "sovaMallocFromPoolAsync: allocating 1099511627776 bytes failed: "
-                         "cudaErrorMemoryAllocation (out of memory)"));
+  CHECK(contains(last(),
+                 "sovaMallocFromPoolAsync: allocating 1099511627776 bytes failed: "
+                 "cudaErrorMemoryAllocation (out of memory)"));
 
   // An exception's message inside the library becomes the reason.
   sovaMemPoolProps props = props_on(7);

@@ -118,8 +118,7 @@ TEST_CASE("capi: destroying a pool without live blocks releases it at once", "[c
   CHECK(sovaMemPoolDestroy(pool) == cudaErrorInvalidValue);
   CHECK(sovaFreeAsync(p, s) == cudaErrorInvalidValue);
   std::uint64_t value = 0;
-  CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value) ==
-        cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value) == cudaErrorInvalidValue);
 }
 
 TEST_CASE("capi: destroying a pool with a live block defers until that block is freed", "[capi]") {
@@ -140,10 +139,8 @@ TEST_CASE("capi: destroying a pool with a live block defers until that block is 
   void* r = nullptr;
   std::uint64_t value = 0;
   CHECK(sovaMallocFromPoolAsync(&r, 16, pool, s) == cudaErrorInvalidValue);
-  CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value) ==
-        cudaErrorInvalidValue);
-  CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &value) ==
-        cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &value) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &value) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolTrimTo(pool, 0) == cudaErrorInvalidValue);
   CHECK(sovaDeviceSetMemPool(0, pool) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolDestroy(pool) == cudaErrorInvalidValue);
@@ -170,8 +167,7 @@ TEST_CASE("capi: default, NULL and garbage pools cannot be destroyed", "[capi]")
   CHECK(sovaMemPoolDestroy(def) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolDestroy(default_pool(1)) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolDestroy(nullptr) == cudaErrorInvalidValue);
-  CHECK(sovaMemPoolDestroy(reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0xdeadbeef})) ==
-        cudaErrorInvalidValue);
+  CHECK(sovaMemPoolDestroy(reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0xdeadbeef})) == cudaErrorInvalidValue);
   // Still the default pool and still working.
   CHECK(default_pool(0) == def);
   ScopedStream s;
@@ -205,10 +201,8 @@ TEST_CASE("capi: attributes follow the runtime's rules", "[capi]") {
   SECTION("current figures are read-only") {
     const std::uint64_t reserved_before = reserved(pool);
     v = 0;
-    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v) ==
-          cudaErrorInvalidValue);
-    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v) ==
-          cudaErrorInvalidValue);
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v) == cudaErrorInvalidValue);
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &v) == cudaErrorInvalidValue);
     CHECK(reserved(pool) == reserved_before);
     CHECK(used(pool) == 1000);
   }
@@ -216,10 +210,8 @@ TEST_CASE("capi: attributes follow the runtime's rules", "[capi]") {
     const auto unknown = static_cast<cudaMemPoolAttr>(999);
     CHECK(sovaMemPoolSetAttribute(pool, unknown, &v) == cudaErrorInvalidValue);
     CHECK(sovaMemPoolGetAttribute(pool, unknown, &v) == cudaErrorInvalidValue);
-    CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, nullptr) ==
-          cudaErrorInvalidValue);
-    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, nullptr) ==
-          cudaErrorInvalidValue);
+    CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReleaseThreshold, nullptr) == cudaErrorInvalidValue);
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, nullptr) == cudaErrorInvalidValue);
     CHECK(attr(pool, cudaMemPoolAttrReleaseThreshold) == 0);
   }
   SECTION("reuse switches read back as 0 or 1") {
@@ -229,20 +221,16 @@ TEST_CASE("capi: attributes follow the runtime's rules", "[capi]") {
     CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolReuseAllowOpportunistic, &iv) == cudaSuccess);
     CHECK(iv == 1);
     iv = 0;
-    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &iv) ==
-          cudaSuccess);
+    CHECK(sovaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &iv) == cudaSuccess);
     iv = -1;
-    CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &iv) ==
-          cudaSuccess);
+    CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &iv) == cudaSuccess);
     CHECK(iv == 0);
   }
   SECTION("NULL and garbage pools") {
     const sovaMemPool_t bad[] = {nullptr, reinterpret_cast<sovaMemPool_t>(&v)};
     for (sovaMemPool_t b : bad) {
-      CHECK(sovaMemPoolSetAttribute(b, cudaMemPoolAttrReleaseThreshold, &v) ==
-            cudaErrorInvalidValue);
-      CHECK(sovaMemPoolGetAttribute(b, cudaMemPoolAttrReleaseThreshold, &v) ==
-            cudaErrorInvalidValue);
+      CHECK(sovaMemPoolSetAttribute(b, cudaMemPoolAttrReleaseThreshold, &v) == cudaErrorInvalidValue);
+      CHECK(sovaMemPoolGetAttribute(b, cudaMemPoolAttrReleaseThreshold, &v) == cudaErrorInvalidValue);
     }
   }
   if (p != nullptr) CHECK(sovaFreeAsync(p, s) == cudaSuccess);
@@ -332,8 +320,7 @@ TEST_CASE("capi: a destroyed handle stays invalid when its slot is reused", "[ca
   ScopedPool b;
   const auto slot_of = [](sovaMemPool_t h) {
     using sova::capi::HandleTable;
-    return (reinterpret_cast<std::uintptr_t>(h) >> HandleTable::kTagBits) &
-           (HandleTable::kSlots - 1);
+    return (reinterpret_cast<std::uintptr_t>(h) >> HandleTable::kTagBits) & (HandleTable::kSlots - 1);
   };
   CHECK(slot_of(a) == slot_of(b.get()));  // retired slots are reused first
   CHECK(a != b.get());

@@ -11,8 +11,7 @@
 #define SOVA_TEST_STR(x) SOVA_TEST_STR2(x)
 static_assert(std::string_view(SOVA_TEST_STR(sovaMallocAsync)) == "sovaMallocAsync_ptsz");
 static_assert(std::string_view(SOVA_TEST_STR(sovaFreeAsync)) == "sovaFreeAsync_ptsz");
-static_assert(std::string_view(SOVA_TEST_STR(sovaMallocFromPoolAsync)) ==
-              "sovaMallocFromPoolAsync_ptsz");
+static_assert(std::string_view(SOVA_TEST_STR(sovaMallocFromPoolAsync)) == "sovaMallocFromPoolAsync_ptsz");
 
 using namespace sova::capi_test;
 

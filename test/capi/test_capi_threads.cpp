@@ -93,8 +93,7 @@ TEST_CASE("capi: handle lookups racing with destroy never touch a freed pool", "
     while (!stop.load()) {
       sovaMemPool_t pool = shared.load();
       std::uint64_t value = 0;
-      const cudaError_t err =
-          sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &value);
+      const cudaError_t err = sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &value);
       if (err != cudaSuccess && err != cudaErrorInvalidValue) stop.store(true);
       void* p = nullptr;
       if (sovaMallocFromPoolAsync(&p, 1024, pool, cudaStreamPerThread) == cudaSuccess)

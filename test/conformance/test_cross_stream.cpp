@@ -130,8 +130,8 @@ TEST_CASE("a busy stream's free, coalesced with free neighbours, stays out of an
   device.fill(p, kBytes, kTagA, a);
   device.busy(a, 50ms);
   device.expect(p, kBytes, kTagA, a);
-  pool.deallocate(p, a);                 // pending: A is busy
-  void* tiny = pool.allocate(512, a);    // A's miss: its cache goes to the heap, p and n coalesce
+  pool.deallocate(p, a);               // pending: A is busy
+  void* tiny = pool.allocate(512, a);  // A's miss: its cache goes to the heap, p and n coalesce
   pool.check_invariants();
 
   void* q = pool.allocate(2 * kBytes, b);
@@ -145,8 +145,7 @@ TEST_CASE("a busy stream's free, coalesced with free neighbours, stays out of an
   pool.deallocate(tiny, a);
 }
 
-TEST_CASE("small frees get a fence when another stream asks, at the freeing stream's next call",
-          "[conformance]") {
+TEST_CASE("small frees get a fence when another stream asks, at the freeing stream's next call", "[conformance]") {
   // Pool of two granules (4 MiB): p and r (A) and a filler (B) share the first,
   // B's 2 MiB q1 takes the second; then B's next 1 MiB can only be p, with a wait.
   TestDevice& device = test_device();
@@ -158,7 +157,7 @@ TEST_CASE("small frees get a fence when another stream asks, at the freeing stre
   ScopedStream b(device);
   constexpr std::size_t kSmall = std::size_t{1} << 20;  // below a granule: no fence of its own
   void* p = pool.allocate(kSmall, a);
-  void* r = pool.allocate(512, a);               // A frees it later: A's "next call"
+  void* r = pool.allocate(512, a);                // A frees it later: A's "next call"
   void* filler = pool.allocate(kSmall - 512, b);  // the rest of the first granule
   device.fill(p, kSmall, kTagA, a);
   device.busy(a, 50ms);
@@ -285,8 +284,7 @@ TEST_CASE("frees on another stream do not inflate the used high-water mark", "[c
   CHECK(attribute(pool, cudaMemPoolAttrUsedMemCurrent) == 0);
 }
 
-TEST_CASE("a stream destroyed while its work runs: its cached blocks never race a new stream",
-          "[conformance]") {
+TEST_CASE("a stream destroyed while its work runs: its cached blocks never race a new stream", "[conformance]") {
   // A new stream may receive the destroyed one's handle (CUDA hands it out
   // again only after the old work is done) and so inherit its cache.
   TestDevice& device = test_device();
@@ -340,8 +338,9 @@ TEST_CASE("after stream_synchronized, another stream reuses the frees without a 
   }
 }
 
-TEST_CASE("a quiet stream's last frees reach another stream once its work is done, without a synchronize by the program",
-          "[conformance]") {
+TEST_CASE(
+    "a quiet stream's last frees reach another stream once its work is done, without a synchronize by the program",
+    "[conformance]") {
   // The pool is not told when a stream goes quiet or is destroyed; after
   // ~200 ms without a call on it, the release worker synchronizes the device
   // on its own thread and makes the stream's unfenced frees complete

@@ -11,8 +11,8 @@
 #include <sova/graphs.hpp>
 
 #include <atomic>
-#include <memory>
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <vector>
 

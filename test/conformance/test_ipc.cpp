@@ -128,7 +128,7 @@ TEST_CASE("ipc peer: importer", "[.peer]") {
   device.reset_mismatches();
   device.expect(a, kBytesA, kTagA, s);  // written by the exporter
   CHECK(mismatches_after(device, s) == 0);
-  device.fill(b, kBytesB, kTagB, s);    // read by the exporter
+  device.fill(b, kBytesB, kTagB, s);  // read by the exporter
   device.synchronize(s);
 
   // Importing the same block again gives the same address.
@@ -247,7 +247,7 @@ TEST_CASE("ipc: bad handles and imports into the exporting process are refused",
   CHECK(refused(handle) == cudaErrorInvalidValue);  // closed
   CHECK(refused(-1) == cudaErrorInvalidValue);
   const int file = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  CHECK(refused(file) == cudaErrorInvalidValue);     // not a socket
+  CHECK(refused(file) == cudaErrorInvalidValue);  // not a socket
   ::close(file);
   int pair[2];
   REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) == 0);

@@ -334,7 +334,7 @@ TEST_CASE("remapping moves the highest free chunks, so the holes the best fit fi
   void* next = pool.allocate(kBlock, s);
   CHECK(next == blocks[0]);  // best fit: the lowest 32 MiB hole
   stats = pool.stats();
-  CHECK(stats.chunks_remapped == 4);  // backed already: nothing moved ...
+  CHECK(stats.chunks_remapped == 4);            // backed already: nothing moved ...
   CHECK(stats.chunks_mapped == mapped_before);  // ... or created
   CHECK(stats.reserved_current == 12 * kBlock);
   device.fill(next, kBlock, 0x4E57u, s);

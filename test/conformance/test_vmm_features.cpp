@@ -159,7 +159,7 @@ TEST_CASE("host pool peer: the host reads and writes host-pool memory", "[.peer]
   auto* p = static_cast<std::uint32_t*>(pool.allocate(4 * kMiB, s));
   device.fill(p, 4 * kMiB, 0x40570002, s);
   device.synchronize(s);
-  CHECK(p[0] == 0x40570002);                   // the host reads what the device wrote
+  CHECK(p[0] == 0x40570002);  // the host reads what the device wrote
   CHECK(p[kMiB - 1] == 0x40570002);
   for (std::size_t i = 0; i < kMiB; ++i) p[i] = 0x40570003;  // and writes
   device.reset_mismatches();

@@ -108,8 +108,7 @@ TEST_CASE("arena: a chunk limit per commit, within max_chunk", "[core][arena]") 
   CHECK(arena.live_chunks() == 5);
 }
 
-TEST_CASE("arena: chunks far apart in a large arena are all found, across the summary's words",
-          "[core][arena]") {
+TEST_CASE("arena: chunks far apart in a large arena are all found, across the summary's words", "[core][arena]") {
   // Past 64 x 64 granules the backed bitmap's summary (one bit per word) has
   // more than one word: chunks at 3, 4101 (second summary word), 8255 (the
   // last granule of the third) and none between.

@@ -185,8 +185,8 @@ TEST_CASE("arena: a place left before its access was granted is no ghost to move
 
   const std::size_t unmaps = sim.counters().unmaps;
   REQUIRE(arena.move_chunk(slot, 150, /*with_access=*/true, &mapped) == cudaSuccess);
-  CHECK(mapped);                                // mapped anew, with access
-  CHECK(sim.counters().unmaps == unmaps + 1);   // the mapping without access went first
+  CHECK(mapped);                               // mapped anew, with access
+  CHECK(sim.counters().unmaps == unmaps + 1);  // the mapping without access went first
   cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
   REQUIRE(sim.access_at(arena.base() + 150 * kG, 0, &flags) == cudaSuccess);
   CHECK(flags == cudaMemAccessFlagsProtReadWrite);
@@ -223,7 +223,7 @@ TEST_CASE("arena: a pinned ghost is unmapped only once its settler says its work
   REQUIRE(arena.commit(0, 2 * kG) == cudaSuccess);
   const std::int32_t slot = only_chunk_in(arena, 0, 2);
   REQUIRE(arena.move_chunk(slot, 150, true, nullptr, &pin) == cudaSuccess);  // leaves a pinned ghost at 0
-  CHECK(settler.asked.empty());  // moving away asks nothing
+  CHECK(settler.asked.empty());                                              // moving away asks nothing
 
   // Refused: whatever needs the old place fails, and nothing changes.
   const DriverCalls before(sim);

@@ -19,8 +19,7 @@
 using namespace sova;
 using namespace sova::test;
 
-TEST_CASE("check_invariants holds while other threads free on streams created during it",
-          "[core][threads][issue17]") {
+TEST_CASE("check_invariants holds while other threads free on streams created during it", "[core][threads][issue17]") {
   SimDriver sim(small_sim());
   Pool pool(options_on(sim));
   std::atomic<bool> stop{false};
@@ -42,8 +41,7 @@ TEST_CASE("check_invariants holds while other threads free on streams created du
       // ran 15-110 s on a loaded host, and ran CI's ThreadSanitizer suite
       // out of time. Busy four fifths of the time, it still walks through
       // most of the main loop's frees.
-      std::this_thread::sleep_for(std::max<Clock::duration>((Clock::now() - start) / 4,
-                                                            std::chrono::microseconds(30)));
+      std::this_thread::sleep_for(std::max<Clock::duration>((Clock::now() - start) / 4, std::chrono::microseconds(30)));
     }
   });
   // Many live blocks: each walk of the checker takes long enough to be caught in.

@@ -96,8 +96,7 @@ TEST_CASE("a free on device 0's legacy stream is not completed by device 1's leg
   sim.destroy_stream(s1);
 }
 
-TEST_CASE("the out-of-memory synchronize waits for the device of the freeing stream",
-          "[core][devices][cross-device]") {
+TEST_CASE("the out-of-memory synchronize waits for the device of the freeing stream", "[core][devices][cross-device]") {
   SimDriver sim(two_devices());
   Pool pool(device_one_pool(sim));
   cudaStream_t s1 = sim.create_stream(false, 1);
@@ -116,8 +115,7 @@ TEST_CASE("the out-of-memory synchronize waits for the device of the freeing str
   sim.destroy_stream(s1);
 }
 
-TEST_CASE("destroying a pool waits for the device of a stream a block was freed on",
-          "[core][devices][cross-device]") {
+TEST_CASE("destroying a pool waits for the device of a stream a block was freed on", "[core][devices][cross-device]") {
   SimDriver sim(two_devices());
   cudaStream_t s1 = sim.create_stream(false, 1);
   cudaStream_t s0 = sim.create_stream(false, 0);
@@ -140,7 +138,7 @@ TEST_CASE("stream 0 with another device current is another stream: its frees are
   SimDriver sim(two_devices());
   PoolOptions options = options_on(sim);
   options.release_threshold = ~std::uint64_t{0};
-  Pool pool(options);  // device 0
+  Pool pool(options);                     // device 0
   void* p = pool.allocate(MiB, nullptr);  // device 0's legacy stream
   REQUIRE(sim.device_synchronize(0) == cudaSuccess);
   std::shared_ptr<std::atomic<bool>> done;

@@ -21,9 +21,7 @@ class TopDownPages final : public PlacementPolicy {
  public:
   static constexpr std::size_t kPage = 4096;
   const char* name() const noexcept override { return "top_down_pages"; }
-  std::size_t block_size(std::size_t bytes) const noexcept override {
-    return (bytes + kPage - 1) / kPage * kPage;
-  }
+  std::size_t block_size(std::size_t bytes) const noexcept override { return (bytes + kPage - 1) / kPage * kPage; }
   std::size_t place(FreeRange range, std::size_t size, std::size_t) const noexcept override {
     return size <= range.size ? range.offset + range.size - size : kNoFit;
   }
@@ -119,8 +117,7 @@ TEST_CASE("a policy that breaks its contract fails the allocation and changes no
     void* p = reinterpret_cast<void*>(0x1);
     // Blocks shorter than the request: refused before anything happens.
     // Placements outside the range: no range fits, so out of memory.
-    CHECK(pool.try_allocate(&p, 10000, s) ==
-          (short_blocks ? cudaErrorInvalidValue : cudaErrorMemoryAllocation));
+    CHECK(pool.try_allocate(&p, 10000, s) == (short_blocks ? cudaErrorInvalidValue : cudaErrorMemoryAllocation));
     CHECK(p == nullptr);
     const PoolStats stats = pool.stats();
     CHECK(stats.reserved_current == 0);
@@ -131,8 +128,7 @@ TEST_CASE("a policy that breaks its contract fails the allocation and changes no
   sim.destroy_stream(s);
 }
 
-TEST_CASE("the default policy keeps small blocks in the upper half of the VA, large ones below",
-          "[core][policy]") {
+TEST_CASE("the default policy keeps small blocks in the upper half of the VA, large ones below", "[core][policy]") {
   SimDriver sim(small_sim());
   PoolOptions options = options_on(sim);
   options.va_reserve = std::size_t{64} << 20;  // halves of 32 MiB

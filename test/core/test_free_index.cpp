@@ -35,7 +35,8 @@ std::vector<Block*> backward(const FreeIndex& index) {
 TEST_CASE("free index: classes grow with size, exact below 8 KiB", "[core][free_index]") {
   for (std::size_t units = 1; units < 16; ++units) CHECK(FreeIndex::class_of(units * kAlignment) == units);
   std::size_t previous = 0;
-  for (std::size_t size = kAlignment; size < (std::size_t{1} << 40); size += size / 7 / kAlignment * kAlignment + kAlignment) {
+  for (std::size_t size = kAlignment; size < (std::size_t{1} << 40);
+       size += size / 7 / kAlignment * kAlignment + kAlignment) {
     const std::size_t klass = FreeIndex::class_of(size);
     REQUIRE(klass >= previous);
     REQUIRE(klass < FreeIndex::kClasses);

@@ -166,7 +166,7 @@ TEST_CASE("graph memory: a free in the capture makes the block reusable by later
   CHECK(c != a);
   CHECK(graphs.stats().graphs == 2);
   cudaGraph_t graph2 = second.end();
-  CHECK(graphs.capture_in_progress());  // the first capture ended (a second began on s); the second?
+  CHECK(graphs.capture_in_progress());                // the first capture ended (a second began on s); the second?
   REQUIRE(sim.graph_destroy(graph2) == cudaSuccess);  // out of order: the second first
   graphs.collect();
   CHECK(source.given_back() == 1);

@@ -66,7 +66,7 @@ TEST_CASE("growth budget: thorough remapping's chunk limit", "[growth_budget]") 
   const GrowthBudget thorough(true);
   CHECK(balanced.chunk_limit_for(640 * kMiB) == 0);  // the arena's max_chunk
   CHECK(thorough.chunk_limit_for(kGranule) == d::kThoroughMinChunk);
-  CHECK(thorough.chunk_limit_for(200 * kMiB) == 8 * kMiB);    // 12.5 MiB rounded down
+  CHECK(thorough.chunk_limit_for(200 * kMiB) == 8 * kMiB);  // 12.5 MiB rounded down
   CHECK(thorough.chunk_limit_for(640 * kMiB) == d::kThoroughMaxChunk);
   CHECK(GrowthBudget::max_moves(3) == 3 * d::kRemapMovesPerCreate + d::kRemapMovesExtra);
 }

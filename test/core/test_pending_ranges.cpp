@@ -10,13 +10,12 @@
 
 using sova::detail::PendingRanges;
 
-TEST_CASE("pending ranges: overlapping frees merge with the later epoch, touching ones stay apart",
-          "[core][pending]") {
+TEST_CASE("pending ranges: overlapping frees merge with the later epoch, touching ones stay apart", "[core][pending]") {
   PendingRanges ranges;
   CHECK(ranges.empty());
   CHECK(ranges.latest_overlapping(0, 1 << 20) == 0);
-  ranges.add(1024, 1024, 3);                       // [1024, 2048) epoch 3
-  ranges.add(2048, 512, 4);                        // touching: a range of its own
+  ranges.add(1024, 1024, 3);  // [1024, 2048) epoch 3
+  ranges.add(2048, 512, 4);   // touching: a range of its own
   CHECK(ranges.count() == 2);
   CHECK(ranges.bytes() == 1536);
   CHECK(ranges.latest_overlapping(0, 1024) == 0);  // ends where the first begins
@@ -25,12 +24,12 @@ TEST_CASE("pending ranges: overlapping frees merge with the later epoch, touchin
   CHECK(ranges.end_of_overlapping(0, 1536) == 2048);
   CHECK(ranges.end_of_overlapping(0, 4096) == 2560);
   CHECK(ranges.end_of_overlapping(2560, 512) == 0);
-  ranges.add(1536, 2048, 2);                       // overlaps both: one range, epoch 4
+  ranges.add(1536, 2048, 2);  // overlaps both: one range, epoch 4
   CHECK(ranges.count() == 1);
   CHECK(ranges.bytes() == 3584 - 1024);
   CHECK(ranges.latest_overlapping(3000, 1) == 4);
   ranges.drop_complete(3);
-  CHECK(ranges.count() == 1);                      // epoch 4 is not complete yet
+  CHECK(ranges.count() == 1);  // epoch 4 is not complete yet
   ranges.drop_complete(4);
   CHECK(ranges.empty());
   CHECK(ranges.bytes() == 0);
@@ -104,9 +103,10 @@ TEST_CASE("pending ranges agree with a model under random frees and completions"
   }
 }
 
-TEST_CASE("pending ranges asked about rarely: a unit reads pending until its latest free completes, "
-          "and never without a free",
-          "[core][pending]") {
+TEST_CASE(
+    "pending ranges asked about rarely: a unit reads pending until its latest free completes, "
+    "and never without a free",
+    "[core][pending]") {
   // The slow path of a stream alone in its pool adds and drops ranges without
   // asking about them (they are staged); queries come now and then. Whatever
   // was merged or dropped meanwhile, every unit freed in an epoch not yet
@@ -156,12 +156,11 @@ TEST_CASE("pending ranges asked about rarely: a unit reads pending until its lat
   CHECK(ranges.count() == 0);
 }
 
-TEST_CASE("pending ranges: a range complete by its own epoch is dropped unmerged, staged or not",
-          "[core][pending]") {
+TEST_CASE("pending ranges: a range complete by its own epoch is dropped unmerged, staged or not", "[core][pending]") {
   PendingRanges ranges;
-  ranges.add(0, 1024, 5);     // staged
-  ranges.add(512, 1024, 9);   // overlaps it, later
-  ranges.drop_complete(6);    // no query came between: the first goes alone
+  ranges.add(0, 1024, 5);    // staged
+  ranges.add(512, 1024, 9);  // overlaps it, later
+  ranges.drop_complete(6);   // no query came between: the first goes alone
   CHECK(ranges.latest_overlapping(0, 512) == 0);
   CHECK(ranges.latest_overlapping(512, 512) == 9);
   CHECK(ranges.bytes() == 1024);
@@ -180,8 +179,7 @@ TEST_CASE("pending ranges: a range complete by its own epoch is dropped unmerged
   CHECK(ranges.empty());
 }
 
-TEST_CASE("pending ranges of a stream whose work never completes stay bounded: staged ones merge",
-          "[core][pending]") {
+TEST_CASE("pending ranges of a stream whose work never completes stay bounded: staged ones merge", "[core][pending]") {
   // The same eight places freed again and again, no fence ever complete:
   // merged, that is eight ranges; staged, it would grow with every free.
   PendingRanges ranges;

@@ -12,8 +12,7 @@
 using namespace sova;
 using namespace sova::test;
 
-TEST_CASE("a pinned ghost in the way waits for its stream's fence, not for the device",
-          "[core][remap][ghost]") {
+TEST_CASE("a pinned ghost in the way waits for its stream's fence, not for the device", "[core][remap][ghost]") {
   constexpr std::size_t kBlock = std::size_t{32} << 20;
   SimDriver sim(small_sim(std::size_t{1} << 30));
   PoolOptions options = options_on(sim);

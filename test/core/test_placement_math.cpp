@@ -28,7 +28,7 @@ TEST_CASE("size classes: four per power of two, at most 25% over, monotonic", "[
 
 TEST_CASE("the default rounds to size classes up to kSmallClassLimit, exactly above", "[core][policy]") {
   CHECK(round_default(1) == 512);
-  CHECK(round_default(4500) == 5120);                    // a class
+  CHECK(round_default(4500) == 5120);  // a class
   CHECK(round_default(kSmallClassLimit) == kSmallClassLimit);
   CHECK(round_default(kSmallClassLimit - 1000) == kSmallClassLimit);
   CHECK(round_default(kSmallClassLimit + 1) == kSmallClassLimit + 512);  // exact from here

@@ -8,8 +8,7 @@
 using namespace sova;
 using namespace sova::test;
 
-TEST_CASE("a loop cycling through a few small sizes is served by the cache after two rounds",
-          "[core][cache]") {
+TEST_CASE("a loop cycling through a few small sizes is served by the cache after two rounds", "[core][cache]") {
   // A miss keeps the stream's small cached blocks of recurring sizes: when
   // every miss flushed the whole cache, each flushed the block the next
   // allocation wanted, and such a loop (the threads benchmark's) missed on
@@ -36,8 +35,7 @@ TEST_CASE("a loop cycling through a few small sizes is served by the cache after
   sim.destroy_stream(s);
 }
 
-TEST_CASE("a miss coalesces the stream's cached blocks but the small ones of recurring sizes",
-          "[core][cache]") {
+TEST_CASE("a miss coalesces the stream's cached blocks but the small ones of recurring sizes", "[core][cache]") {
   SimDriver sim(small_sim());
   Pool pool(options_on(sim));
   const cudaStream_t s = sim.create_stream();

@@ -23,8 +23,7 @@ cudaStreamCaptureStatus status_of(SimDriver& sim, cudaStream_t s) {
 
 }  // namespace
 
-TEST_CASE("pool graphs: growth during a global capture runs in relaxed mode and leaves it valid",
-          "[graphs][sim]") {
+TEST_CASE("pool graphs: growth during a global capture runs in relaxed mode and leaves it valid", "[graphs][sim]") {
   SimConfig config = small_sim();
   config.relax_vmm_calls = false;  // raw VMM calls: unsafe under a global capture
   SimDriver sim(config);

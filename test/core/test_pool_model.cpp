@@ -38,8 +38,7 @@ void check_placement(Policy policy, std::uintptr_t address, std::size_t bytes) {
         if (bytes <= kGranule) REQUIRE(address / kGranule == (address + bytes - 1) / kGranule);
       }
       break;
-    default:
-      break;
+    default: break;
   }
 }
 

@@ -115,8 +115,7 @@ TEST_CASE("the legacy stream, the per-thread stream and 0 are told apart correct
   pool.check_invariants();
 }
 
-TEST_CASE("a stream that frees what another allocates does not make the pool grow without bound",
-          "[core][streams]") {
+TEST_CASE("a stream that frees what another allocates does not make the pool grow without bound", "[core][streams]") {
   // The replay's two-stream trace, as a loop: stream A allocates, stream B
   // (legacy, then a created one) frees some of A's blocks. B's frees return to
   // A only through fences; before foreign frees were fenced sooner (and A's

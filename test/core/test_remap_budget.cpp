@@ -53,10 +53,10 @@ TEST_CASE("remapping under random sizes spends at most its credit", "[core][rema
   const std::uint64_t misses = stats.allocations - stats.fast_path_hits;
   // Every chunk unmapped here was released for a gap (no trim, no threshold).
   // Moves back to a ghost mapping make no driver call: not work.
-  const std::uint64_t work =
-      stats.chunks_remapped - stats.remaps_to_ghosts + stats.remap_waits + stats.chunks_unmapped;
-  INFO("effort " << static_cast<int>(effort) << ", misses " << misses << ", moved " << stats.chunks_remapped << " (" << stats.remaps_to_ghosts << " to ghosts), waits " << stats.remap_waits
-                 << ", released " << stats.chunks_unmapped << ", peak overhead " << stats.peak_overhead());
+  const std::uint64_t work = stats.chunks_remapped - stats.remaps_to_ghosts + stats.remap_waits + stats.chunks_unmapped;
+  INFO("effort " << static_cast<int>(effort) << ", misses " << misses << ", moved " << stats.chunks_remapped << " ("
+                 << stats.remaps_to_ghosts << " to ghosts), waits " << stats.remap_waits << ", released "
+                 << stats.chunks_unmapped << ", peak overhead " << stats.peak_overhead());
   CHECK(stats.chunks_remapped > 0);  // it did remap: the bound is not met by doing nothing
   CHECK(work <= detail::kRemapCreditUnits + misses * credit_per_miss / detail::kRemapCreditScale);
   pool.check_invariants();

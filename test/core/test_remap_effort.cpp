@@ -65,8 +65,7 @@ TEST_CASE("thorough remapping keeps a growing KV cache nearer its live peak than
   const DecodeFigures balanced = replay_decode(RemapEffort::balanced);
   const DecodeFigures thorough = replay_decode(RemapEffort::thorough);
   INFO("balanced " << balanced.peak_overhead << " (work " << balanced.remap_work << "), thorough "
-                   << thorough.peak_overhead << " (work " << thorough.remap_work << "), misses "
-                   << thorough.misses);
+                   << thorough.peak_overhead << " (work " << thorough.remap_work << "), misses " << thorough.misses);
   CHECK(thorough.peak_overhead + 0.01 <= balanced.peak_overhead);
   // It paid for it with work, within its credit.
   CHECK(thorough.remap_work > balanced.remap_work);

@@ -90,8 +90,8 @@ TEST_CASE("streams that replace destroyed ones keep their caches while the old c
   constexpr int kPairs = 2000;
   constexpr int kRuns = 6;
   constexpr std::uint64_t kMeasured = kPairs / 2 * kStreams;  // allocations of a run's last half
-  std::vector<std::uint64_t> slow;  // of each run after the first
-  std::uint64_t flushes = 0;        // of kept blocks, all runs
+  std::vector<std::uint64_t> slow;                            // of each run after the first
+  std::uint64_t flushes = 0;                                  // of kept blocks, all runs
   for (int run = 0; run < kRuns; ++run) {
     std::vector<cudaStream_t> streams(kStreams);
     for (cudaStream_t& s : streams) s = sim.create_stream();
@@ -117,7 +117,7 @@ TEST_CASE("streams that replace destroyed ones keep their caches while the old c
   std::sort(slow.begin(), slow.end());
   const std::uint64_t median = slow[slow.size() / 2];
   CHECK(median * 20 < kMeasured);  // under 5%
-  CHECK(flushes < 10);  // a storm flushes dozens of times (9-86 in the runs that had one)
+  CHECK(flushes < 10);             // a storm flushes dozens of times (9-86 in the runs that had one)
 }
 
 TEST_CASE("a destroyed stream's unfenced frees reach other streams once its handle is reused", "[core][streams]") {
@@ -133,7 +133,7 @@ TEST_CASE("a destroyed stream's unfenced frees reach other streams once its hand
   sim.destroy_stream(first);
 
   cudaStream_t second = sim.create_stream();
-  REQUIRE(second == first);  // the handle comes back (as CUDA's pointers do)
+  REQUIRE(second == first);                   // the handle comes back (as CUDA's pointers do)
   void* small = pool.allocate(4096, second);  // the new stream id: the old state is retired
   const std::uint64_t reserved = sova::test::reserved_of(pool);
   const std::uint64_t synchronizes = pool.stats().device_synchronizes;
@@ -148,7 +148,7 @@ TEST_CASE("a destroyed stream's unfenced frees reach other streams once its hand
   cudaStream_t other = sim.create_stream();
   void* again[3] = {};
   for (void*& p : again) p = pool.allocate(kMiB, other);
-  CHECK(sova::test::reserved_of(pool) == reserved);  // reused, not grown
+  CHECK(sova::test::reserved_of(pool) == reserved);         // reused, not grown
   CHECK(pool.stats().device_synchronizes == synchronizes);  // no out-of-memory synchronize either
   for (void* p : again) pool.deallocate(p, other);
   pool.deallocate(small, second);
@@ -204,7 +204,7 @@ TEST_CASE("a stream made anew for each run leaves one active stream, the others 
   // The count is taken on a miss, once per ~200 ms window.
   std::this_thread::sleep_for(std::chrono::milliseconds(250));
   cudaStream_t s = sim.create_stream();
-  void* p = pool.allocate(3 * 64 * 1024, s);  // a size not cached: a miss
+  void* p = pool.allocate(3 * 64 * 1024, s);                   // a size not cached: a miss
   std::this_thread::sleep_for(std::chrono::milliseconds(60));  // a worker pass that sees the new stream
   stats = pool.stats();
   CHECK(stats.retired_streams == kRuns);

@@ -60,10 +60,11 @@ TEST_CASE("size bins: a sweep takes what it is told, keeps the rest, and shrinks
   CHECK(grown >= 2 * kSizes);
   // Take all but the blocks of epoch 0 (one in ten).
   std::size_t taken = 0;
-  bins.extract_if_not([](Block* b, bool) { return b->epoch == 0; }, [&](Block* b) {
-    CHECK(b->epoch != 0);
-    ++taken;
-  });
+  bins.extract_if_not([](Block* b, bool) { return b->epoch == 0; },
+                      [&](Block* b) {
+                        CHECK(b->epoch != 0);
+                        ++taken;
+                      });
   CHECK(taken == kSizes - kSizes / 10);
   CHECK(bins.blocks() == kSizes / 10);
   CHECK(bins.capacity() < grown / 4);  // 500 lists left: a table for them, not for 5000
@@ -75,8 +76,7 @@ TEST_CASE("size bins: a sweep takes what it is told, keeps the rest, and shrinks
   CHECK(bins.bytes() == 0);
 }
 
-TEST_CASE("size bins: sizes allocated again after a free are marked recurring, and keep their marks",
-          "[core][bins]") {
+TEST_CASE("size bins: sizes allocated again after a free are marked recurring, and keep their marks", "[core][bins]") {
   std::vector<Block> storage(3);
   SizeBins bins;
   bins.note_allocation(4096);  // never freed here: no key, nothing to mark
@@ -89,8 +89,7 @@ TEST_CASE("size bins: sizes allocated again after a free are marked recurring, a
   CHECK_FALSE(bins.note_allocation(12288));
   bins.push(&storage[2]);
   std::vector<std::size_t> one_off;
-  bins.extract_if_not([](Block*, bool recurring) { return recurring; },
-                      [&](Block* b) { one_off.push_back(b->size); });
+  bins.extract_if_not([](Block*, bool recurring) { return recurring; }, [&](Block* b) { one_off.push_back(b->size); });
   CHECK(one_off == std::vector<std::size_t>{8192});
   CHECK(bins.pop(4096) == &storage[2]);
   CHECK(bins.pop(4096) == &storage[0]);
@@ -106,15 +105,16 @@ TEST_CASE("size bins: sizes allocated again after a free are marked recurring, a
   CHECK(bins.capacity() <= 256);  // 2000 stale sizes: not a table for them
   bins.push(&storage[0]);
   bool recurring_seen = false;
-  bins.extract_if_not([&](Block* b, bool recurring) {
-    if (b == &storage[0]) recurring_seen = recurring;
-    return true;
-  }, [](Block*) {});
+  bins.extract_if_not(
+      [&](Block* b, bool recurring) {
+        if (b == &storage[0]) recurring_seen = recurring;
+        return true;
+      },
+      [](Block*) {});
   CHECK(recurring_seen);
 }
 
-TEST_CASE("size bins: a miss takes the loose blocks and keeps small blocks of recurring sizes",
-          "[core][bins]") {
+TEST_CASE("size bins: a miss takes the loose blocks and keeps small blocks of recurring sizes", "[core][bins]") {
   const std::size_t large = sova::kSmallBlockLimit + 512;
   std::vector<Block> storage(6);
   const std::size_t sizes[] = {1024, 1024, 2048, large, large, 4096};

@@ -16,9 +16,9 @@ using namespace sova::test;
 
 TEST_CASE("a max_size beyond the device's memory is the device's memory", "[core][limits][issue17]") {
   const std::size_t mib = std::size_t{1} << 20;
-  const std::size_t max_size = GENERATE(std::size_t{1} << 63, (std::size_t{1} << 63) + (std::size_t{2} << 20),
-                                        std::size_t{SIZE_MAX}, std::size_t{SIZE_MAX} / 2 + 1 - 4096,
-                                        std::size_t{1} << 40);
+  const std::size_t max_size =
+      GENERATE(std::size_t{1} << 63, (std::size_t{1} << 63) + (std::size_t{2} << 20), std::size_t{SIZE_MAX},
+               std::size_t{SIZE_MAX} / 2 + 1 - 4096, std::size_t{1} << 40);
   INFO("max_size " << max_size);
   SimDriver sim(small_sim(256 * mib));
   PoolOptions options = options_on(sim);
@@ -33,7 +33,7 @@ TEST_CASE("a max_size beyond the device's memory is the device's memory", "[core
   void* q = nullptr;
   CHECK(pool.try_allocate(&q, 192 * mib, s) == cudaSuccess);
   pool.check_invariants();
-  CHECK(pool.contains(static_cast<char*>(p) + 256 * mib));  // the range is 512 MiB...
+  CHECK(pool.contains(static_cast<char*>(p) + 256 * mib));   // the range is 512 MiB...
   CHECK(!pool.contains(static_cast<char*>(p) + 512 * mib));  // ...not more
   pool.deallocate(p, s);
   if (q != nullptr) pool.deallocate(q, s);
@@ -45,7 +45,8 @@ TEST_CASE("a va_reserve that cannot be rounded to the granule is a clear error",
   SimDriver sim(small_sim());
   const std::size_t before = sim.counters().reservations;
   PoolOptions options = options_on(sim);
-  options.va_reserve = GENERATE(std::size_t{SIZE_MAX}, std::size_t{SIZE_MAX} - 4096, std::size_t{SIZE_MAX} - (std::size_t{2} << 20) + 2);
+  options.va_reserve =
+      GENERATE(std::size_t{SIZE_MAX}, std::size_t{SIZE_MAX} - 4096, std::size_t{SIZE_MAX} - (std::size_t{2} << 20) + 2);
   INFO("va_reserve " << options.va_reserve);
   try {
     Pool pool(options);

@@ -25,10 +25,8 @@ bool is_no_device_error(cudaError_t e) {
     case cudaErrorSystemDriverMismatch:
     case cudaErrorCompatNotSupportedOnDevice:
     case cudaErrorDevicesUnavailable:
-    case cudaErrorSystemNotReady:
-      return true;
-    default:
-      return false;
+    case cudaErrorSystemNotReady: return true;
+    default: return false;
   }
 }
 

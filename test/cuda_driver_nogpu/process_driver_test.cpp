@@ -50,8 +50,7 @@ TEST_CASE("process driver: first use follows SOVA_DRIVER, then stays", "[process
   }
 }
 
-TEST_CASE("process driver: set_process_driver chooses another before any pool",
-          "[process_driver]") {
+TEST_CASE("process driver: set_process_driver chooses another before any pool", "[process_driver]") {
   Driver& original = process_driver();
   CHECK(set_process_driver(nullptr) == cudaErrorInvalidValue);
   CHECK(&process_driver() == &original);

@@ -22,9 +22,9 @@ class GarbagePolicy final : public PlacementPolicy {
   std::size_t block_size(std::size_t bytes) const noexcept override {
     const std::size_t exact = bytes > SIZE_MAX - 511 ? SIZE_MAX : (bytes + 511) / 512 * 512;
     switch (mix(bytes, 1) % 8) {
-      case 0: return bytes / 2;                              // short
-      case 1: return SIZE_MAX;                               // huge, misaligned
-      case 2: return bytes + 1;                              // misaligned
+      case 0: return bytes / 2;                                                       // short
+      case 1: return SIZE_MAX;                                                        // huge, misaligned
+      case 2: return bytes + 1;                                                       // misaligned
       case 3: return exact > SIZE_MAX - 4096 ? exact : (exact + 4095) / 4096 * 4096;  // rounded up
       case 4: return exact > SIZE_MAX / 2 ? exact : exact + (std::size_t{1} << (mix(bytes, 2) % 40)) / 512 * 512;
       default: return exact;
@@ -47,17 +47,17 @@ class GarbagePolicy final : public PlacementPolicy {
     const std::uint64_t h = mix(range.offset ^ (range.size * 31) ^ size, 5);
     switch (h % 8) {
       case 0: return kNoFit;
-      case 1: return range.offset + range.size;               // past the range
-      case 2: return range.offset + 1;                        // misaligned
-      case 3: return range.offset - 512;                      // before it (wraps at 0)
-      case 4:                                                 // top-down
+      case 1: return range.offset + range.size;  // past the range
+      case 2: return range.offset + 1;           // misaligned
+      case 3: return range.offset - 512;         // before it (wraps at 0)
+      case 4:                                    // top-down
         return size <= range.size ? (range.offset + range.size - size) / 512 * 512 : kNoFit;
-      case 5: {                                               // somewhere inside, aligned
+      case 5: {  // somewhere inside, aligned
         if (size > range.size) return kNoFit;
         const std::size_t slack = (range.size - size) / 512;
         return range.offset + (slack == 0 ? 0 : (h >> 8) % (slack + 1)) * 512;
       }
-      case 6:                                                 // at a granule boundary
+      case 6:  // at a granule boundary
         return (range.offset + granularity - 1) / granularity * granularity;
       default: return size <= range.size ? range.offset : kNoFit;
     }

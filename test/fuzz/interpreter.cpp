@@ -28,18 +28,18 @@ namespace sova::fuzz {
 namespace {
 
 constexpr int kMaxPools = 3;
-constexpr int kMaxStreams = 3;      // created streams per actor
+constexpr int kMaxStreams = 3;          // created streams per actor
 constexpr std::size_t kTagSpan = 4096;  // tag bytes written at a block's head and tail
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-#define FUZZ_CHECK(cond, what)                                                              \
-  do {                                                                                      \
+#define FUZZ_CHECK(cond, what) \
+  do { \
     if (!(cond)) throw Failure(std::string(what) + " (" #cond ", line " + std::to_string(__LINE__) + ")"); \
   } while (0)
 
 struct AtomicCounts {
-  std::atomic<long> operations{0}, allocations{0}, failed_allocations{0}, frees{0}, refused_frees{0},
-      pools_made{0}, pools_refused{0}, streams_destroyed{0}, handoffs{0};
+  std::atomic<long> operations{0}, allocations{0}, failed_allocations{0}, frees{0}, refused_frees{0}, pools_made{0},
+      pools_refused{0}, streams_destroyed{0}, handoffs{0};
 };
 AtomicCounts g_counts;
 void bump(std::atomic<long>& c) { c.fetch_add(1, std::memory_order_relaxed); }
@@ -266,8 +266,14 @@ class Actor {
   void step() {
     bump(g_counts.operations);
     switch (in_.below(20)) {
-      case 0: case 1: case 2: case 3: case 4: allocate(); break;
-      case 5: case 6: case 7: free_one(); break;
+      case 0:
+      case 1:
+      case 2:
+      case 3:
+      case 4: allocate(); break;
+      case 5:
+      case 6:
+      case 7: free_one(); break;
       case 8: bad_free(); break;
       case 9: streams(); break;
       case 10: trim(); break;
@@ -275,7 +281,9 @@ class Actor {
       case 12: access(); break;
       case 13: inject(); break;
       case 14: synchronize(); break;
-      case 15: w_.sim.delay(pick_stream(static_cast<int>(in_.below(2))), std::chrono::microseconds(in_.below(200))); break;
+      case 15:
+        w_.sim.delay(pick_stream(static_cast<int>(in_.below(2))), std::chrono::microseconds(in_.below(200)));
+        break;
       case 16: handoff(); break;
       case 17: pool_lifecycle(); break;
       case 18: free_across_devices(); break;
@@ -514,7 +522,8 @@ class Actor {
       const bool int_valued = raw >= 1 && raw <= 3;
       const cudaError_t error = pool->set_attribute(attr, int_valued ? static_cast<void*>(&value32) : &value64);
       const bool settable = raw >= 1 && raw <= 4;
-      const bool resettable = (raw == cudaMemPoolAttrReservedMemHigh || raw == cudaMemPoolAttrUsedMemHigh) && value64 == 0;
+      const bool resettable =
+          (raw == cudaMemPoolAttrReservedMemHigh || raw == cudaMemPoolAttrUsedMemHigh) && value64 == 0;
       FUZZ_CHECK(error == (settable || resettable ? cudaSuccess : cudaErrorInvalidValue), "set_attribute's answer");
       return;
     }
@@ -682,7 +691,7 @@ class Actor {
   ByteReader in_;
   int id_;
   std::vector<Block> mine_;
-  std::vector<Block> freed_;  ///< recently freed (double-free attempts)
+  std::vector<Block> freed_;                           ///< recently freed (double-free attempts)
   std::vector<std::pair<cudaStream_t, int>> streams_;  ///< created: (handle, device)
   unsigned next_tag_ = 0;
 };

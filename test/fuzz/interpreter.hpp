@@ -30,8 +30,8 @@ void run_program_threaded(const std::uint8_t* data, std::size_t size, int thread
 /// What the programs run so far did (process-wide), to tell a run that
 /// exercised the pool from one that did nothing.
 struct Counts {
-  long operations = 0, allocations = 0, failed_allocations = 0, frees = 0, refused_frees = 0,
-       pools_made = 0, pools_refused = 0, streams_destroyed = 0, handoffs = 0;
+  long operations = 0, allocations = 0, failed_allocations = 0, frees = 0, refused_frees = 0, pools_made = 0,
+       pools_refused = 0, streams_destroyed = 0, handoffs = 0;
 };
 Counts counts();
 

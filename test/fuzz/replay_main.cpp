@@ -63,15 +63,21 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (arg == "--threads") threads = std::atoi(value());
-    else if (arg == "--random") random_programs = std::atol(value());
-    else if (arg == "--seed") seed = std::strtoul(value(), nullptr, 10);
-    else if (arg == "--length") length = std::strtoull(value(), nullptr, 10);
-    else add_path(arg, programs);
+    if (arg == "--threads")
+      threads = std::atoi(value());
+    else if (arg == "--random")
+      random_programs = std::atol(value());
+    else if (arg == "--seed")
+      seed = std::strtoul(value(), nullptr, 10);
+    else if (arg == "--length")
+      length = std::strtoull(value(), nullptr, 10);
+    else
+      add_path(arg, programs);
   }
   std::mt19937_64 rng(seed);
   for (long k = 0; k < random_programs; ++k) {
-    Program p{"random #" + std::to_string(k) + " (seed " + std::to_string(seed) + ")", std::vector<std::uint8_t>(length)};
+    Program p{"random #" + std::to_string(k) + " (seed " + std::to_string(seed) + ")",
+              std::vector<std::uint8_t>(length)};
     for (auto& b : p.bytes) b = static_cast<std::uint8_t>(rng());
     programs.push_back(std::move(p));
   }
@@ -92,10 +98,11 @@ int main(int argc, char** argv) {
     }
   }
   const sova::fuzz::Counts c = sova::fuzz::counts();
-  std::printf("sova_fuzz_replay: %ld operations: %ld allocations (%ld failed), %ld frees, %ld bad frees refused, "
-              "%ld pools made (%ld refused), %ld streams destroyed, %ld handoffs\n",
-              c.operations, c.allocations, c.failed_allocations, c.frees, c.refused_frees, c.pools_made,
-              c.pools_refused, c.streams_destroyed, c.handoffs);
+  std::printf(
+      "sova_fuzz_replay: %ld operations: %ld allocations (%ld failed), %ld frees, %ld bad frees refused, "
+      "%ld pools made (%ld refused), %ld streams destroyed, %ld handoffs\n",
+      c.operations, c.allocations, c.failed_allocations, c.frees, c.refused_frees, c.pools_made, c.pools_refused,
+      c.streams_destroyed, c.handoffs);
   std::printf("sova_fuzz_replay: %d runs of %zu programs, %d failed\n", runs, programs.size(), failed);
   return failed == 0 && runs > 0 ? 0 : 1;
 }

@@ -46,8 +46,7 @@ CUcontext current_context(bool* ok) {
   static const PFN_cuCtxGetCurrent_v4000 get = [] {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault,
-                                         &found) != cudaSuccess) {
+    if (cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found) != cudaSuccess) {
       fn = nullptr;
     }
     return reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(fn);
@@ -78,10 +77,9 @@ TEST_CASE("cuda driver: device_info describes an H100-class device", "[gpu][cuda
   CHECK(count == runtime_count);
 
   const DeviceInfo info = device0();
-  INFO("device 0: " << info.name << ", " << info.total_memory << " bytes, granularity "
-                    << info.granularity << "/" << info.recommended_granularity << ", posix_fd "
-                    << info.posix_fd_supported << ", fabric " << info.fabric_supported
-                    << ", compression " << info.compression_supported << ", rdma_vmm "
+  INFO("device 0: " << info.name << ", " << info.total_memory << " bytes, granularity " << info.granularity << "/"
+                    << info.recommended_granularity << ", posix_fd " << info.posix_fd_supported << ", fabric "
+                    << info.fabric_supported << ", compression " << info.compression_supported << ", rdma_vmm "
                     << info.rdma_with_vmm_supported);
   CHECK(info.ordinal == 0);
   CHECK(info.vmm_supported);
@@ -124,8 +122,7 @@ TEST_CASE("cuda driver: memory_info and device_synchronize", "[gpu][cuda_driver]
   CHECK(d.device_synchronize(count) == cudaErrorInvalidDevice);
 }
 
-TEST_CASE("cuda driver: reserve, create, map, access, real data, tear down",
-          "[gpu][cuda_driver]") {
+TEST_CASE("cuda driver: reserve, create, map, access, real data, tear down", "[gpu][cuda_driver]") {
   Driver& d = cuda_driver();
   const std::size_t gran = device0().granularity;
   const std::size_t total = 64 * kMiB;
@@ -198,8 +195,7 @@ TEST_CASE("cuda driver: a released chunk lives until it is unmapped", "[gpu][cud
   CHECK(d.address_free(va, gran) == cudaSuccess);
 }
 
-TEST_CASE("cuda driver: failed creates return the runtime's error and change nothing",
-          "[gpu][cuda_driver]") {
+TEST_CASE("cuda driver: failed creates return the runtime's error and change nothing", "[gpu][cuda_driver]") {
   Driver& d = cuda_driver();
   const DeviceInfo info = device0();
   const std::size_t gran = info.granularity;
@@ -235,8 +231,7 @@ TEST_CASE("cuda driver: failed creates return the runtime's error and change not
   CHECK(d.physical_release(h) == cudaSuccess);
 }
 
-TEST_CASE("cuda driver: the caller's context and device are left as they were",
-          "[gpu][cuda_driver]") {
+TEST_CASE("cuda driver: the caller's context and device are left as they were", "[gpu][cuda_driver]") {
   Driver& d = cuda_driver();
   const std::size_t gran = device0().granularity;
 
@@ -244,12 +239,11 @@ TEST_CASE("cuda driver: the caller's context and device are left as they were",
   // The thread records; the main thread checks (Catch2 is not thread-safe).
   struct Seen {
     bool queries_ok = true;
-    bool context_before = true, context_after_info = true, context_after_reserve = true,
-         context_after_create = true, context_at_end = true;
-    cudaError_t info = cudaErrorUnknown, reserve = cudaErrorUnknown, create = cudaErrorUnknown,
-                map = cudaErrorUnknown, access = cudaErrorUnknown, unmap = cudaErrorUnknown,
-                release = cudaErrorUnknown, free = cudaErrorUnknown, meminfo = cudaErrorUnknown,
-                sync = cudaErrorUnknown;
+    bool context_before = true, context_after_info = true, context_after_reserve = true, context_after_create = true,
+         context_at_end = true;
+    cudaError_t info = cudaErrorUnknown, reserve = cudaErrorUnknown, create = cudaErrorUnknown, map = cudaErrorUnknown,
+                access = cudaErrorUnknown, unmap = cudaErrorUnknown, release = cudaErrorUnknown,
+                free = cudaErrorUnknown, meminfo = cudaErrorUnknown, sync = cudaErrorUnknown;
   } seen;
   std::thread([&] {
     bool ok = true;
@@ -329,8 +323,7 @@ TEST_CASE("cuda driver: many threads grow at once", "[gpu][cuda_driver]") {
         std::uintptr_t va = 0;
         PhysicalHandle h = 0;
         const cudaMemAccessDesc rw = read_write(0);
-        bool ok = d.address_reserve(gran, gran, &va) == cudaSuccess &&
-                  d.physical_create(0, gran, &h) == cudaSuccess &&
+        bool ok = d.address_reserve(gran, gran, &va) == cudaSuccess && d.physical_create(0, gran, &h) == cudaSuccess &&
                   d.map(va, gran, h) == cudaSuccess && d.set_access(va, gran, &rw, 1) == cudaSuccess &&
                   d.unmap(va, gran) == cudaSuccess && d.physical_release(h) == cudaSuccess &&
                   d.address_free(va, gran) == cudaSuccess;
@@ -342,8 +335,7 @@ TEST_CASE("cuda driver: many threads grow at once", "[gpu][cuda_driver]") {
   CHECK(failures.load() == 0);
 }
 
-TEST_CASE("cuda driver: event_create_on makes an event of the named device from any thread",
-          "[gpu][cuda_driver]") {
+TEST_CASE("cuda driver: event_create_on makes an event of the named device from any thread", "[gpu][cuda_driver]") {
   // The pool's fence events (docs/design.md, "Several devices"). One GPU here: device 0 from a thread
   // that never touched CUDA (no current context), and the refusals; a second
   // device's events are tested on the simulation (test_pool_devices.cpp).

@@ -24,8 +24,8 @@ TEST_CASE("vmm gpu: the H100 reports VMM, POSIX handles and compression", "[gpu]
   DeviceInfo info;
   REQUIRE(cuda_driver().device_info(0, &info) == cudaSuccess);
   INFO(info.name << ": fabric " << info.fabric_supported << ", multicast " << info.multicast_supported
-                 << ", host NUMA VMM " << info.host_numa_vmm_supported << " (node " << info.host_numa_id
-                 << "), RDMA " << info.rdma_with_vmm_supported);
+                 << ", host NUMA VMM " << info.host_numa_vmm_supported << " (node " << info.host_numa_id << "), RDMA "
+                 << info.rdma_with_vmm_supported);
   CHECK(info.vmm_supported);
   CHECK(info.posix_fd_supported);
   CHECK(info.compression_supported);  // the issue: the H100 reports support

@@ -15,8 +15,7 @@
 using namespace sova;
 using namespace std::chrono_literals;
 
-TEST_CASE("graph capture on the GPU: served in every mode; eager blocks cannot be freed in it",
-          "[gpu][capture]") {
+TEST_CASE("graph capture on the GPU: served in every mode; eager blocks cannot be freed in it", "[gpu][capture]") {
   PoolOptions options;
   options.driver = &cuda_driver();
   Pool pool(options);

@@ -7,10 +7,10 @@
 #include "support/catch.hpp"
 
 /// Fails the test case, with the count found, unless there are at least `n` devices.
-#define SOVA_REQUIRE_DEVICES(n)                                                              \
-  do {                                                                                       \
-    const int sova_found_devices = ::sova::multigpu::device_count();                         \
-    INFO("the multigpu suite needs " << (n) << " devices; CUDA sees " << sova_found_devices  \
-                                     << " (CUDA_VISIBLE_DEVICES, nvidia-smi)");              \
-    REQUIRE(sova_found_devices >= (n));                                                      \
+#define SOVA_REQUIRE_DEVICES(n) \
+  do { \
+    const int sova_found_devices = ::sova::multigpu::device_count(); \
+    INFO("the multigpu suite needs " << (n) << " devices; CUDA sees " << sova_found_devices \
+                                     << " (CUDA_VISIBLE_DEVICES, nvidia-smi)"); \
+    REQUIRE(sova_found_devices >= (n)); \
   } while (0)

@@ -27,8 +27,9 @@ cudaMemAccessDesc grant(int device, cudaMemAccessFlags flags) {
 
 }  // namespace
 
-TEST_CASE("multigpu on the simulation: a read-only grant covers growth, remapping and ghosts; revoked and granted again",
-          "[core][devices][access]") {
+TEST_CASE(
+    "multigpu on the simulation: a read-only grant covers growth, remapping and ghosts; revoked and granted again",
+    "[core][devices][access]") {
   SimConfig config = small_sim(std::size_t{1} << 30);
   config.device_count = 2;
   SimDriver sim(config);

@@ -20,13 +20,13 @@ __global__ void fill(unsigned* p, std::size_t n, unsigned tag) {
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) p[i] = tag ^ i;
 }
 
-#define CHECK_CUDA(call)                                                                      \
-  do {                                                                                        \
-    cudaError_t e_ = (call);                                                                  \
-    if (e_ != cudaSuccess) {                                                                  \
-      std::printf("FAILED: %s: %s\n", #call, cudaGetErrorName(e_));                           \
-      return 1;                                                                               \
-    }                                                                                         \
+#define CHECK_CUDA(call) \
+  do { \
+    cudaError_t e_ = (call); \
+    if (e_ != cudaSuccess) { \
+      std::printf("FAILED: %s: %s\n", #call, cudaGetErrorName(e_)); \
+      return 1; \
+    } \
   } while (0)
 
 int main(int argc, char** argv) {
@@ -120,9 +120,10 @@ int main(int argc, char** argv) {
     CHECK_CUDA(cudaFreeAsync(r2, s[0]));
     CHECK_CUDA(cudaStreamSynchronize(s[0]));
     if (current != ipc || in_ipc != (1u << 20) + 4096 || ipc_used() != 0) {
-      std::printf("FAILED: the runtime's pool as current: current %p (want %p), used %llu (want %llu), after frees %llu\n",
-                  static_cast<void*>(current), static_cast<void*>(ipc), static_cast<unsigned long long>(in_ipc),
-                  static_cast<unsigned long long>((1u << 20) + 4096), static_cast<unsigned long long>(ipc_used()));
+      std::printf(
+          "FAILED: the runtime's pool as current: current %p (want %p), used %llu (want %llu), after frees %llu\n",
+          static_cast<void*>(current), static_cast<void*>(ipc), static_cast<unsigned long long>(in_ipc),
+          static_cast<unsigned long long>((1u << 20) + 4096), static_cast<unsigned long long>(ipc_used()));
       return 1;
     }
     CHECK_CUDA(cudaMemPoolDestroy(ipc));

@@ -46,9 +46,7 @@ struct Stream {
   cuda::stream_ref ref() const { return cuda::stream_ref{handle}; }
 };
 
-bool aligned(const void* ptr, std::size_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(ptr) % alignment == 0;
-}
+bool aligned(const void* ptr, std::size_t alignment) { return reinterpret_cast<std::uintptr_t>(ptr) % alignment == 0; }
 
 }  // namespace
 

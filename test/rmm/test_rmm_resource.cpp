@@ -49,9 +49,7 @@ PoolOptions on(SimDriver& sim, std::size_t max_size = 0) {
   return options;
 }
 
-bool aligned(const void* ptr, std::size_t alignment) {
-  return reinterpret_cast<std::uintptr_t>(ptr) % alignment == 0;
-}
+bool aligned(const void* ptr, std::size_t alignment) { return reinterpret_cast<std::uintptr_t>(ptr) % alignment == 0; }
 
 // What a refused call must leave as it was.
 struct Snapshot {
@@ -74,7 +72,7 @@ std::pair<int, std::string> in_child(const std::function<void()>& body) {
   const pid_t pid = fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
-    alarm(20);  // a hang is a failure, not a stuck test
+    alarm(20);                      // a hang is a failure, not a stuck test
     std::signal(SIGABRT, SIG_DFL);  // not Catch2's handler, which would report it as the parent's failure
     dup2(pipe_fds[1], 2);
     close(pipe_fds[0]);
@@ -181,7 +179,10 @@ TEST_CASE("alignments up to 512 are sova's own; larger powers of two are honoure
   // aligned address in it; several live at once among plain blocks, freed in
   // a random order, from two streams.
   const std::size_t alignments[] = {1024, 4096, 65536, 2 * kMiB, 8 * kMiB};
-  struct Live { void* ptr; std::size_t bytes, alignment; };
+  struct Live {
+    void* ptr;
+    std::size_t bytes, alignment;
+  };
   std::vector<Live> live;
   std::mt19937 random(7);
   for (int round = 0; round < 4; ++round) {
@@ -203,7 +204,8 @@ TEST_CASE("alignments up to 512 are sova's own; larger powers of two are honoure
   CHECK(mr.pool().stats().live_blocks == live.size());
   // No two blocks overlap.
   std::vector<std::pair<std::uintptr_t, std::uintptr_t>> spans;
-  for (const Live& l : live) spans.emplace_back(reinterpret_cast<std::uintptr_t>(l.ptr), reinterpret_cast<std::uintptr_t>(l.ptr) + l.bytes);
+  for (const Live& l : live)
+    spans.emplace_back(reinterpret_cast<std::uintptr_t>(l.ptr), reinterpret_cast<std::uintptr_t>(l.ptr) + l.bytes);
   std::sort(spans.begin(), spans.end());
   for (std::size_t i = 1; i < spans.size(); ++i) CHECK(spans[i - 1].second <= spans[i].first);
 
@@ -222,7 +224,8 @@ TEST_CASE("an alignment that is not a power of two is refused with rmm::bad_allo
   RmmResource mr{on(sim)};
   void* keep = mr.allocate(cuda::stream_ref{cudaStream_t{}}, 4096);
   const Snapshot before(mr.pool());
-  for (std::size_t alignment : {std::size_t{0}, std::size_t{3}, std::size_t{768}, std::size_t{1000}, std::size_t{6144}}) {
+  for (std::size_t alignment :
+       {std::size_t{0}, std::size_t{3}, std::size_t{768}, std::size_t{1000}, std::size_t{6144}}) {
     INFO("alignment " << alignment);
     bool refused = false;
     try {
@@ -374,11 +377,18 @@ TEST_CASE("a free sova refuses aborts with a message; the pool is unchanged", "[
   int host_word = 0;
   const Snapshot before(mr.pool());
 
-  struct Case { const char* what; std::function<void()> body; };
+  struct Case {
+    const char* what;
+    std::function<void()> body;
+  };
   std::vector<Case> cases = {
       {"a foreign pointer", [&] { mr.deallocate(legacy, &host_word, sizeof host_word); }},
       {"an interior pointer", [&] { mr.deallocate(legacy, static_cast<char*>(p) + 512, 1024); }},
-      {"a double free", [&] { mr.deallocate(legacy, p, 8192); mr.deallocate(legacy, p, 8192); }},
+      {"a double free",
+       [&] {
+         mr.deallocate(legacy, p, 8192);
+         mr.deallocate(legacy, p, 8192);
+       }},
       {"a never-allocated address in the pool, over-aligned",
        [&] { mr.deallocate(legacy, static_cast<char*>(over) + 4 * kMiB, 8192, 64 * 1024); }},
   };

@@ -43,9 +43,12 @@ int in_child() {
     chunks.push_back(h);
   }
   int result = kOk;
-  if (error == cudaSuccess) result = kNeverHit;
-  else if (error == cudaErrorMemoryAllocation) result = kFalseOutOfMemory;
-  else if (error != cudaErrorOperatingSystem) result = kWrongError;
+  if (error == cudaSuccess)
+    result = kNeverHit;
+  else if (error == cudaErrorMemoryAllocation)
+    result = kFalseOutOfMemory;
+  else if (error != cudaErrorOperatingSystem)
+    result = kWrongError;
   if (result == kOk && chunks.size() >= 8) {
     // Eight descriptors free; the pool needs sixteen chunks: the ninth is refused.
     for (int i = 0; i < 8; ++i) {
@@ -62,8 +65,7 @@ int in_child() {
 
 }  // namespace
 
-TEST_CASE("sim: running out of descriptors for chunks is its own error, not out of memory",
-          "[sim_driver][issue17]") {
+TEST_CASE("sim: running out of descriptors for chunks is its own error, not out of memory", "[sim_driver][issue17]") {
   std::fflush(nullptr);
   const pid_t pid = ::fork();
   if (pid == 0) ::_exit(in_child());

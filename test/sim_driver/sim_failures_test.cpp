@@ -39,7 +39,7 @@ TEST_CASE("sim: fail_physical_create_at fails exactly the n-th create", "[sim_dr
   }
   SECTION("a failing call counts even if it would have failed anyway") {
     sim.fail_physical_create_at(2);
-    CHECK(sim.physical_create(5, kG, &b) == cudaErrorInvalidDevice);  // call 1
+    CHECK(sim.physical_create(5, kG, &b) == cudaErrorInvalidDevice);     // call 1
     CHECK(sim.physical_create(0, kG, &b) == cudaErrorMemoryAllocation);  // call 2: injected
   }
   REQUIRE(sim.physical_release(a) == cudaSuccess);
@@ -69,8 +69,8 @@ TEST_CASE("sim: fail_map_at leaves the range reserved and mappable", "[sim_drive
   sim.fail_map_at(2, cudaErrorMemoryAllocation);
   PhysicalHandle h2 = 0;
   REQUIRE(sim.physical_create(0, kG, &h2) == cudaSuccess);
-  CHECK(sim.map(va, kG, h2) == cudaErrorInvalidValue);              // call 1: overlap
-  CHECK(sim.map(va + kG, kG, h2) == cudaErrorMemoryAllocation);     // call 2: injected
+  CHECK(sim.map(va, kG, h2) == cudaErrorInvalidValue);           // call 1: overlap
+  CHECK(sim.map(va + kG, kG, h2) == cudaErrorMemoryAllocation);  // call 2: injected
   REQUIRE(sim.map(va + kG, kG, h2) == cudaSuccess);
   CHECK(sim.counters().maps == 2);
 

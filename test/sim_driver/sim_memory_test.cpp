@@ -125,14 +125,14 @@ TEST_CASE("sim: map rejects bad ranges and changes nothing", "[sim_driver]") {
   REQUIRE(sim.address_reserve(kG, 0, &other) == cudaSuccess);
   REQUIRE(sim.address_free(other, kG) == cudaSuccess);
 
-  CHECK(sim.map(other, kG, one) == cudaErrorInvalidValue);          // unreserved
-  CHECK(sim.map(va, kG, one) == cudaErrorInvalidValue);             // same start
-  CHECK(sim.map(va + kG, kG, one) == cudaErrorInvalidValue);        // inside a mapping
-  CHECK(sim.map(va + 4 * kG, kG, one) == cudaErrorInvalidValue);    // past the end
-  CHECK(sim.map(va + 3 * kG, 2 * kG, two) == cudaErrorInvalidValue);  // straddles the end
-  CHECK(sim.map(va + 2 * kG, 2 * kG, one) == cudaErrorInvalidValue);  // bytes != chunk size
+  CHECK(sim.map(other, kG, one) == cudaErrorInvalidValue);               // unreserved
+  CHECK(sim.map(va, kG, one) == cudaErrorInvalidValue);                  // same start
+  CHECK(sim.map(va + kG, kG, one) == cudaErrorInvalidValue);             // inside a mapping
+  CHECK(sim.map(va + 4 * kG, kG, one) == cudaErrorInvalidValue);         // past the end
+  CHECK(sim.map(va + 3 * kG, 2 * kG, two) == cudaErrorInvalidValue);     // straddles the end
+  CHECK(sim.map(va + 2 * kG, 2 * kG, one) == cudaErrorInvalidValue);     // bytes != chunk size
   CHECK(sim.map(va + 2 * kG + 4096, kG, one) == cudaErrorInvalidValue);  // misaligned
-  CHECK(sim.map(va + 2 * kG, kG, 987654) == cudaErrorInvalidValue);  // unknown handle
+  CHECK(sim.map(va + 2 * kG, kG, 987654) == cudaErrorInvalidValue);      // unknown handle
   CHECK(sim.counters().maps == 1);
 
   // The free part of the reservation is still intact and mappable.
@@ -140,9 +140,9 @@ TEST_CASE("sim: map rejects bad ranges and changes nothing", "[sim_driver]") {
   REQUIRE(set_rw(sim, va + 3 * kG, kG) == cudaSuccess);
   ptr(va + 3 * kG)[0] = 1;
 
-  CHECK(sim.unmap(va, kG) == cudaErrorInvalidValue);       // not a whole map() range
+  CHECK(sim.unmap(va, kG) == cudaErrorInvalidValue);  // not a whole map() range
   CHECK(sim.unmap(va + kG, kG) == cudaErrorInvalidValue);
-  CHECK(sim.unmap(va + 2 * kG, kG) == cudaErrorInvalidValue);  // nothing mapped there
+  CHECK(sim.unmap(va + 2 * kG, kG) == cudaErrorInvalidValue);    // nothing mapped there
   CHECK(sim.address_free(va, 4 * kG) == cudaErrorInvalidValue);  // still mapped
   CHECK(sim.counters().unmaps == 0);
   CHECK(sim.counters().reservations == 1);
@@ -171,9 +171,9 @@ TEST_CASE("sim: set_access covers whole mappings of valid devices", "[sim_driver
   const auto rw2 = access_desc(2, cudaMemAccessFlagsProtReadWrite);
   auto host = rw0;
   host.location.type = cudaMemLocationTypeHost;
-  CHECK(sim.set_access(va, kG, &rw0, 1) == cudaErrorInvalidValue);           // cuts a mapping
+  CHECK(sim.set_access(va, kG, &rw0, 1) == cudaErrorInvalidValue);               // cuts a mapping
   CHECK(sim.set_access(va + 2 * kG, 2 * kG, &rw0, 1) == cudaErrorInvalidValue);  // runs off
-  CHECK(sim.set_access(va + 4 * kG, kG, &rw0, 1) == cudaErrorInvalidValue);  // unmapped
+  CHECK(sim.set_access(va + 4 * kG, kG, &rw0, 1) == cudaErrorInvalidValue);      // unmapped
   CHECK(sim.set_access(va, 3 * kG, &rw2, 1) == cudaErrorInvalidDevice);
   CHECK(sim.set_access(va, 3 * kG, &host, 1) == cudaErrorInvalidValue);
   CHECK(sim.set_access(va, 3 * kG, &rw0, 0) == cudaErrorInvalidValue);
@@ -309,8 +309,7 @@ TEST_CASE("sim: the destructor frees what is still held", "[sim_driver]") {
     ptr(va)[0] = 1;
   }
   // The range went back to the OS: a new mapping can be placed there.
-  void* p = ::mmap(ptr(va), kG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
-                   -1, 0);
+  void* p = ::mmap(ptr(va), kG, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
   CHECK(p == ptr(va));
   if (p != MAP_FAILED) ::munmap(p, kG);
 }

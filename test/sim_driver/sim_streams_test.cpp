@@ -6,8 +6,8 @@
 // earlier work sits behind a delay much longer than the scheduling noise.
 #include "support/catch.hpp"
 
-#include "sim_test_util.hpp"
 #include "driver/sim/sim_streams.hpp"
+#include "sim_test_util.hpp"
 #include "support/scoped_current_device.hpp"
 
 #include <atomic>
@@ -34,9 +34,9 @@ constexpr auto kBusy = std::chrono::microseconds(200ms);
 // enqueued after `t0`. On a badly overloaded machine more than kBusy may have
 // passed, and then nothing can be concluded: the check is skipped rather than
 // flaky. (Ordering checks through flags need no such care.)
-#define CHECK_BUSY_SINCE(t0, expr)                                  \
-  do {                                                              \
-    const cudaError_t busy_result_ = (expr);                        \
+#define CHECK_BUSY_SINCE(t0, expr) \
+  do { \
+    const cudaError_t busy_result_ = (expr); \
     if (Clock::now() - (t0) < kBusy) CHECK(busy_result_ == cudaErrorNotReady); \
   } while (0)
 
@@ -59,7 +59,7 @@ TEST_CASE("sim: a delayed stream is not ready until it has drained", "[sim_drive
   cudaStream_t s = sim.create_stream();
   EventHandle e = nullptr;
   REQUIRE(sim.event_create(&e) == cudaSuccess);
-  CHECK(sim.event_query(e) == cudaSuccess);  // never recorded: complete
+  CHECK(sim.event_query(e) == cudaSuccess);   // never recorded: complete
   CHECK(sim.stream_query(s) == cudaSuccess);  // empty stream
 
   const auto t1 = Clock::now();
@@ -290,8 +290,7 @@ TEST_CASE("sim: stream handles are reused, stream ids never", "[sim_driver]") {
   REQUIRE(sim.event_create(&e) == cudaSuccess);
   CHECK(sim.event_record(e, bogus) == cudaErrorInvalidResourceHandle);
   CHECK(sim.stream_wait_event(bogus, e) == cudaErrorInvalidResourceHandle);
-  CHECK(sim.event_record(reinterpret_cast<EventHandle>(&capturing), c) ==
-        cudaErrorInvalidResourceHandle);
+  CHECK(sim.event_record(reinterpret_cast<EventHandle>(&capturing), c) == cudaErrorInvalidResourceHandle);
   CHECK(sim.counters().events_recorded == 0);
   CHECK_THROWS(sim.destroy_stream(cudaStreamLegacy));
   REQUIRE(sim.event_destroy(e) == cudaSuccess);
@@ -312,7 +311,7 @@ TEST_CASE("sim: destroy_stream returns at once; queued work still runs", "[sim_d
   sim.destroy_stream(s);
   const bool ran_yet = ran;
   if (Clock::now() - t14 < kBusy) CHECK_FALSE(ran_yet);
-  CHECK_BUSY_SINCE(t14, sim.event_query(e));  // events outlive their stream
+  CHECK_BUSY_SINCE(t14, sim.event_query(e));          // events outlive their stream
   REQUIRE(sim.device_synchronize(0) == cudaSuccess);  // covers destroyed streams
   CHECK(ran);
   CHECK(sim.event_query(e) == cudaSuccess);
@@ -404,8 +403,7 @@ TEST_CASE("sim: streams and events from many threads", "[sim_driver]") {
   CHECK(sim.counters().stream_waits == kThreads * kRounds);
 }
 
-TEST_CASE("sim: stream_device names a stream's device; implicit handles the current one (0)",
-          "[sim_driver]") {
+TEST_CASE("sim: stream_device names a stream's device; implicit handles the current one (0)", "[sim_driver]") {
   SimConfig config;
   config.device_count = 2;
   SimDriver sim(config);
@@ -469,7 +467,7 @@ TEST_CASE("sim: set_current_device moves the implicit streams and event_create t
   CHECK(sim.event_record(current, on0) == cudaErrorInvalidResourceHandle);
   CHECK(sim.event_record(named0, on1) == cudaErrorInvalidResourceHandle);
   CHECK(sim.event_record(named0, nullptr) == cudaErrorInvalidResourceHandle);  // device 1's legacy stream
-  CHECK(sim.counters().events_recorded == recorded);  // refused records enqueue nothing
+  CHECK(sim.counters().events_recorded == recorded);                           // refused records enqueue nothing
   CHECK(sim.event_record(current, on1) == cudaSuccess);
   CHECK(sim.event_record(named0, on0) == cudaSuccess);
   CHECK(sim.stream_wait_event(on1, named0) == cudaSuccess);  // waits may cross devices, as in CUDA

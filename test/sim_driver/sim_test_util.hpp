@@ -9,8 +9,8 @@
 #include <unistd.h>
 
 #include <cstddef>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 
 namespace sova::simtest {
 
@@ -57,8 +57,7 @@ inline bool touch_faults(volatile char* p, bool write) {
   if (pid < 0) return false;
   int status = 0;
   ::waitpid(pid, &status, 0);
-  if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS))
-    return true;
+  if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS)) return true;
   return kSanitized && !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 }
 

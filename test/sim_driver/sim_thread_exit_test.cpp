@@ -45,7 +45,7 @@ TEST_CASE("sim: a thread's exit drains its per-thread stream and joins its worke
       sim.delay(cudaStreamPerThread, 30ms);
       sim.launch(cudaStreamPerThread, [&] { ran = true; });
     }).join();
-    CHECK(ran.load());                // drained before the thread was gone
+    CHECK(ran.load());               // drained before the thread was gone
     CHECK(threads_now() == before);  // and no worker left running
   }
 }

@@ -133,9 +133,7 @@ bool parse_options(int argc, char** argv, Options* options, int* exit_code) {
     const char* value = argv[++i];
     std::uint64_t n = 0;
     double d = 0;
-    auto number = [&](std::uint64_t lo, std::uint64_t hi) {
-      return parse_u64(value, &n) && n >= lo && n <= hi;
-    };
+    auto number = [&](std::uint64_t lo, std::uint64_t hi) { return parse_u64(value, &n) && n >= lo && n <= hi; };
     if (arg == "--seed") {
       if (!number(0, std::numeric_limits<std::uint64_t>::max())) return fail("bad --seed " + std::string(value));
       o.seed = n;
@@ -162,11 +160,16 @@ bool parse_options(int argc, char** argv, Options* options, int* exit_code) {
       o.max_busy_us = static_cast<std::uint32_t>(n);
     } else if (arg == "--reuse") {
       const std::string mode = value;
-      if (mode == "all") o.reuse = Reuse::all;
-      else if (mode == "none") o.reuse = Reuse::none;
-      else if (mode == "opportunistic") o.reuse = Reuse::opportunistic;
-      else if (mode == "internal") o.reuse = Reuse::internal;
-      else return fail("bad --reuse (all|none|opportunistic|internal): " + mode);
+      if (mode == "all")
+        o.reuse = Reuse::all;
+      else if (mode == "none")
+        o.reuse = Reuse::none;
+      else if (mode == "opportunistic")
+        o.reuse = Reuse::opportunistic;
+      else if (mode == "internal")
+        o.reuse = Reuse::internal;
+      else
+        return fail("bad --reuse (all|none|opportunistic|internal): " + mode);
     } else if (arg == "--release-threshold") {
       if (!number(0, std::numeric_limits<std::uint64_t>::max())) {
         return fail("bad --release-threshold " + std::string(value));

@@ -84,17 +84,17 @@ struct Counters {
   std::uint64_t ops = 0;
   std::uint64_t allocations = 0;
   std::uint64_t bytes_allocated = 0;
-  std::uint64_t frees = 0;               ///< deallocate calls that succeeded
+  std::uint64_t frees = 0;  ///< deallocate calls that succeeded
   std::uint64_t frees_same_stream = 0;
   std::uint64_t frees_other_stream = 0;  ///< freed on another of the thread's streams
   std::uint64_t handoffs_sent = 0;
   std::uint64_t handoffs_received = 0;
-  std::uint64_t adopted = 0;             ///< received blocks kept and used further
+  std::uint64_t adopted = 0;  ///< received blocks kept and used further
   std::uint64_t retags = 0;
-  std::uint64_t migrations = 0;          ///< live blocks moved to another stream
+  std::uint64_t migrations = 0;  ///< live blocks moved to another stream
   std::uint64_t busy = 0;
-  std::uint64_t host_syncs = 0;          ///< stream synchronizes done by the workload
-  std::uint64_t event_orders = 0;        ///< event record + stream wait done by the workload
+  std::uint64_t host_syncs = 0;    ///< stream synchronizes done by the workload
+  std::uint64_t event_orders = 0;  ///< event record + stream wait done by the workload
   std::uint64_t out_of_memory = 0;
   std::uint64_t probes = 0;
 
@@ -202,10 +202,10 @@ class Worker {
 
  private:
   void body() {
-    const auto deadline = o_.time_limit_s > 0
-                              ? s_.start + std::chrono::duration_cast<Clock::duration>(
-                                               std::chrono::duration<double>(o_.time_limit_s))
-                              : Clock::time_point::max();
+    const auto deadline =
+        o_.time_limit_s > 0
+            ? s_.start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o_.time_limit_s))
+            : Clock::time_point::max();
     for (std::uint64_t op = 0; op < o_.ops; ++op) {
       if (s_.stop.load(std::memory_order_relaxed)) return;
       if ((op & 63) == 0 && Clock::now() >= deadline) {
@@ -237,8 +237,16 @@ class Worker {
   }
 
   std::size_t pick_size() {
-    static constexpr std::size_t kPopular[] = {256, 512, 768, 1024, 4096, 8192, 65536, 131072,
-                                               std::size_t{1} << 20, std::size_t{2} << 20,
+    static constexpr std::size_t kPopular[] = {256,
+                                               512,
+                                               768,
+                                               1024,
+                                               4096,
+                                               8192,
+                                               65536,
+                                               131072,
+                                               std::size_t{1} << 20,
+                                               std::size_t{2} << 20,
                                                std::size_t{4} << 20};
     std::size_t size;
     if (rng_.chance(40)) {
@@ -473,8 +481,8 @@ class Worker {
       void* interior = static_cast<char*>(b.ptr) + 256;
       e = s_.pool.try_deallocate(interior, on);
       if (e != cudaErrorInvalidValue) {
-        throw std::runtime_error(format("try_deallocate(interior pointer %p of %p) returned %s", interior, b.ptr,
-                                        cudaGetErrorName(e)));
+        throw std::runtime_error(
+            format("try_deallocate(interior pointer %p of %p) returned %s", interior, b.ptr, cudaGetErrorName(e)));
       }
     }
   }
@@ -552,8 +560,8 @@ class Watchdog {
         continue;
       }
       if (std::chrono::duration<double>(now - since).count() < s_.options.watchdog_s) continue;
-      std::fprintf(stderr, "sova_stress: FAILED: no progress for %.0f s (phase: %s); threads:\n",
-                   s_.options.watchdog_s, phase_);
+      std::fprintf(stderr, "sova_stress: FAILED: no progress for %.0f s (phase: %s); threads:\n", s_.options.watchdog_s,
+                   phase_);
       for (std::size_t t = 0; t < s_.progress.size(); ++t) {
         std::fprintf(stderr, "  thread %zu: %" PRIu64 " ops, in %s\n", t, s_.progress[t]->ops.load(),
                      s_.progress[t]->action.load());
@@ -610,7 +618,8 @@ int run_stress(const Options& o, TestDevice& device) {
   std::printf("sova_stress: %s driver, seed %" PRIu64 ", %d threads x %d streams, %" PRIu64
               " ops per thread, blocks %zu B..%zu B, reuse %s, release threshold %" PRIu64 ", pool limit %zu%s%s\n",
               device.driver().name(), o.seed, o.threads, o.streams_per_thread, o.ops, o.min_block, o.max_block,
-              reuse_name(o.reuse), o.release_threshold, o.pool_limit, o.smoke ? (o.tsan_scaled ? " (smoke, scaled down for ThreadSanitizer)" : " (smoke)") : "",
+              reuse_name(o.reuse), o.release_threshold, o.pool_limit,
+              o.smoke ? (o.tsan_scaled ? " (smoke, scaled down for ThreadSanitizer)" : " (smoke)") : "",
               o.negative_control ? " (NEGATIVE CONTROL: frees on another stream are not ordered; expect FAILED)" : "");
   std::fflush(stdout);
 
@@ -668,8 +677,8 @@ int run_stress(const Options& o, TestDevice& device) {
                        st.used_current, st.live_blocks));
   }
   if (st.allocations != total.allocations || st.deallocations != total.frees) {
-    shared.fail(format("the pool counted %" PRIu64 " allocations and %" PRIu64 " deallocations; the workload made %" PRIu64
-                       " and %" PRIu64,
+    shared.fail(format("the pool counted %" PRIu64 " allocations and %" PRIu64
+                       " deallocations; the workload made %" PRIu64 " and %" PRIu64,
                        st.allocations, st.deallocations, total.allocations, total.frees));
   }
   try {

@@ -72,8 +72,7 @@ class CudaTestDevice final : public TestDevice {
   }
   void expect(void* ptr, std::size_t bytes, std::uint32_t tag, cudaStream_t stream) override {
     const std::size_t count = bytes / 4;
-    expect_kernel<<<blocks_for(count), 256, 0, stream>>>(static_cast<const std::uint32_t*>(ptr), count, tag,
-                                                         wrong_);
+    expect_kernel<<<blocks_for(count), 256, 0, stream>>>(static_cast<const std::uint32_t*>(ptr), count, tag, wrong_);
     check(cudaGetLastError(), "expect_kernel launch");
   }
   void busy(cudaStream_t stream, std::chrono::microseconds duration) override {
@@ -100,9 +99,7 @@ class CudaTestDevice final : public TestDevice {
   cudaError_t instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) override {
     return cudaGraphInstantiate(exec, graph, 0);
   }
-  cudaError_t launch_graph(cudaGraphExec_t exec, cudaStream_t stream) override {
-    return cudaGraphLaunch(exec, stream);
-  }
+  cudaError_t launch_graph(cudaGraphExec_t exec, cudaStream_t stream) override { return cudaGraphLaunch(exec, stream); }
   cudaError_t destroy_graph(cudaGraph_t graph) override { return cudaGraphDestroy(graph); }
   cudaError_t destroy_graph_exec(cudaGraphExec_t exec) override { return cudaGraphExecDestroy(exec); }
 

@@ -23,7 +23,8 @@ class SimTestDevice final : public TestDevice {
     // purpose, and a plain race would flood ThreadSanitizer with reports.
     sim_.launch(stream, [ptr, bytes, tag] {
       auto* words = static_cast<std::uint32_t*>(ptr);
-      for (std::size_t i = 0; i < bytes / 4; ++i) std::atomic_ref<std::uint32_t>(words[i]).store(tag, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < bytes / 4; ++i)
+        std::atomic_ref<std::uint32_t>(words[i]).store(tag, std::memory_order_relaxed);
     });
   }
   void expect(void* ptr, std::size_t bytes, std::uint32_t tag, cudaStream_t stream) override {

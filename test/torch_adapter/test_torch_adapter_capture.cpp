@@ -88,8 +88,7 @@ TEST_CASE("torch adapter: a free the pool refuses under capture is done by the e
   REQUIRE(eager != nullptr);
   const std::uint64_t live_before = stats().pool.liveBlocks;
 
-  using PytorchBegin = void(int, std::pair<unsigned long long, unsigned long long>,
-                            std::function<bool(cudaStream_t)>);
+  using PytorchBegin = void(int, std::pair<unsigned long long, unsigned long long>, std::function<bool(cudaStream_t)>);
   using PytorchEnd = void(int, std::pair<unsigned long long, unsigned long long>);
   // As CUDAPluggableAllocator's setters store them: std::functions over the raw addresses.
   std::function<PytorchBegin> begin = reinterpret_cast<PytorchBegin*>(&sova_torch_begin_allocate_to_pool);

@@ -74,8 +74,7 @@ struct LogGuard {
 
 }  // namespace
 
-TEST_CASE("log: cross-thread frees come out after their allocations, and the replay parser reads the log",
-          "[log]") {
+TEST_CASE("log: cross-thread frees come out after their allocations, and the replay parser reads the log", "[log]") {
   LogGuard guard;
   sova::SimDriver sim;
   sova::PoolOptions options;
@@ -157,7 +156,7 @@ TEST_CASE("log: cross-thread frees come out after their allocations, and the rep
   CHECK(trace.unknown_frees == 0);
   CHECK(trace.closing_frees == 0);
   CHECK(trace.failed_allocations == 0);
-  CHECK(trace.threads == kThreads + 1);      // the four and the main thread
+  CHECK(trace.threads == kThreads + 1);         // the four and the main thread
   CHECK(trace.streams.size() == kThreads + 1);  // the legacy stream and the four
   for (cudaStream_t s : streams) {
     sim.stream_synchronize(s);
@@ -249,7 +248,7 @@ TEST_CASE("log: a forked child stops logging and can start its own; the parent's
   CHECK(WEXITSTATUS(status) == 0);
   pool.deallocate(pool.allocate(1024, nullptr), nullptr);
   REQUIRE(sovaLogStop() == cudaSuccess);
-  CHECK(read_lines(parent).size() == 5);  // header and two pairs
+  CHECK(read_lines(parent).size() == 5);                        // header and two pairs
   if (!kThreadSanitizer) CHECK(read_lines(child).size() == 1);  // header only
   std::remove(parent.c_str());
   std::remove(child.c_str());

@@ -78,7 +78,7 @@ TEST_CASE("growable: refused resizes change nothing", "[vmm][growable]") {
   CHECK(buf.resize(128 * kMiB + 1, nullptr) == cudaErrorInvalidValue);  // beyond the maximum
   CHECK(buf.resize(100 * kMiB, nullptr) == cudaErrorMemoryAllocation);  // beyond the device
   sim.fail_map_at(1);
-  CHECK(buf.resize(20 * kMiB, nullptr) == cudaErrorUnknown);            // the driver fails mid-way
+  CHECK(buf.resize(20 * kMiB, nullptr) == cudaErrorUnknown);  // the driver fails mid-way
   CHECK(buf.size() == 10 * kMiB);
   CHECK(buf.physical_bytes() == physical);
   CHECK(sim.counters().physical_bytes == physical);
@@ -111,8 +111,7 @@ TEST_CASE("growable: the C API", "[vmm][growable][capi]") {
   CHECK(size == 33 * kMiB);
   CHECK(sovaGrowableResize(nullptr, kMiB, nullptr) == cudaErrorInvalidValue);
   int not_a_buffer = 0;
-  CHECK(sovaGrowableGetInfo(reinterpret_cast<sovaGrowable_t>(&not_a_buffer), &size, nullptr) ==
-        cudaErrorInvalidValue);
+  CHECK(sovaGrowableGetInfo(reinterpret_cast<sovaGrowable_t>(&not_a_buffer), &size, nullptr) == cudaErrorInvalidValue);
   sovaGrowable_t none = nullptr;
   void* q = nullptr;
   CHECK(sovaGrowableCreate(&none, &q, 0, 0) == cudaErrorInvalidValue);

@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <string>
 #include <cstring>
+#include <string>
 
 using namespace sova;
 

@@ -44,9 +44,7 @@ inline void maybe_flush_deferred() noexcept {
   if (g_any_deferred.load(std::memory_order_relaxed)) flush_deferred();
 }
 
-std::string error_text(cudaError_t err) {
-  return std::to_string(static_cast<int>(err));
-}
+std::string error_text(cudaError_t err) { return std::to_string(static_cast<int>(err)); }
 
 /// The device's pool, created on first use. Sets the message and returns
 /// the error on failure.
@@ -78,8 +76,8 @@ std::string error_text(cudaError_t err) {
   if (err == cudaSuccess) err = sovaDeviceSetMemPool(device, pool);
   if (err != cudaSuccess) {
     (void)sovaMemPoolDestroy(pool);
-    set_last_error("sova: cannot set up the pool of device " + std::to_string(device) +
-                   " (cudaError " + error_text(err) + ")");
+    set_last_error("sova: cannot set up the pool of device " + std::to_string(device) + " (cudaError " +
+                   error_text(err) + ")");
     return err;
   }
   s.any_pool = true;
@@ -94,7 +92,8 @@ inline cudaError_t pool_for(int device, sovaMemPool_t* out) noexcept {
     return cudaErrorInvalidDevice;
   }
   // A thread under a tag (sova.torch.tag): that tag's pool (tags.hpp).
-  if (const int tag = current_tag(); tag != 0) [[unlikely]] return tagged_pool_for(tag, device, out);
+  if (const int tag = current_tag(); tag != 0) [[unlikely]]
+    return tagged_pool_for(tag, device, out);
   if (sovaMemPool_t p = state().devices[device].pool.load(std::memory_order_acquire)) {
     *out = p;
     return cudaSuccess;
@@ -109,13 +108,11 @@ std::string oom_message(std::size_t size, int device, sovaMemPool_t pool) {
   (void)sovaMemPoolGetStats(pool, &st);
   std::size_t free_bytes = 0, total_bytes = 0;
   const bool have_info = process_driver().memory_info(device, &free_bytes, &total_bytes) == cudaSuccess;
-  std::string m = "CUDA out of memory (sova). Tried to allocate " + format_bytes(size) +
-                  " on device " + std::to_string(device) + ". The sova pool holds " +
-                  format_bytes(st.reservedCurrent) + " reserved, " + format_bytes(st.usedCurrent) +
-                  " live in " + std::to_string(st.liveBlocks) + " blocks; its largest free block is " +
-                  format_bytes(st.largestFreeBlock) + ".";
-  if (have_info)
-    m += " The device has " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) + ".";
+  std::string m = "CUDA out of memory (sova). Tried to allocate " + format_bytes(size) + " on device " +
+                  std::to_string(device) + ". The sova pool holds " + format_bytes(st.reservedCurrent) + " reserved, " +
+                  format_bytes(st.usedCurrent) + " live in " + std::to_string(st.liveBlocks) +
+                  " blocks; its largest free block is " + format_bytes(st.largestFreeBlock) + ".";
+  if (have_info) m += " The device has " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) + ".";
   return m;
 }
 
@@ -151,8 +148,8 @@ inline cudaError_t do_malloc(void** ptr, std::size_t size, int device, cudaStrea
                    "make_graphed_callables; cudaErrorStreamCaptureUnsupported): "
                    "docs/python.md, \"CUDA graphs\", says what is served.");
   } else {
-    set_last_error("sova: allocation of " + std::to_string(size) + " bytes on device " +
-                   std::to_string(device) + " failed (cudaError " + error_text(err) + ")");
+    set_last_error("sova: allocation of " + std::to_string(size) + " bytes on device " + std::to_string(device) +
+                   " failed (cudaError " + error_text(err) + ")");
   }
   return err;
 }
@@ -189,16 +186,17 @@ int sova_torch_configure(const sovaTorchOptions* options) {
   }
   constexpr unsigned kKnown = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
   constexpr unsigned kRemap = sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
-  if (options->policy < sovaPolicyDefault || options->policy > sovaPolicyBestFit ||
-      (options->flags & ~kKnown) != 0 || (options->flags & kRemap) == kRemap) {
+  if (options->policy < sovaPolicyDefault || options->policy > sovaPolicyBestFit || (options->flags & ~kKnown) != 0 ||
+      (options->flags & kRemap) == kRemap) {
     set_last_error("sova_torch_configure: unknown policy or flags, or remapping both off and thorough");
     return cudaErrorInvalidValue;
   }
   State& s = state();
   std::lock_guard lock(s.mutex);
   if (s.any_pool) {
-    set_last_error("sova_torch_configure: pools already exist; options apply only before the "
-                   "first allocation");
+    set_last_error(
+        "sova_torch_configure: pools already exist; options apply only before the "
+        "first allocation");
     return cudaErrorInvalidValue;
   }
   s.options = *options;
@@ -260,8 +258,10 @@ void sova_torch_free(void* ptr, size_t size, int device, cudaStream_t stream) {
   if (d != nullptr) d->free_errors.fetch_add(1, std::memory_order_relaxed);
   static std::atomic<bool> said{false};
   if (!said.exchange(true))
-    std::fprintf(stderr, "sova.torch: a free of %p on device %d was refused (cudaError %d); "
-                 "further refusals are only counted (freeErrors)\n", ptr, device, static_cast<int>(err));
+    std::fprintf(stderr,
+                 "sova.torch: a free of %p on device %d was refused (cudaError %d); "
+                 "further refusals are only counted (freeErrors)\n",
+                 ptr, device, static_cast<int>(err));
 }
 
 int sova_torch_record_stream(void* ptr, cudaStream_t stream) {

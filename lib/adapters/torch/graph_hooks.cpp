@@ -57,8 +57,7 @@ void sova_torch_release_pool(int, TorchMempoolId) { flush_deferred_frees(); }
 
 void sova_torch_record_stream_hook(void* ptr, cudaStream_t stream) {
   if (ptr == nullptr) return;
-  if (sova_torch_record_stream(ptr, stream) != cudaSuccess)
-    throw std::runtime_error(sova_torch_last_error());
+  if (sova_torch_record_stream(ptr, stream) != cudaSuccess) throw std::runtime_error(sova_torch_last_error());
 }
 
 void sova_torch_empty_cache_all(void) {
@@ -78,8 +77,10 @@ void* sova_torch_malloc_segment(size_t size, int device, cudaStream_t stream) {
   RelaxedCaptureMode relaxed;
   cudaStream_t own = nullptr;
   if (const cudaError_t err = segment_stream(device, &own); err != cudaSuccess) {
-    set_last_error("sova: cannot create the stream for segments allocated during graph capture "
-                   "(cudaError " + std::to_string(static_cast<int>(err)) + ")");
+    set_last_error(
+        "sova: cannot create the stream for segments allocated during graph capture "
+        "(cudaError " +
+        std::to_string(static_cast<int>(err)) + ")");
     return nullptr;
   }
   void* ptr = sova_torch_malloc_nothrow(size, device, own);
@@ -88,8 +89,8 @@ void* sova_torch_malloc_segment(size_t size, int device, cudaStream_t stream) {
   // this returns, the segment is ready for any stream.
   if (const cudaError_t err = driver.stream_synchronize(own); err != cudaSuccess) {
     sova_torch_free(ptr, size, device, own);
-    set_last_error("sova: synchronizing the segment stream failed (cudaError " +
-                   std::to_string(static_cast<int>(err)) + ")");
+    set_last_error("sova: synchronizing the segment stream failed (cudaError " + std::to_string(static_cast<int>(err)) +
+                   ")");
     return nullptr;
   }
   return ptr;

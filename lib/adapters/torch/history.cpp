@@ -14,21 +14,20 @@ std::atomic<bool> g_history_on{false};
 namespace {
 
 std::mutex g_mutex;
-std::deque<sovaTorchEvent> g_events;                 // under g_mutex
-std::unordered_map<void*, sovaTorchEvent> g_live;    // under g_mutex
-std::size_t g_max_entries = 0;                       // under g_mutex
+std::deque<sovaTorchEvent> g_events;               // under g_mutex
+std::unordered_map<void*, sovaTorchEvent> g_live;  // under g_mutex
+std::size_t g_max_entries = 0;                     // under g_mutex
 
 std::uint64_t now_us() noexcept {
   using namespace std::chrono;
-  return static_cast<std::uint64_t>(
-      duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
+  return static_cast<std::uint64_t>(duration_cast<microseconds>(system_clock::now().time_since_epoch()).count());
 }
 
 }  // namespace
 
 void history_event(int action, int device, void* addr, std::size_t size, cudaStream_t stream) noexcept {
-  sovaTorchEvent e{action, device, reinterpret_cast<std::uint64_t>(addr), size,
-                   reinterpret_cast<std::uint64_t>(stream), now_us()};
+  sovaTorchEvent e{
+      action, device, reinterpret_cast<std::uint64_t>(addr), size, reinterpret_cast<std::uint64_t>(stream), now_us()};
   try {
     std::lock_guard lock(g_mutex);
     if (!g_history_on.load(std::memory_order_relaxed)) return;

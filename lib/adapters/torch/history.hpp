@@ -13,8 +13,7 @@ extern std::atomic<bool> g_history_on;
 
 /// Records one event (and keeps the live-block table) when recording is on.
 void history_event(int action, int device, void* addr, std::size_t size, cudaStream_t stream) noexcept;
-inline void maybe_history(int action, int device, void* addr, std::size_t size,
-                          cudaStream_t stream) noexcept {
+inline void maybe_history(int action, int device, void* addr, std::size_t size, cudaStream_t stream) noexcept {
   if (g_history_on.load(std::memory_order_relaxed)) history_event(action, device, addr, size, stream);
 }
 

@@ -15,7 +15,7 @@ namespace {
 
 std::mutex g_mutex;
 std::unordered_map<void*, std::vector<cudaStream_t>> g_recorded;  // under g_mutex
-std::atomic<std::size_t> g_count{0};  // g_recorded.size(), read without the lock
+std::atomic<std::size_t> g_count{0};                              // g_recorded.size(), read without the lock
 
 }  // namespace
 

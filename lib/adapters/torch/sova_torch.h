@@ -133,12 +133,12 @@ SOVA_API sovaMemPool_t sova_torch_tag_pool(int tag, int device);
 
 /** One allocator event, for PyTorch's memory snapshot format. */
 typedef struct sovaTorchEvent {
-  int action;       /**< 0 alloc, 1 free_requested, 2 free_completed, 3 oom */
+  int action; /**< 0 alloc, 1 free_requested, 2 free_completed, 3 oom */
   int device;
   uint64_t addr;
-  uint64_t size;    /**< requested bytes (for oom: the request) */
+  uint64_t size; /**< requested bytes (for oom: the request) */
   uint64_t stream;
-  uint64_t timeUs;  /**< microseconds since the epoch */
+  uint64_t timeUs; /**< microseconds since the epoch */
 } sovaTorchEvent;
 /** Starts (enabled != 0) or stops recording events, keeping at most
  * maxEntries (the oldest are dropped). Starting clears what was recorded.

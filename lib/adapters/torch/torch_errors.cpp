@@ -113,9 +113,8 @@ int sova_torch_bind_torch(const char* libraries) {
   b.oom_vtable = static_cast<void**>(find("_ZTVN3c1016OutOfMemoryErrorE"));
   if (b.ctor == nullptr || b.oom_type == nullptr || b.oom_vtable == nullptr) {
     set_last_error(std::string("c10::OutOfMemoryError not found in the ") + std::to_string(handles.size()) +
-                   " loaded libraries given (constructor " + (b.ctor ? "found" : "missing") +
-                   ", type_info " + (b.oom_type ? "found" : "missing") + ", vtable " +
-                   (b.oom_vtable ? "found" : "missing") + ")");
+                   " loaded libraries given (constructor " + (b.ctor ? "found" : "missing") + ", type_info " +
+                   (b.oom_type ? "found" : "missing") + ", vtable " + (b.oom_vtable ? "found" : "missing") + ")");
     return cudaErrorNotSupported;
   }
   // Prove it: the thrown object must be a std::exception carrying the message.

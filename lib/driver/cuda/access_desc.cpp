@@ -8,9 +8,7 @@ cudaError_t to_driver_access(const cudaMemAccessDesc& in, CUmemAccessDesc* out) 
     case cudaMemLocationTypeDevice: d.location.type = CU_MEM_LOCATION_TYPE_DEVICE; break;
     case cudaMemLocationTypeHost: d.location.type = CU_MEM_LOCATION_TYPE_HOST; break;
     case cudaMemLocationTypeHostNuma: d.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA; break;
-    case cudaMemLocationTypeHostNumaCurrent:
-      d.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
-      break;
+    case cudaMemLocationTypeHostNumaCurrent: d.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT; break;
     default: return cudaErrorInvalidValue;
   }
   d.location.id = in.location.id;

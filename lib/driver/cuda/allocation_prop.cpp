@@ -10,8 +10,7 @@ cudaError_t allocation_prop(int device, CUmemAllocationProp* out) noexcept {
   CUdevice dev = 0;
   if (CUresult r = cu.device_get(&dev, device); r != CUDA_SUCCESS) return to_runtime_error(r);
   int rdma = 0;
-  if (CUresult r = cu.device_get_attribute(
-          &rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev);
+  if (CUresult r = cu.device_get_attribute(&rdma, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, dev);
       r != CUDA_SUCCESS) {
     return to_runtime_error(r);
   }
@@ -36,8 +35,7 @@ cudaError_t allocation_prop(const PhysicalProps& props, CUmemAllocationProp* out
       prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
       prop.location.id = props.location.id;
       break;
-    default:
-      return cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
   }
   constexpr unsigned kKnown = cudaMemHandleTypePosixFileDescriptor | cudaMemHandleTypeFabric;
   if ((props.handle_types & ~kKnown) != 0) return cudaErrorInvalidValue;
@@ -55,8 +53,8 @@ cudaError_t allocation_prop(const PhysicalProps& props, CUmemAllocationProp* out
 
 PhysicalProps physical_props_of(const CUmemAllocationProp& prop) noexcept {
   PhysicalProps p;
-  p.location.type = prop.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? cudaMemLocationTypeHostNuma
-                                                                          : cudaMemLocationTypeDevice;
+  p.location.type =
+      prop.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ? cudaMemLocationTypeHostNuma : cudaMemLocationTypeDevice;
   p.location.id = prop.location.id;
   const unsigned handles = static_cast<unsigned>(prop.requestedHandleTypes);
   if (handles & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) p.handle_types |= cudaMemHandleTypePosixFileDescriptor;

@@ -49,8 +49,7 @@ cudaError_t CudaDriver::exchange_capture_mode(cudaStreamCaptureMode* mode) noexc
   return quiet([&] { return cudaThreadExchangeStreamCaptureMode(mode); });
 }
 
-cudaError_t CudaDriver::graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback,
-                                         void* context) noexcept {
+cudaError_t CudaDriver::graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback, void* context) noexcept {
   if (graph == nullptr || callback == nullptr) return cudaErrorInvalidValue;
   // The user object's destructor is a trampoline that can be disarmed: if
   // the graph refuses the reference, dropping it must not call the callback.
@@ -61,9 +60,8 @@ cudaError_t CudaDriver::graph_on_release(cudaGraph_t graph, GraphReleaseCallback
   // runs, when the graph, its executables and their launches are all gone.
   // cudaUserObjectNoDestructorSync is the only flag there is: the callback
   // is ordered with no CUDA work (it only queues memory for return).
-  cudaError_t err = quiet([&] {
-    return cudaUserObjectCreate(&object, trampoline, &Trampoline::run, 1, cudaUserObjectNoDestructorSync);
-  });
+  cudaError_t err = quiet(
+      [&] { return cudaUserObjectCreate(&object, trampoline, &Trampoline::run, 1, cudaUserObjectNoDestructorSync); });
   if (err != cudaSuccess) {
     delete trampoline;
     return err;

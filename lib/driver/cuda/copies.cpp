@@ -14,7 +14,7 @@ namespace sova::cuda_detail {
 cudaError_t CudaDriver::host_alloc(std::size_t bytes, void** out) noexcept {
   if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
   void* p = nullptr;
-  RelaxedCapture relaxed;  // pinning never invalidates another stream's capture (relaxed_capture.hpp)
+  RelaxedCapture relaxed;               // pinning never invalidates another stream's capture (relaxed_capture.hpp)
   ScopedContext context{AnyContext{}};  // the thread's context if it has one (pinned memory is portable)
   if (context.status() != cudaSuccess) return context.status();
   const cudaError_t err = quiet([&] { return cudaHostAlloc(&p, bytes, cudaHostAllocPortable); });

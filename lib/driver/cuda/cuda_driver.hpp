@@ -24,16 +24,13 @@ class CudaDriver final : public Driver {
   cudaError_t device_count(int* count) noexcept override;
   cudaError_t current_device(int* device) noexcept override;
   cudaError_t device_info(int device, DeviceInfo* out) noexcept override;
-  cudaError_t memory_info(int device, std::size_t* free_bytes,
-                          std::size_t* total_bytes) noexcept override;
+  cudaError_t memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept override;
   cudaError_t device_synchronize(int device) noexcept override;
 
   // vmm.cpp
-  cudaError_t address_reserve(std::size_t bytes, std::size_t alignment,
-                              std::uintptr_t* va) noexcept override;
+  cudaError_t address_reserve(std::size_t bytes, std::size_t alignment, std::uintptr_t* va) noexcept override;
   cudaError_t address_free(std::uintptr_t va, std::size_t bytes) noexcept override;
-  cudaError_t physical_create(int device, std::size_t bytes,
-                              PhysicalHandle* out) noexcept override;
+  cudaError_t physical_create(int device, std::size_t bytes, PhysicalHandle* out) noexcept override;
   cudaError_t physical_release(PhysicalHandle handle) noexcept override;
   cudaError_t map(std::uintptr_t va, std::size_t bytes, PhysicalHandle handle) noexcept override;
   cudaError_t unmap(std::uintptr_t va, std::size_t bytes) noexcept override;

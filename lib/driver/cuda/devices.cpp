@@ -24,8 +24,7 @@ cudaError_t bool_attribute(CUdevice dev, CUdevice_attribute attr, bool* out) noe
   return cudaSuccess;
 }
 
-cudaError_t granularity(int device, CUmemAllocationGranularity_flags which,
-                        std::size_t* out) noexcept {
+cudaError_t granularity(int device, CUmemAllocationGranularity_flags which, std::size_t* out) noexcept {
   CUmemAllocationProp prop;
   if (const cudaError_t err = allocation_prop(device, &prop); err != cudaSuccess) return err;
   const EntryPoints& cu = entry_points();
@@ -94,8 +93,7 @@ cudaError_t CudaDriver::device_info(int device, DeviceInfo* out) noexcept {
   // Filled in a local and copied at the end: on failure *out is untouched.
   DeviceInfo info;
   info.ordinal = device;
-  if (CUresult r = cu.device_get_name(info.name, static_cast<int>(sizeof info.name), dev);
-      r != CUDA_SUCCESS) {
+  if (CUresult r = cu.device_get_name(info.name, static_cast<int>(sizeof info.name), dev); r != CUDA_SUCCESS) {
     return to_runtime_error(r);
   }
   info.name[sizeof info.name - 1] = '\0';
@@ -128,13 +126,12 @@ cudaError_t CudaDriver::device_info(int device, DeviceInfo* out) noexcept {
   // Without VMM there is no granularity to ask for; 0 says so (the pool
   // refuses such a device with cudaErrorNotSupported).
   if (info.vmm_supported) {
-    if (const cudaError_t err = granularity(device, CU_MEM_ALLOC_GRANULARITY_MINIMUM,
-                                            &info.granularity);
+    if (const cudaError_t err = granularity(device, CU_MEM_ALLOC_GRANULARITY_MINIMUM, &info.granularity);
         err != cudaSuccess) {
       return err;
     }
-    if (const cudaError_t err = granularity(device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED,
-                                            &info.recommended_granularity);
+    if (const cudaError_t err =
+            granularity(device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, &info.recommended_granularity);
         err != cudaSuccess) {
       return err;
     }
@@ -143,8 +140,7 @@ cudaError_t CudaDriver::device_info(int device, DeviceInfo* out) noexcept {
   return cudaSuccess;
 }
 
-cudaError_t CudaDriver::memory_info(int device, std::size_t* free_bytes,
-                                    std::size_t* total_bytes) noexcept {
+cudaError_t CudaDriver::memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
   if (free_bytes == nullptr || total_bytes == nullptr) return cudaErrorInvalidValue;
   ScopedContext ctx(device);
   if (ctx.status() != cudaSuccess) return ctx.status();

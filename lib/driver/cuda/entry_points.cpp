@@ -22,9 +22,8 @@ template <class Fn>
 cudaError_t resolve(const char* symbol, Fn* slot, unsigned int version = kAbiVersion) noexcept {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-  const cudaError_t err = quiet([&] {
-    return cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &found);
-  });
+  const cudaError_t err =
+      quiet([&] { return cudaGetDriverEntryPointByVersion(symbol, &fn, version, cudaEnableDefault, &found); });
   if (err != cudaSuccess) return err;  // no driver, or one older than kAbiVersion
   // Found-but-null means the installed driver lacks the symbol: it is older
   // than what we need, which the runtime calls an insufficient driver.
@@ -77,8 +76,7 @@ EntryPoints load() noexcept {
   return t;
 }
 
-static_assert(std::is_trivially_destructible_v<EntryPoints>,
-              "the table must stay valid during static destruction");
+static_assert(std::is_trivially_destructible_v<EntryPoints>, "the table must stay valid during static destruction");
 
 }  // namespace
 

@@ -24,8 +24,7 @@ namespace sova::cuda_detail {
 
 class RelaxedCapture {
  public:
-  RelaxedCapture() noexcept
-      : ok_(quiet([&] { return cudaThreadExchangeStreamCaptureMode(&saved_); }) == cudaSuccess) {}
+  RelaxedCapture() noexcept : ok_(quiet([&] { return cudaThreadExchangeStreamCaptureMode(&saved_); }) == cudaSuccess) {}
   ~RelaxedCapture() {
     if (ok_) (void)cudaThreadExchangeStreamCaptureMode(&saved_);
   }

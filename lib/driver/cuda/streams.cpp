@@ -31,8 +31,7 @@ cudaError_t CudaDriver::event_create(EventHandle* event) noexcept {
   // Relaxed capture mode: a pool may make an event while a stream captures
   // (relaxed_capture.hpp).
   RelaxedCapture relaxed;
-  const cudaError_t err =
-      quiet([&] { return cudaEventCreateWithFlags(&created, cudaEventDisableTiming); });
+  const cudaError_t err = quiet([&] { return cudaEventCreateWithFlags(&created, cudaEventDisableTiming); });
   if (err != cudaSuccess) return err;
   *event = created;
   return cudaSuccess;
@@ -45,8 +44,8 @@ cudaError_t CudaDriver::event_create_on(int device, EventHandle* event) noexcept
   const EntryPoints& cu = entry_points();
   CUcontext context = nullptr;
   int current = -1;
-  if (cu.status == cudaSuccess && cu.ctx_get_current(&context) == CUDA_SUCCESS &&
-      context != nullptr && current_device(&current) == cudaSuccess && current == device) {
+  if (cu.status == cudaSuccess && cu.ctx_get_current(&context) == CUDA_SUCCESS && context != nullptr &&
+      current_device(&current) == cudaSuccess && current == device) {
     return event_create(event);
   }
   // Another device, or no context yet (a thread that never touched CUDA: the

@@ -23,8 +23,7 @@ namespace sova::cuda_detail {
 static_assert(sizeof(PhysicalHandle) == sizeof(CUmemGenericAllocationHandle));
 static_assert(sizeof(std::uintptr_t) == sizeof(CUdeviceptr));
 
-cudaError_t CudaDriver::address_reserve(std::size_t bytes, std::size_t alignment,
-                                        std::uintptr_t* va) noexcept {
+cudaError_t CudaDriver::address_reserve(std::size_t bytes, std::size_t alignment, std::uintptr_t* va) noexcept {
   if (va == nullptr) return cudaErrorInvalidValue;
   RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
@@ -43,8 +42,7 @@ cudaError_t CudaDriver::address_free(std::uintptr_t va, std::size_t bytes) noexc
   return to_runtime_error(entry_points().mem_address_free(static_cast<CUdeviceptr>(va), bytes));
 }
 
-cudaError_t CudaDriver::physical_create(int device, std::size_t bytes,
-                                        PhysicalHandle* out) noexcept {
+cudaError_t CudaDriver::physical_create(int device, std::size_t bytes, PhysicalHandle* out) noexcept {
   if (out == nullptr) return cudaErrorInvalidValue;
   RelaxedCapture relaxed;
   ScopedContext ctx(device);  // also rejects a bad ordinal: cudaErrorInvalidDevice
@@ -63,17 +61,15 @@ cudaError_t CudaDriver::physical_release(PhysicalHandle handle) noexcept {
   RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
-  return to_runtime_error(
-      entry_points().mem_release(static_cast<CUmemGenericAllocationHandle>(handle)));
+  return to_runtime_error(entry_points().mem_release(static_cast<CUmemGenericAllocationHandle>(handle)));
 }
 
-cudaError_t CudaDriver::map(std::uintptr_t va, std::size_t bytes,
-                            PhysicalHandle handle) noexcept {
+cudaError_t CudaDriver::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle handle) noexcept {
   RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
-  return to_runtime_error(entry_points().mem_map(
-      static_cast<CUdeviceptr>(va), bytes, 0, static_cast<CUmemGenericAllocationHandle>(handle), 0));
+  return to_runtime_error(entry_points().mem_map(static_cast<CUdeviceptr>(va), bytes, 0,
+                                                 static_cast<CUmemGenericAllocationHandle>(handle), 0));
 }
 
 cudaError_t CudaDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
@@ -83,8 +79,8 @@ cudaError_t CudaDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
   return to_runtime_error(entry_points().mem_unmap(static_cast<CUdeviceptr>(va), bytes));
 }
 
-cudaError_t CudaDriver::set_access(std::uintptr_t va, std::size_t bytes,
-                                   const cudaMemAccessDesc* descs, std::size_t count) noexcept {
+cudaError_t CudaDriver::set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs,
+                                   std::size_t count) noexcept {
   if (descs == nullptr || count == 0) return cudaErrorInvalidValue;
   // All descriptors go to the driver in one call, so a failure leaves every
   // device's access as it was. A pool names a few devices at most: the stack
@@ -106,8 +102,7 @@ cudaError_t CudaDriver::set_access(std::uintptr_t va, std::size_t bytes,
   RelaxedCapture relaxed;
   ScopedContext ctx{AnyContext{}};
   if (ctx.status() != cudaSuccess) return ctx.status();
-  return to_runtime_error(
-      entry_points().mem_set_access(static_cast<CUdeviceptr>(va), bytes, translated, count));
+  return to_runtime_error(entry_points().mem_set_access(static_cast<CUdeviceptr>(va), bytes, translated, count));
 }
 
 }  // namespace sova::cuda_detail

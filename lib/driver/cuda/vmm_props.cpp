@@ -48,8 +48,7 @@ cudaError_t CudaDriver::granularity_for(const PhysicalProps& props, std::size_t*
   if (ctx->status() != cudaSuccess) return ctx->status();
   CUmemAllocationProp prop;
   if (const cudaError_t err = allocation_prop(props, &prop); err != cudaSuccess) return err;
-  return to_runtime_error(
-      entry_points().mem_get_allocation_granularity(out, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+  return to_runtime_error(entry_points().mem_get_allocation_granularity(out, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 }
 
 cudaError_t CudaDriver::properties_at(std::uintptr_t va, PhysicalProps* out) noexcept {

@@ -20,8 +20,7 @@ void check_config(const SimConfig& c) {
 
 }  // namespace
 
-SimDriver::SimDriver(const SimConfig& config)
-    : state_((check_config(config), std::make_unique<State>(config))) {}
+SimDriver::SimDriver(const SimConfig& config) : state_((check_config(config), std::make_unique<State>(config))) {}
 
 SimDriver::~SimDriver() {
   // Drain the streams first: queued work may still touch the memory that the
@@ -32,7 +31,8 @@ SimDriver::~SimDriver() {
 // ---- test-facing controls ---------------------------------------------------
 
 cudaStream_t SimDriver::create_stream(bool blocking, int device) {
-  if (!state_->valid_device(device)) throw std::invalid_argument("sova sim: create_stream on a device it does not have");
+  if (!state_->valid_device(device))
+    throw std::invalid_argument("sova sim: create_stream on a device it does not have");
   cudaStream_t s = state_->streams->create(device, blocking);
   if (s == nullptr) throw std::logic_error("sova sim: create_stream after shutdown");
   return s;
@@ -59,15 +59,11 @@ void SimDriver::delay(cudaStream_t stream, std::chrono::microseconds duration) {
     throw std::invalid_argument("sova sim: delay on an invalid stream");
 }
 
-void SimDriver::fail_physical_create_at(int n, cudaError_t error) {
-  state_->memory.fail_create_at(n, error);
-}
+void SimDriver::fail_physical_create_at(int n, cudaError_t error) { state_->memory.fail_create_at(n, error); }
 
 void SimDriver::fail_map_at(int n, cudaError_t error) { state_->memory.fail_map_at(n, error); }
 
-void SimDriver::fail_set_access_at(int n, cudaError_t error) {
-  state_->memory.fail_set_access_at(n, error);
-}
+void SimDriver::fail_set_access_at(int n, cudaError_t error) { state_->memory.fail_set_access_at(n, error); }
 
 cudaError_t SimDriver::access_at(std::uintptr_t va, int device, cudaMemAccessFlags* flags) const noexcept {
   return sim::guarded([&] { return state_->memory.access_at(va, device, flags); });
@@ -129,15 +125,13 @@ cudaError_t SimDriver::device_info(int device, DeviceInfo* out) noexcept {
   return cudaSuccess;
 }
 
-cudaError_t SimDriver::memory_info(int device, std::size_t* free_bytes,
-                                   std::size_t* total_bytes) noexcept {
+cudaError_t SimDriver::memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
   return sim::guarded([&] { return state_->memory.info(device, free_bytes, total_bytes); });
 }
 
 // ---- memory -------------------------------------------------------------------
 
-cudaError_t SimDriver::address_reserve(std::size_t bytes, std::size_t alignment,
-                                       std::uintptr_t* va) noexcept {
+cudaError_t SimDriver::address_reserve(std::size_t bytes, std::size_t alignment, std::uintptr_t* va) noexcept {
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.reserve(bytes, alignment, va);
@@ -151,8 +145,7 @@ cudaError_t SimDriver::address_free(std::uintptr_t va, std::size_t bytes) noexce
   });
 }
 
-cudaError_t SimDriver::physical_create(int device, std::size_t bytes,
-                                       PhysicalHandle* out) noexcept {
+cudaError_t SimDriver::physical_create(int device, std::size_t bytes, PhysicalHandle* out) noexcept {
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.create(device, bytes, out);
@@ -166,8 +159,7 @@ cudaError_t SimDriver::physical_release(PhysicalHandle handle) noexcept {
   });
 }
 
-cudaError_t SimDriver::map(std::uintptr_t va, std::size_t bytes,
-                           PhysicalHandle handle) noexcept {
+cudaError_t SimDriver::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle handle) noexcept {
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.map(va, bytes, handle);
@@ -181,8 +173,8 @@ cudaError_t SimDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
   });
 }
 
-cudaError_t SimDriver::set_access(std::uintptr_t va, std::size_t bytes,
-                                  const cudaMemAccessDesc* descs, std::size_t count) noexcept {
+cudaError_t SimDriver::set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs,
+                                  std::size_t count) noexcept {
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.set_access(va, bytes, descs, count);

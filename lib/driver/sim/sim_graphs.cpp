@@ -186,8 +186,8 @@ cudaError_t SimGraphs::unsafe_call() {
   cudaError_t result = cudaSuccess;
   for (auto& [sid, c] : captures_) {
     const bool own = c->thread == me && c->mode != cudaStreamCaptureModeRelaxed;
-    const bool other_global = mine == cudaStreamCaptureModeGlobal && c->thread != me &&
-                              c->mode == cudaStreamCaptureModeGlobal;
+    const bool other_global =
+        mine == cudaStreamCaptureModeGlobal && c->thread != me && c->mode == cudaStreamCaptureModeGlobal;
     if (!own && !other_global) continue;
     invalidate_locked(*c);
     result = cudaErrorStreamCaptureUnsupported;
@@ -267,8 +267,7 @@ cudaError_t SimGraphs::destroy_exec(cudaGraphExec_t exec) {
   return cudaSuccess;
 }
 
-cudaError_t SimGraphs::retain_release_callback(cudaGraph_t graph, GraphReleaseCallback callback,
-                                               void* context) {
+cudaError_t SimGraphs::retain_release_callback(cudaGraph_t graph, GraphReleaseCallback callback, void* context) {
   if (callback == nullptr) return cudaErrorInvalidValue;
   std::lock_guard<std::mutex> lock(mu_);
   auto it = graphs_.find(reinterpret_cast<std::uintptr_t>(graph));

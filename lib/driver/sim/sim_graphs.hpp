@@ -111,8 +111,8 @@ class SimGraphs {
   std::mutex mu_;
   std::atomic<int> capturing_{0};  ///< captures in progress: the common case skips the lock
   std::map<unsigned long long, std::shared_ptr<Capture>> captures_;  // by stream id
-  std::map<std::uintptr_t, BodyPtr> graphs_;  // by handle
-  std::map<std::uintptr_t, BodyPtr> execs_;   // by handle; an exec's body is a copy
+  std::map<std::uintptr_t, BodyPtr> graphs_;                         // by handle
+  std::map<std::uintptr_t, BodyPtr> execs_;                          // by handle; an exec's body is a copy
   std::uintptr_t next_handle_ = 0;
 };
 

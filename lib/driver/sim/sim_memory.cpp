@@ -16,9 +16,7 @@ constexpr int kReserveFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 void* as_ptr(std::uintptr_t va) noexcept { return reinterpret_cast<void*>(va); }
 
 // [va, va+bytes) does not wrap around the address space.
-bool fits(std::uintptr_t va, std::size_t bytes) noexcept {
-  return bytes <= UINTPTR_MAX - va;
-}
+bool fits(std::uintptr_t va, std::size_t bytes) noexcept { return bytes <= UINTPTR_MAX - va; }
 
 int prot_of(cudaMemAccessFlags flags) noexcept {
   switch (flags) {
@@ -135,8 +133,7 @@ cudaError_t SimMemory::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle 
   auto it = chunks_.find(handle);
   if (it == chunks_.end()) return cudaErrorInvalidValue;
   const Chunk& chunk = it->second;
-  if (va == 0 || !aligned(va) || bytes != chunk.bytes || !fits(va, bytes))
-    return cudaErrorInvalidValue;
+  if (va == 0 || !aligned(va) || bytes != chunk.bytes || !fits(va, bytes)) return cudaErrorInvalidValue;
   if (!reserved(va, bytes) || any_mapped(va, bytes)) return cudaErrorInvalidValue;
 
   if (::mmap(as_ptr(va), bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, chunk.fd, 0) == MAP_FAILED) {
@@ -145,9 +142,8 @@ cudaError_t SimMemory::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle 
     return cudaErrorMemoryAllocation;
   }
   mappings_.emplace(va, Mapping{bytes, handle,
-                                std::vector<cudaMemAccessFlags>(
-                                    static_cast<std::size_t>(device_count_) + 1,
-                                    cudaMemAccessFlagsProtNone),
+                                std::vector<cudaMemAccessFlags>(static_cast<std::size_t>(device_count_) + 1,
+                                                                cudaMemAccessFlagsProtNone),
                                 chunk.props});
   ++counts_.maps;
   return cudaSuccess;
@@ -159,8 +155,7 @@ cudaError_t SimMemory::unmap(std::uintptr_t va, std::size_t bytes) {
   auto it = mappings_.find(va);
   if (it == mappings_.end() || it->second.bytes != bytes) return cudaErrorInvalidValue;
   // Replacing the shared file mapping drops this mapping's hold on the chunk.
-  if (::mmap(as_ptr(va), bytes, PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0) == MAP_FAILED)
-    return cudaErrorUnknown;
+  if (::mmap(as_ptr(va), bytes, PROT_NONE, kReserveFlags | MAP_FIXED, -1, 0) == MAP_FAILED) return cudaErrorUnknown;
   mappings_.erase(it);
   ++counts_.unmaps;
   return cudaSuccess;
@@ -178,14 +173,13 @@ cudaError_t SimMemory::access_at(std::uintptr_t va, int device, cudaMemAccessFla
   return cudaSuccess;
 }
 
-cudaError_t SimMemory::set_access(std::uintptr_t va, std::size_t bytes,
-                                  const cudaMemAccessDesc* descs, std::size_t count) {
+cudaError_t SimMemory::set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs,
+                                  std::size_t count) {
   std::lock_guard lock(mu_);
   cudaError_t injected;
   if (fail_set_access_.fire(&injected)) return injected;
   if (descs == nullptr || count == 0) return cudaErrorInvalidValue;
-  if (bytes == 0 || !aligned(va) || !aligned(bytes) || !fits(va, bytes))
-    return cudaErrorInvalidValue;
+  if (bytes == 0 || !aligned(va) || !aligned(bytes) || !fits(va, bytes)) return cudaErrorInvalidValue;
   bool host_access = false;  // a host-NUMA descriptor: only over host-NUMA chunks (checked below)
   for (std::size_t i = 0; i < count; ++i) {
     if (descs[i].location.type == cudaMemLocationTypeHostNuma) {

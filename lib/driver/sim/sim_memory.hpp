@@ -74,8 +74,7 @@ class SimMemory {
   /// [va, va+bytes) must be covered by whole, contiguous mappings (CUDA: "a
   /// fully mapped address range containing all allocations"); a range that
   /// cuts a mapping is cudaErrorInvalidValue.
-  cudaError_t set_access(std::uintptr_t va, std::size_t bytes,
-                         const cudaMemAccessDesc* descs, std::size_t count);
+  cudaError_t set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs, std::size_t count);
 
   cudaError_t info(int device, std::size_t* free_bytes, std::size_t* total_bytes);
   /// The access `device` has to the mapping holding `va` (cuMemGetAccess).
@@ -95,14 +94,14 @@ class SimMemory {
     int fd = -1;
     std::size_t bytes = 0;
     int device = 0;
-    PhysicalProps props{};   // as granted (compression only where supported)
-    bool imported = false;   // from import_fd: counts against no device
+    PhysicalProps props{};  // as granted (compression only where supported)
+    bool imported = false;  // from import_fd: counts against no device
   };
   struct Mapping {
     std::size_t bytes = 0;
-    PhysicalHandle handle = 0;                 // may be released meanwhile
-    std::vector<cudaMemAccessFlags> access;    // per device, then the host node; ProtNone at first
-    PhysicalProps props{};                     // the chunk's, kept past its release
+    PhysicalHandle handle = 0;               // may be released meanwhile
+    std::vector<cudaMemAccessFlags> access;  // per device, then the host node; ProtNone at first
+    PhysicalProps props{};                   // the chunk's, kept past its release
   };
   /// Accounting of a chunk: its device's or its host node's counter.
   std::size_t& used_of(const Chunk& chunk) noexcept {
@@ -111,9 +110,7 @@ class SimMemory {
                : used_[static_cast<std::size_t>(chunk.device)];
   }
 
-  bool valid_device(int device) const noexcept {
-    return device >= 0 && device < device_count_;
-  }
+  bool valid_device(int device) const noexcept { return device >= 0 && device < device_count_; }
   bool aligned(std::uintptr_t v) const noexcept { return v % granularity_ == 0; }
   // Whether [va, va+bytes) lies inside one live reservation.
   bool reserved(std::uintptr_t va, std::size_t bytes) const;
@@ -125,7 +122,7 @@ class SimMemory {
   const std::size_t granularity_;
 
   mutable std::mutex mu_;
-  bool descriptor_limit_reported_ = false;  ///< guarded by mu_: said once on stderr
+  bool descriptor_limit_reported_ = false;              ///< guarded by mu_: said once on stderr
   std::map<std::uintptr_t, std::size_t> reservations_;  // va -> bytes
   std::map<std::uintptr_t, Mapping> mappings_;          // va -> mapping
   std::unordered_map<PhysicalHandle, Chunk> chunks_;    // live handles
@@ -133,8 +130,8 @@ class SimMemory {
   // What the simulated devices support (defaults: SimConfig's).
   bool posix_fd_ = true, fabric_ = false, compression_ = false;
   std::size_t host_memory_ = 0;
-  std::vector<std::size_t> host_used_;                  // per host NUMA node
-  PhysicalHandle next_handle_ = 1;                      // never reused, never 0
+  std::vector<std::size_t> host_used_;  // per host NUMA node
+  PhysicalHandle next_handle_ = 1;      // never reused, never 0
   FailPoint fail_create_, fail_map_, fail_set_access_, fail_unmap_;
   SimCounters counts_;  // memory fields only
 };

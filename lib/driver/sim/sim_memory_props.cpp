@@ -27,8 +27,7 @@ constexpr const char kChunkName[] = "sova-sim-chunk";
 
 std::string name_of(const PhysicalProps& p) {
   return std::string(kChunkName) + ":" + std::to_string(static_cast<int>(p.location.type)) + ":" +
-         std::to_string(p.location.id) + ":" + std::to_string(p.handle_types) + ":" +
-         (p.compressible ? "1" : "0");
+         std::to_string(p.location.id) + ":" + std::to_string(p.handle_types) + ":" + (p.compressible ? "1" : "0");
 }
 
 /// The properties named by a sim chunk's memfd, read through /proc; false for
@@ -71,8 +70,7 @@ cudaError_t SimMemory::create_with(const PhysicalProps& props_in, std::size_t by
         return cudaErrorInvalidValue;
       props.compressible = false;  // CUDA compresses device memory only
       break;
-    default:
-      return cudaErrorInvalidValue;
+    default: return cudaErrorInvalidValue;
   }
   if ((props.handle_types & ~kKnownHandleTypes) != 0) return cudaErrorInvalidValue;
   if ((props.handle_types & cudaMemHandleTypePosixFileDescriptor) != 0 && !posix_fd_) return cudaErrorNotSupported;
@@ -140,14 +138,13 @@ cudaError_t SimMemory::import_fd(int fd, PhysicalHandle* out) {
   PhysicalProps props;
   if (!props_of_fd(fd, &props)) return cudaErrorInvalidValue;  // closed, or not a sim chunk
   if ((props.handle_types & cudaMemHandleTypePosixFileDescriptor) == 0) return cudaErrorInvalidValue;
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd, &st) != 0 || st.st_size <= 0 || !aligned(static_cast<std::size_t>(st.st_size)))
     return cudaErrorInvalidValue;
   const int copy = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (copy < 0) return cudaErrorMemoryAllocation;
-  const int device = props.location.type == cudaMemLocationTypeDevice && valid_device(props.location.id)
-                         ? props.location.id
-                         : 0;
+  const int device =
+      props.location.type == cudaMemLocationTypeDevice && valid_device(props.location.id) ? props.location.id : 0;
   const PhysicalHandle handle = next_handle_++;
   chunks_.emplace(handle, Chunk{copy, static_cast<std::size_t>(st.st_size), device, props, true});
   *out = handle;

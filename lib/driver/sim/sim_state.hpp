@@ -19,21 +19,14 @@ namespace sova {
 
 struct SimDriver::State {
   explicit State(const SimConfig& c)
-      : config(c),
-        memory(c),
-        streams(std::make_shared<sim::SimStreams>(c.device_count)),
-        graphs(streams) {}
+      : config(c), memory(c), streams(std::make_shared<sim::SimStreams>(c.device_count)), graphs(streams) {}
 
   /// A potentially unsafe call (a VMM call): refused, invalidating
   /// captures, where the calling thread's capture mode prohibits it, unless
   /// the simulation relaxes its VMM calls as the CUDA driver does.
-  cudaError_t unsafe_call() {
-    return config.relax_vmm_calls ? cudaSuccess : graphs.unsafe_call();
-  }
+  cudaError_t unsafe_call() { return config.relax_vmm_calls ? cudaSuccess : graphs.unsafe_call(); }
 
-  bool valid_device(int device) const noexcept {
-    return device >= 0 && device < config.device_count;
-  }
+  bool valid_device(int device) const noexcept { return device >= 0 && device < config.device_count; }
 
   const SimConfig config;
   sim::SimMemory memory;

@@ -41,9 +41,9 @@ struct Point {
 };
 
 struct Item {
-  std::vector<Point> waits;              // all reached before the item starts
-  std::chrono::microseconds delay{0};    // then the stream is busy this long
-  std::function<void()> work;            // then this runs (may be empty: a marker)
+  std::vector<Point> waits;            // all reached before the item starts
+  std::chrono::microseconds delay{0};  // then the stream is busy this long
+  std::function<void()> work;          // then this runs (may be empty: a marker)
 };
 
 /// How a stream synchronizes with the legacy default stream.

@@ -34,9 +34,7 @@ ThreadHook& thread_hook() {
   return hook;
 }
 
-cudaStream_t slot_handle(std::size_t slot) {
-  return reinterpret_cast<cudaStream_t>(kSlotBase + slot * kSlotStride);
-}
+cudaStream_t slot_handle(std::size_t slot) { return reinterpret_cast<cudaStream_t>(kSlotBase + slot * kSlotStride); }
 
 bool is_implicit(cudaStream_t handle) {
   return handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread;
@@ -86,8 +84,7 @@ void SimStreams::for_each_stream(F&& f) {  // all but the legacy streams
 }
 
 SimStreams::StreamPtr SimStreams::make_stream(int device, StreamKind kind) {
-  return std::make_shared<Stream>(g_next_stream_id.fetch_add(1, std::memory_order_relaxed),
-                                  device, kind);
+  return std::make_shared<Stream>(g_next_stream_id.fetch_add(1, std::memory_order_relaxed), device, kind);
 }
 
 SimStreams::StreamPtr SimStreams::resolve(cudaStream_t handle) {
@@ -199,8 +196,7 @@ void SimStreams::add_legacy_waits(Stream& s, Item& item) {
       if (!p.reached()) item.waits.push_back(std::move(p));
       break;
     }
-    case StreamKind::non_blocking:
-      break;
+    case StreamKind::non_blocking: break;
   }
 }
 

@@ -99,13 +99,14 @@ class SimStreams : public std::enable_shared_from_this<SimStreams> {
   // still need the lock).
   std::vector<StreamPtr> take_exited();
   void add_legacy_waits(Stream& s, Item& item);
-  template <class F> void for_each_stream(F&& f);
+  template <class F>
+  void for_each_stream(F&& f);
 
   const int device_count_;
   std::mutex mu_;
   bool shut_down_ = false;
-  std::vector<StreamPtr> slots_;                    // created streams; null = free
-  std::vector<StreamPtr> legacy_;                   // per device; null until used
+  std::vector<StreamPtr> slots_;                                   // created streams; null = free
+  std::vector<StreamPtr> legacy_;                                  // per device; null until used
   std::map<std::pair<std::uint64_t, int>, StreamPtr> per_thread_;  // by host thread serial, device
   // Closed, maybe still draining. Like CUDA (measured: tools/probe_stream_reuse),
   // a destroyed stream's handle is handed out again at once, even while its

@@ -46,8 +46,8 @@
 namespace sova_native {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
-using c10::CachingDeviceAllocator::DeviceStats;
 using c10::CachingAllocator::StatType;
+using c10::CachingDeviceAllocator::DeviceStats;
 
 /// What a free of a sova block needs (sova_torch_free's arguments).
 struct SovaBlock {
@@ -150,9 +150,7 @@ class SovaAllocator final : public cca::CUDAAllocator {
                 "sova: set_per_process_memory_fraction is not supported; limit sova's pool "
                 "with sova.torch.enable(max_size=...)");
   }
-  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(c10::DeviceIndex) override {
-    return {};
-  }
+  std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(c10::DeviceIndex) override { return {}; }
 
   // ---- streams -------------------------------------------------------------
   using cca::CUDAAllocator::recordStream;
@@ -161,8 +159,8 @@ class SovaAllocator final : public cca::CUDAAllocator {
     if (ptr == nullptr) return;
     SovaBlock b{};
     if (blocks_.find(ptr, &b)) {
-      TORCH_CHECK(sova_torch_record_stream(ptr, stream.stream()) == 0, "sova: record_stream: ",
-                  sova_torch_last_error());
+      TORCH_CHECK(sova_torch_record_stream(ptr, stream.stream()) == 0,
+                  "sova: record_stream: ", sova_torch_last_error());
       return;
     }
     // A pool block: PyTorch's allocator ignores DataPtrs without its own
@@ -182,8 +180,7 @@ class SovaAllocator final : public cca::CUDAAllocator {
     constexpr auto kAll = static_cast<size_t>(StatType::AGGREGATE);
     // Pool segments are sova allocations: count the pools' blocks instead.
     const int64_t pool_segments = pools.reserved_bytes[kAll].current;
-    const int64_t used = static_cast<int64_t>(s.pool.usedCurrent) - pool_segments +
-                         pools.allocated_bytes[kAll].current;
+    const int64_t used = static_cast<int64_t>(s.pool.usedCurrent) - pool_segments + pools.allocated_bytes[kAll].current;
     DeviceStats out;
     for (auto* stat : {&out.allocated_bytes, &out.active_bytes, &out.requested_bytes}) {
       (*stat)[kAll].current = used;
@@ -193,14 +190,13 @@ class SovaAllocator final : public cca::CUDAAllocator {
     }
     out.reserved_bytes[kAll].current = static_cast<int64_t>(s.pool.reservedCurrent);
     out.reserved_bytes[kAll].peak = static_cast<int64_t>(s.pool.reservedHigh);
-    const int64_t live = static_cast<int64_t>(s.pool.liveBlocks) - pools.segment[kAll].current +
-                         pools.allocation[kAll].current;
+    const int64_t live =
+        static_cast<int64_t>(s.pool.liveBlocks) - pools.segment[kAll].current + pools.allocation[kAll].current;
     for (auto* stat : {&out.allocation, &out.active}) {
       (*stat)[kAll].current = live;
       (*stat)[kAll].peak = static_cast<int64_t>(s.liveBlocksPeak);
     }
-    out.segment[kAll].current =
-        static_cast<int64_t>(s.pool.chunksMapped) - static_cast<int64_t>(s.pool.chunksUnmapped);
+    out.segment[kAll].current = static_cast<int64_t>(s.pool.chunksMapped) - static_cast<int64_t>(s.pool.chunksUnmapped);
     out.num_device_alloc = static_cast<int64_t>(s.pool.chunksMapped);
     out.num_device_free = static_cast<int64_t>(s.pool.chunksUnmapped);
     out.inactive_split_bytes[kAll].current = static_cast<int64_t>(s.pool.freeBackedBytes);
@@ -208,13 +204,10 @@ class SovaAllocator final : public cca::CUDAAllocator {
     out.num_alloc_retries = static_cast<int64_t>(s.pool.deviceSynchronizes) + pools.num_alloc_retries;
     return out;
   }
-  void resetAccumulatedStats(c10::DeviceIndex device) override {
-    pytorch_->resetAccumulatedStats(device);
-  }
+  void resetAccumulatedStats(c10::DeviceIndex device) override { pytorch_->resetAccumulatedStats(device); }
   void resetPeakStats(c10::DeviceIndex device) override {
     pytorch_->resetPeakStats(device);
-    TORCH_CHECK(sova_torch_reset_peak_stats(device) == 0, "sova: resetting peaks: ",
-                sova_torch_last_error());
+    TORCH_CHECK(sova_torch_reset_peak_stats(device) == 0, "sova: resetting peaks: ", sova_torch_last_error());
   }
   void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
     pytorch_->emptyCache(mempool_id);  // frees unused pool segments back to sova
@@ -255,9 +248,8 @@ class SovaAllocator final : public cca::CUDAAllocator {
     return pytorch_->snapshot(mempool_id, include_traces);
   }
   bool isHistoryEnabled() override { return pytorch_->isHistoryEnabled(); }
-  void recordHistory(bool enabled, cca::CreateContextFn recorder, size_t max_entries,
-                     cca::RecordContext when, bool clear_history,
-                     const std::vector<std::string>& skip_actions) override {
+  void recordHistory(bool enabled, cca::CreateContextFn recorder, size_t max_entries, cca::RecordContext when,
+                     bool clear_history, const std::vector<std::string>& skip_actions) override {
     pytorch_->recordHistory(enabled, recorder, max_entries, when, clear_history, skip_actions);
   }
   void recordAnnotation(const std::vector<std::pair<std::string, std::string>>& md) override {
@@ -299,9 +291,7 @@ class SovaAllocator final : public cca::CUDAAllocator {
       }
     routes_open_.store(routes_.size(), std::memory_order_release);
   }
-  void releasePool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
-    pytorch_->releasePool(device, id);
-  }
+  void releasePool(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override { pytorch_->releasePool(device, id); }
   int getPoolUseCount(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
     return pytorch_->getPoolUseCount(device, id);
   }
@@ -314,15 +304,12 @@ class SovaAllocator final : public cca::CUDAAllocator {
   void setUseOnOOM(c10::DeviceIndex device, c10::cuda::MempoolId_t id, bool use) override {
     pytorch_->setUseOnOOM(device, id, use);
   }
-  void setNoSplit(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
-    pytorch_->setNoSplit(device, id);
-  }
+  void setNoSplit(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override { pytorch_->setNoSplit(device, id); }
   bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
                                 const std::unordered_set<void*>& expected) override {
     return pytorch_->checkPoolLiveAllocations(device, id, expected);
   }
-  std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device,
-                                                          c10::cuda::MempoolId_t id) override {
+  std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override {
     return pytorch_->getCheckpointState(device, id);
   }
   cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
@@ -346,25 +333,24 @@ class SovaAllocator final : public cca::CUDAAllocator {
       desc.location.id = dev_to_access;
       desc.flags = cudaMemAccessFlagsProtReadWrite;
       if (sovaMemPoolSetAccess(pool, &desc, 1) != cudaSuccess) {  // memcpyAsync copies as peers
-        TORCH_WARN_ONCE("sova: cannot give device ", static_cast<int>(dev_to_access),
-                        " access to the pool of device ", static_cast<int>(dev), ": ",
-                        sovaGetLastErrorMessage());
+        TORCH_WARN_ONCE("sova: cannot give device ", static_cast<int>(dev_to_access), " access to the pool of device ",
+                        static_cast<int>(dev), ": ", sovaGetLastErrorMessage());
       }
     }
   }
-  cudaError_t memcpyAsync(void* dst, int dst_device, const void* src, int src_device, size_t count,
-                          cudaStream_t stream, bool p2p_enabled) override {
+  cudaError_t memcpyAsync(void* dst, int dst_device, const void* src, int src_device, size_t count, cudaStream_t stream,
+                          bool p2p_enabled) override {
     // sova's memory is VMM memory: another device reaches it only where the
     // pool granted access (enablePeerAccess, once the pool exists), which a
     // peer copy does not need; it uses peer-to-peer where the devices can.
     (void)p2p_enabled;
-    if (dst_device == src_device)
-      return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
+    if (dst_device == src_device) return cudaMemcpyAsync(dst, src, count, cudaMemcpyDeviceToDevice, stream);
     return cudaMemcpyPeerAsync(dst, dst_device, src, src_device, count, stream);
   }
   cca::ShareableHandle shareIpcHandle(void*) override {
-    TORCH_CHECK(false, "sova's PyTorch backend does not share CUDA tensors between processes "
-                       "(torch.multiprocessing CUDA IPC) yet");
+    TORCH_CHECK(false,
+                "sova's PyTorch backend does not share CUDA tensors between processes "
+                "(torch.multiprocessing CUDA IPC) yet");
   }
   std::shared_ptr<void> getIpcDevPtr(std::string) override {
     TORCH_CHECK(false, "sova's PyTorch backend does not open CUDA IPC handles yet");
@@ -383,8 +369,7 @@ class SovaAllocator final : public cca::CUDAAllocator {
       return pytorch_->raw_alloc_with_stream(size, stream);
     void* ptr = nullptr;
     const int err = sova_torch_try_malloc(&ptr, size, device, stream);
-    if (err == cudaErrorMemoryAllocation)
-      TORCH_CHECK_WITH(OutOfMemoryError, false, sova_torch_last_error());
+    if (err == cudaErrorMemoryAllocation) TORCH_CHECK_WITH(OutOfMemoryError, false, sova_torch_last_error());
     TORCH_CHECK(err == 0 && ptr != nullptr, sova_torch_last_error());
     blocks_.insert(ptr, SovaBlock{size, stream, device});
     return ptr;
@@ -413,8 +398,8 @@ class SovaAllocator final : public cca::CUDAAllocator {
     return true;
   }
 
-  cca::CUDAAllocator* pytorch_;                     // PyTorch's caching allocator
-  std::shared_ptr<cca::CUDAAllocator> segments_;   // pool segments from sova
+  cca::CUDAAllocator* pytorch_;                   // PyTorch's caching allocator
+  std::shared_ptr<cca::CUDAAllocator> segments_;  // pool segments from sova
   BlockTable blocks_;
   std::mutex routes_mutex_;
   std::vector<Route> routes_;  // under routes_mutex_
@@ -435,8 +420,7 @@ void sova_native_delete(void* ptr) { g_allocator->raw_delete(ptr); }
 /// Makes sova PyTorch's CUDA allocator (see the file's comment). Must run
 /// before PyTorch initializes CUDA. Returns 0, or -1 with a message in
 /// `message` (capacity `capacity`); nothing changes on failure.
-extern "C" __attribute__((visibility("default"))) int sova_torch_native_install(char* message,
-                                                                                size_t capacity) {
+extern "C" __attribute__((visibility("default"))) int sova_torch_native_install(char* message, size_t capacity) {
   using namespace sova_native;
   auto fail = [&](const std::string& m) {
     if (capacity > 0) std::snprintf(message, capacity, "%s", m.c_str());
@@ -447,15 +431,14 @@ extern "C" __attribute__((visibility("default"))) int sova_torch_native_install(
     cca::CUDAAllocator* pytorch = cca::allocator.load();
     if (pytorch == nullptr) return fail("PyTorch has no CUDA allocator to delegate pools to");
     if (pytorch->initialized())
-      return fail("PyTorch has initialized CUDA already: call sova.torch.enable() before the first "
-                  "CUDA tensor");
+      return fail(
+          "PyTorch has initialized CUDA already: call sova.torch.enable() before the first "
+          "CUDA tensor");
     if (pytorch->name() != "native")
       return fail("PyTorch's allocator backend is '" + pytorch->name() +
                   "'; sova's native backend delegates graph pools to the 'native' one");
     auto segments = torch::cuda::CUDAPluggableAllocator::createCustomAllocator(
-        [](size_t size, int device, cudaStream_t stream) {
-          return sova_torch_malloc_segment(size, device, stream);
-        },
+        [](size_t size, int device, cudaStream_t stream) { return sova_torch_malloc_segment(size, device, stream); },
         [](void* ptr, size_t size, int device, cudaStream_t stream) {
           sova_torch_free_segment(ptr, size, device, stream);
         });
