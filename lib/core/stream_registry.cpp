@@ -172,7 +172,14 @@ StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
         fresh->key = key;
         fresh->is_legacy = (key & 0x7) == kLegacyKey;  // either device's legacy stream
         if (other_device >= 0) note_foreign(fresh.get(), other_device);
-        if (check_streams_ && !fresh->is_legacy) driver_.stream_id(stream, &fresh->stream_id);
+        // Not for a stream under capture: cuStreamGetId refuses it and
+        // invalidates the capture (H100). Its id stays 0, and its first
+        // allocation outside the capture renews the state with the right id.
+        bool capturing = false;
+        if (check_streams_ && !fresh->is_legacy && driver_.stream_is_capturing(stream, &capturing) == cudaSuccess &&
+            !capturing) {
+          driver_.stream_id(stream, &fresh->stream_id);
+        }
         // Counted active before it is published: the release worker's count,
         // if it sees the state, then stores it among the others, and if it
         // does not, stores one too few until its next pass (20 ms) — never

@@ -125,11 +125,9 @@ cudaError_t SimDriver::stream_id(cudaStream_t stream, unsigned long long* id) no
   state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     if (id == nullptr) return cudaErrorInvalidValue;
-    // As cuStreamGetId on the H100: refused for a stream being captured.
-    CaptureInfo capture;
-    if (state_->graphs.info(stream, &capture) == cudaSuccess && capture.status != cudaStreamCaptureStatusNone) {
-      return cudaErrorStreamCaptureUnsupported;
-    }
+    // As cuStreamGetId on the H100: refused for a stream being captured, and
+    // the capture invalidated.
+    if (cudaError_t e = state_->graphs.conflicting_use(stream); e != cudaSuccess) return e;
     return state_->streams->id(stream, id);
   });
 }
