@@ -49,6 +49,7 @@ EntryPoints load() noexcept {
   get("cuCtxGetDevice", &t.ctx_get_device);
   get("cuStreamIsCapturing", &t.stream_is_capturing);
   get("cuStreamGetId", &t.stream_get_id);
+  get("cuThreadExchangeStreamCaptureMode", &t.thread_exchange_capture_mode);
   get("cuCtxSetCurrent", &t.ctx_set_current);
   get("cuMemGetAllocationGranularity", &t.mem_get_allocation_granularity);
   get("cuMemAddressReserve", &t.mem_address_reserve);

@@ -34,6 +34,7 @@ struct EntryPoints {
   PFN_cuCtxGetDevice_v2000 ctx_get_device = nullptr;
   PFN_cuStreamIsCapturing_v10000 stream_is_capturing = nullptr;
   PFN_cuStreamGetId_v12000 stream_get_id = nullptr;
+  PFN_cuThreadExchangeStreamCaptureMode_v10010 thread_exchange_capture_mode = nullptr;
   /// Optional (drivers from CUDA 12.8 on): null before, and stream_device
   /// then answers the current device.
   PFN_cuStreamGetDevice_v12080 stream_get_device = nullptr;

@@ -16,7 +16,7 @@
 // are not made legal by this.
 #pragma once
 
-#include "driver/cuda/runtime_call.hpp"
+#include "driver/cuda/entry_points.hpp"
 
 #include <cuda_runtime_api.h>
 
@@ -24,16 +24,23 @@ namespace sova::cuda_detail {
 
 class RelaxedCapture {
  public:
-  RelaxedCapture() noexcept : ok_(quiet([&] { return cudaThreadExchangeStreamCaptureMode(&saved_); }) == cudaSuccess) {}
+  // The driver's cuThreadExchangeStreamCaptureMode, not the runtime's: the
+  // runtime's would make a primary context current on a thread that has none,
+  // which sova's calls must not do to their callers.
+  RelaxedCapture() noexcept {
+    const EntryPoints& cu = entry_points();
+    ok_ = cu.status == cudaSuccess && cu.thread_exchange_capture_mode != nullptr &&
+          cu.thread_exchange_capture_mode(&saved_) == CUDA_SUCCESS;
+  }
   ~RelaxedCapture() {
-    if (ok_) (void)cudaThreadExchangeStreamCaptureMode(&saved_);
+    if (ok_) (void)entry_points().thread_exchange_capture_mode(&saved_);
   }
   RelaxedCapture(const RelaxedCapture&) = delete;
   RelaxedCapture& operator=(const RelaxedCapture&) = delete;
 
  private:
-  cudaStreamCaptureMode saved_ = cudaStreamCaptureModeRelaxed;  // exchanged in: the mode during the scope
-  bool ok_;
+  CUstreamCaptureMode saved_ = CU_STREAM_CAPTURE_MODE_RELAXED;  // exchanged in: the mode during the scope
+  bool ok_ = false;
 };
 
 }  // namespace sova::cuda_detail
