@@ -47,46 +47,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 exec > >(tee "$OUT/multi-gpu.log") 2>&1
 
-summary=()
-status=0
-left() { echo $((total - (SECONDS - t0))); }
-wanted() { [[ " $steps " == *" $1 "* ]]; }
-# run_step NAME LIMIT_S COMMAND: runs the shell command COMMAND (exported
-# functions included) within min(LIMIT_S, time left), its output to the
-# terminal and $OUT/NAME.log; records the outcome.
-run_step() {
-  local name=$1 limit=$2 command=$3
-  local budget
-  budget=$(left)
-  [ "$limit" -lt "$budget" ] && budget=$limit
-  if [ "$budget" -lt 15 ]; then
-    summary+=("$name: NOT RUN (no time left)")
-    status=1
-    return
-  fi
-  echo "=== $name (at $((SECONDS - t0)) s, limit $budget s)"
-  local start=$SECONDS
-  local log=$OUT/$name.log
-  [ "$name" = build ] && log=/tmp/mgpu-build.log  # in multi-gpu.log only: $OUT takes 8 files
-  timeout --kill-after=10 "$budget" bash -o pipefail -c "$command" 2>&1 | tee "$log"
-  local rc=${PIPESTATUS[0]}
-  local took=$((SECONDS - start))
-  if [ "$rc" = 0 ]; then
-    summary+=("$name: passed (${took} s)")
-  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    summary+=("$name: TIMED OUT after ${took} s")
-    status=1
-  else
-    summary+=("$name: FAILED (exit $rc, ${took} s; $log)")
-    status=1
-  fi
-}
-finish() {
-  echo "=== summary ($((SECONDS - t0)) s)"
-  printf '  %s\n' "${summary[@]}"
-  sleep 1  # tee's last lines into multi-gpu.log
-  exit $status
-}
+logs_outside_out=build  # in multi-gpu.log only
+source tools/device/steps.sh
 
 # ---- devices ----------------------------------------------------------------
 # A copy of the tree (a snapshot folder inside another checkout) has no

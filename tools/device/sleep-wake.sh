@@ -30,41 +30,7 @@ builddir=${BUILDDIR:-build-sleep}
 export PYTHONUNBUFFERED=1
 exec > >(tee "$OUT/sleep-wake.log") 2>&1
 
-summary=()
-status=0
-left() { echo $((total - (SECONDS - t0))); }
-wanted() { [[ " $steps " == *" $1 "* ]]; }
-run_step() {
-  local name=$1 limit=$2 command=$3
-  local budget
-  budget=$(left)
-  [ "$limit" -lt "$budget" ] && budget=$limit
-  if [ "$budget" -lt 15 ]; then
-    summary+=("$name: NOT RUN (no time left)")
-    status=1
-    return
-  fi
-  echo "=== $name (at $((SECONDS - t0)) s, limit $budget s)"
-  local start=$SECONDS
-  timeout --kill-after=10 "$budget" bash -o pipefail -c "$command" 2>&1 | tee "$OUT/$name.log"
-  local rc=${PIPESTATUS[0]}
-  local took=$((SECONDS - start))
-  if [ "$rc" = 0 ]; then
-    summary+=("$name: passed (${took} s)")
-  elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-    summary+=("$name: TIMED OUT after ${took} s")
-    status=1
-  else
-    summary+=("$name: FAILED (exit $rc, ${took} s)")
-    status=1
-  fi
-}
-finish() {
-  echo "=== summary ($((SECONDS - t0)) s)"
-  printf '  %s\n' "${summary[@]}"
-  sleep 1
-  exit $status
-}
+source tools/device/steps.sh
 
 echo "tree: $(git rev-parse --short HEAD 2>/dev/null || echo '?') ($(git status --short 2>/dev/null | wc -l) paths changed)"
 nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
