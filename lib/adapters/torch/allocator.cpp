@@ -56,26 +56,20 @@ std::string error_text(cudaError_t err) { return std::to_string(static_cast<int>
     *out = p;
     return cudaSuccess;
   }
-  sovaMemPoolProps props;
-  std::memset(&props, 0, sizeof props);
-  props.device = device;
-  props.policy = static_cast<sovaPolicy>(s.options.policy);
-  props.maxSize = s.options.maxSize;
-  props.handleTypes = cudaMemHandleTypeNone;
-  props.flags = s.options.flags;
   sovaMemPool_t pool = nullptr;
-  cudaError_t err = sovaMemPoolCreate(&pool, &props);
-  if (err != cudaSuccess) {
+  bool create_failed = false;
+  cudaError_t err = create_pool_with_options(s.options, device, &pool, &create_failed);
+  if (create_failed) {
     set_last_error("sova: cannot create the pool of device " + std::to_string(device) +
                    " (sovaMemPoolCreate: cudaError " + error_text(err) +
                    (err == cudaErrorInvalidValue ? ", no such device" : "") + ")");
     return err;
   }
-  std::uint64_t threshold = s.options.releaseThreshold;
-  err = sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-  if (err == cudaSuccess) err = sovaDeviceSetMemPool(device, pool);
+  if (err == cudaSuccess) {
+    err = sovaDeviceSetMemPool(device, pool);
+    if (err != cudaSuccess) (void)sovaMemPoolDestroy(pool);
+  }
   if (err != cudaSuccess) {
-    (void)sovaMemPoolDestroy(pool);
     set_last_error("sova: cannot set up the pool of device " + std::to_string(device) + " (cudaError " +
                    error_text(err) + ")");
     return err;
@@ -173,6 +167,29 @@ std::string format_bytes(std::uint64_t bytes) {
   else
     std::snprintf(buf, sizeof buf, "%.2f MiB", static_cast<double>(bytes) / double(1u << 20));
   return buf;
+}
+
+cudaError_t create_pool_with_options(const sovaTorchOptions& options, int device, sovaMemPool_t* out,
+                                     bool* create_failed) noexcept {
+  sovaMemPoolProps props;
+  std::memset(&props, 0, sizeof props);
+  props.device = device;
+  props.policy = static_cast<sovaPolicy>(options.policy);
+  props.maxSize = options.maxSize;
+  props.handleTypes = cudaMemHandleTypeNone;
+  props.flags = options.flags;
+  sovaMemPool_t pool = nullptr;
+  cudaError_t err = sovaMemPoolCreate(&pool, &props);
+  *create_failed = err != cudaSuccess;
+  if (err != cudaSuccess) return err;
+  std::uint64_t threshold = options.releaseThreshold;
+  err = sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
+  if (err != cudaSuccess) {
+    (void)sovaMemPoolDestroy(pool);
+    return err;
+  }
+  *out = pool;
+  return cudaSuccess;
 }
 
 }  // namespace sova::torch_adapter

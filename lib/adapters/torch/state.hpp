@@ -40,6 +40,13 @@ State& state() noexcept;
 void flush_deferred_frees() noexcept;
 /// Sets the calling thread's message for sova_torch_last_error().
 void set_last_error(std::string message) noexcept;
+/// Makes a pool on `device` with the adapter's options (policy, size limit,
+/// flags, release threshold): the device pools' and the tags' pools alike.
+/// The caller holds state().mutex. On failure nothing is left behind, and
+/// `*create_failed` says whether sovaMemPoolCreate itself refused (else the
+/// threshold could not be set).
+cudaError_t create_pool_with_options(const sovaTorchOptions& options, int device, sovaMemPool_t* out,
+                                     bool* create_failed) noexcept;
 /// "1.50 GiB": sizes for messages.
 std::string format_bytes(std::uint64_t bytes);
 

@@ -5,7 +5,6 @@
 
 #include <array>
 #include <atomic>
-#include <cstring>
 #include <mutex>
 #include <string>
 
@@ -41,20 +40,9 @@ cudaError_t tagged_pool_for(int tag, int device, sovaMemPool_t* out) noexcept {
     *out = p;
     return cudaSuccess;
   }
-  sovaMemPoolProps props;
-  std::memset(&props, 0, sizeof props);
-  props.device = device;
-  props.policy = static_cast<sovaPolicy>(s.options.policy);
-  props.maxSize = s.options.maxSize;
-  props.handleTypes = cudaMemHandleTypeNone;
-  props.flags = s.options.flags;
   sovaMemPool_t pool = nullptr;
-  cudaError_t err = sovaMemPoolCreate(&pool, &props);
-  if (err == cudaSuccess) {
-    std::uint64_t threshold = s.options.releaseThreshold;
-    err = sovaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold);
-    if (err != cudaSuccess) (void)sovaMemPoolDestroy(pool);
-  }
+  bool create_failed = false;
+  const cudaError_t err = create_pool_with_options(s.options, device, &pool, &create_failed);
   if (err != cudaSuccess) {
     set_last_error("sova: cannot create the pool of tag " + std::to_string(tag) + " on device " +
                    std::to_string(device) + " (cudaError " + std::to_string(static_cast<int>(err)) + ")");
