@@ -170,7 +170,7 @@ class TorchOptions(ctypes.Structure):
 
 
 _TORCH_STAT_FIELDS = ["numOoms", "bytesAllocated", "bytesFreed", "liveBlocksPeak",
-                      "recordStreamWaits", "deferredFrees", "freeErrors"]
+                      "recordStreamWaits", "deferredFrees", "freeErrors", "recordStreamCalls"]
 
 
 class TorchStats(ctypes.Structure):

@@ -27,6 +27,7 @@ def test_record_stream_hook_makes_the_free_wait():
     hook(None, PER_THREAD)                     # an empty tensor's storage: ignored
     free(a, MiB)
     assert st.raw_stats(0)["recordStreamWaits"] == 1, st.raw_stats(0)
+    assert st.raw_stats(0)["recordStreamCalls"] == 1, st.raw_stats(0)   # the NULL one is not counted
     b = alloc(MiB)
     free(b, MiB)
     assert st.raw_stats(0)["recordStreamWaits"] == 1   # forgotten with the free

@@ -130,10 +130,14 @@ def test_native_backend_statistics_and_errors():
     """)
 
 
-def test_record_stream_reaches_sova_from_cpp_nccl():
-    # c10d's NCCL process group records its input tensors on its own stream
-    # from C++ (TORCH_NCCL_AVOID_RECORD_STREAMS=0): the pluggable allocator's
-    # record_stream hook must take it to sova, so the free waits for NCCL.
+def test_c10d_collectives_on_sova_tensors_are_safe_and_record_streams_reach_sova():
+    # c10d's NCCL process group runs collectives on its own stream. Where it
+    # protects a tensor with CUDACachingAllocator::recordStream (C++), the
+    # pluggable allocator's record_stream hook must take the call to sova
+    # (recordStreamCalls); where it stashes the tensors in the Work until
+    # wait() instead (PyTorch 2.11 for async ops), no call is made and none is
+    # needed. Either way a tensor dropped right after the collective must not
+    # be reused while NCCL still reads it: the results must be exact.
     out = run_script("""
     import os, tempfile, torch, torch.distributed as dist, sova.torch
     sova.torch.enable()
@@ -141,16 +145,37 @@ def test_record_stream_reaches_sova_from_cpp_nccl():
     init = "file://" + os.path.join(tempfile.mkdtemp(), "rendezvous")
     dist.init_process_group("nccl", init_method=init, rank=0, world_size=1,
                             device_id=torch.device("cuda", 0))
-    before = sova.torch.raw_stats(0)["recordStreamWaits"]
-    t = torch.ones(1 << 20, device="cuda")
-    work = dist.all_reduce(t, async_op=True)
-    work.wait()
-    assert bool((t == 1).all())
-    del t, work
+    calls = lambda: sova.torch.raw_stats(0)["recordStreamCalls"]
+    x = torch.randn(1 << 20, device="cuda")
+    x.record_stream(torch.cuda.Stream())          # the hook is live: one call
+    assert calls() == 1, calls()
+    seen = {}
+    n = 1 << 22
+    for name in ("all_reduce", "all_reduce async", "all_gather_into_tensor async",
+                 "reduce_scatter_tensor async", "broadcast async"):
+        before = calls()
+        for i in range(20):
+            t = torch.full((n,), float(i + 1), device="cuda")
+            if name.startswith("all_reduce"):
+                work = dist.all_reduce(t, async_op=name.endswith("async"))
+                res = t
+            elif name.startswith("all_gather"):
+                res = torch.empty(n, device="cuda")
+                work = dist.all_gather_into_tensor(res, t, async_op=True)
+            elif name.startswith("reduce_scatter"):
+                res = torch.empty(n, device="cuda")
+                work = dist.reduce_scatter_tensor(res, t, async_op=True)
+            else:
+                work = dist.broadcast(t, src=0, async_op=True)
+                res = t
+            del t                                  # dropped before wait()
+            torch.full((n,), -1.0, device="cuda")  # a block of the same size, at once
+            if work is not None:
+                work.wait()
+            assert bool((res == i + 1).all()), f"{name}: step {i} read a reused block"
+        seen[name] = calls() - before
     torch.cuda.synchronize()
-    after = sova.torch.raw_stats(0)["recordStreamWaits"]
-    print("record_stream waits", before, after)
-    assert after > before, "NCCL's record_stream did not reach sova"
+    print("recordStreamCalls per collective", seen)
     dist.destroy_process_group()
     """, env={"TORCH_NCCL_AVOID_RECORD_STREAMS": "0"})
-    assert "record_stream waits" in out
+    assert "recordStreamCalls per collective" in out

@@ -286,6 +286,9 @@ int sova_torch_record_stream(void* ptr, cudaStream_t stream) {
     set_last_error("sova_torch_record_stream: NULL pointer");
     return cudaErrorInvalidValue;
   }
+  int device = -1;
+  if (sova::process_driver().stream_device(stream, &device) == cudaSuccess && device >= 0 && device < kMaxDevices)
+    state().devices[device].record_stream_calls.fetch_add(1, std::memory_order_relaxed);
   try {
     record_stream(ptr, stream);
   } catch (...) {
@@ -317,6 +320,7 @@ int sova_torch_get_stats(int device, sovaTorchStats* stats) {
   stats->recordStreamWaits = d.record_stream_waits.load(std::memory_order_relaxed);
   stats->deferredFrees = d.deferred_frees.load(std::memory_order_relaxed);
   stats->freeErrors = d.free_errors.load(std::memory_order_relaxed);
+  stats->recordStreamCalls = d.record_stream_calls.load(std::memory_order_relaxed);
   return cudaSuccess;
 }
 

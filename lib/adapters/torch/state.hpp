@@ -24,6 +24,7 @@ struct DeviceState {
   std::atomic<std::uint64_t> record_stream_waits{0};
   std::atomic<std::uint64_t> deferred_frees{0};
   std::atomic<std::uint64_t> free_errors{0};
+  std::atomic<std::uint64_t> record_stream_calls{0};
 };
 
 struct State {
