@@ -104,9 +104,9 @@ TEST_CASE("sim capture: stream operations that conflict with capture invalidate 
   cudaStream_t s = sim.create_stream();
   EventHandle event = nullptr;
   REQUIRE(sim.event_create(&event) == cudaSuccess);
-  SECTION("an event record") {
+  SECTION("a query of the stream") {
     REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
-    CHECK(sim.event_record(event, s) == cudaErrorStreamCaptureUnsupported);
+    CHECK(sim.stream_query(s) == cudaErrorStreamCaptureUnsupported);
   }
   SECTION("a synchronize of the stream") {
     REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeRelaxed) == cudaSuccess);
@@ -129,6 +129,222 @@ TEST_CASE("sim capture: stream operations that conflict with capture invalidate 
   // The stream works as before.
   REQUIRE(sim.event_record(event, s) == cudaSuccess);
   REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  sim.event_destroy(event);
+}
+
+TEST_CASE("sim capture: a stream that waits on a captured event joins the capture until it ends", "[sim][capture]") {
+  SimDriver sim;
+  cudaStream_t origin = sim.create_stream();
+  cudaStream_t side = sim.create_stream();
+  EventHandle fork = nullptr, join = nullptr;
+  REQUIRE(sim.event_create(&fork) == cudaSuccess);
+  REQUIRE(sim.event_create(&join) == cudaSuccess);
+  std::vector<int> trace;  // written by stream work only, read after synchronizing
+  const SimCounters before = sim.counters();
+
+  REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  sim.launch(origin, [&] { trace.push_back(1); });
+  REQUIRE(sim.event_record(fork, origin) == cudaSuccess);
+  bool capturing = true;
+  REQUIRE(sim.stream_is_capturing(side, &capturing) == cudaSuccess);
+  CHECK_FALSE(capturing);
+  REQUIRE(sim.stream_wait_event(side, fork) == cudaSuccess);
+  REQUIRE(sim.stream_is_capturing(side, &capturing) == cudaSuccess);
+  CHECK(capturing);
+  CaptureInfo of_origin, of_side;
+  REQUIRE(sim.stream_capture_info(origin, &of_origin) == cudaSuccess);
+  REQUIRE(sim.stream_capture_info(side, &of_side) == cudaSuccess);
+  CHECK(of_side.status == cudaStreamCaptureStatusActive);
+  CHECK(of_side.id == of_origin.id);
+  CHECK(of_side.graph == of_origin.graph);
+  CHECK(sim.begin_capture(side, cudaStreamCaptureModeGlobal) == cudaErrorIllegalState);  // captures already
+  sim.launch(side, [&] { trace.push_back(2); });
+  sim.delay(side, 1ms);
+  REQUIRE(sim.event_record(join, side) == cudaSuccess);
+  REQUIRE(sim.stream_wait_event(origin, join) == cudaSuccess);
+  sim.launch(origin, [&] { trace.push_back(3); });
+  cudaGraph_t graph = nullptr;
+  REQUIRE(sim.end_capture(origin, &graph) == cudaSuccess);
+  CHECK(graph == of_origin.graph);
+  // Both streams left the capture; nothing ran, and records and waits were
+  // graph edges, not stream work.
+  REQUIRE(sim.stream_is_capturing(side, &capturing) == cudaSuccess);
+  CHECK_FALSE(capturing);
+  REQUIRE(sim.stream_synchronize(side) == cudaSuccess);
+  REQUIRE(sim.stream_synchronize(origin) == cudaSuccess);
+  CHECK(trace.empty());
+  CHECK(sim.counters().events_recorded == before.events_recorded);
+  CHECK(sim.counters().stream_waits == before.stream_waits);
+
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(sim.graph_instantiate(&exec, graph) == cudaSuccess);
+  REQUIRE(sim.graph_launch(exec, side) == cudaSuccess);  // on any stream
+  REQUIRE(sim.stream_synchronize(side) == cudaSuccess);
+  REQUIRE(sim.graph_launch(exec, origin) == cudaSuccess);
+  REQUIRE(sim.stream_synchronize(origin) == cudaSuccess);
+  CHECK(trace == std::vector<int>{1, 2, 3, 1, 2, 3});
+  // Recorded again outside capture, the events are ordinary ones.
+  REQUIRE(sim.event_record(join, side) == cudaSuccess);
+  REQUIRE(sim.stream_wait_event(origin, join) == cudaSuccess);
+  CHECK(sim.event_synchronize(join) == cudaSuccess);
+  sim.graph_exec_destroy(exec);
+  sim.graph_destroy(graph);
+  sim.event_destroy(fork);
+  sim.event_destroy(join);
+}
+
+TEST_CASE("sim capture: end fails with cudaErrorStreamCaptureUnjoined when a forked stream is not joined back",
+          "[sim][capture]") {
+  SimDriver sim;
+  cudaStream_t origin = sim.create_stream();
+  cudaStream_t side = sim.create_stream();
+  EventHandle fork = nullptr, join = nullptr;
+  REQUIRE(sim.event_create(&fork) == cudaSuccess);
+  REQUIRE(sim.event_create(&join) == cudaSuccess);
+  Released released;
+  std::atomic<int> ran{0};
+  REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  CaptureInfo info;
+  REQUIRE(sim.stream_capture_info(origin, &info) == cudaSuccess);
+  REQUIRE(sim.graph_on_release(info.graph, &Released::callback, &released) == cudaSuccess);
+  sim.launch(origin, [&] { ran.fetch_add(1); });
+  REQUIRE(sim.event_record(fork, origin) == cudaSuccess);
+  REQUIRE(sim.stream_wait_event(side, fork) == cudaSuccess);
+  cudaError_t expected = cudaErrorStreamCaptureUnjoined;
+  SECTION("work on the forked stream, never waited on") { sim.launch(side, [&] { ran.fetch_add(1); }); }
+  SECTION("work on the forked stream after its join") {
+    sim.launch(side, [&] { ran.fetch_add(1); });
+    REQUIRE(sim.event_record(join, side) == cudaSuccess);
+    REQUIRE(sim.stream_wait_event(origin, join) == cudaSuccess);
+    sim.launch(side, [&] { ran.fetch_add(1); });
+  }
+  SECTION("a join recorded before the forked stream's last work") {
+    REQUIRE(sim.event_record(join, side) == cudaSuccess);
+    sim.launch(side, [&] { ran.fetch_add(1); });
+    REQUIRE(sim.stream_wait_event(origin, join) == cudaSuccess);
+  }
+  SECTION("a forked stream with no work of its own needs no join") { expected = cudaSuccess; }
+  SECTION("a forked stream joined through another forked stream") {
+    cudaStream_t third = sim.create_stream();
+    EventHandle relay = nullptr;
+    REQUIRE(sim.event_create(&relay) == cudaSuccess);
+    sim.launch(side, [&] { ran.fetch_add(1); });
+    REQUIRE(sim.event_record(join, side) == cudaSuccess);
+    REQUIRE(sim.stream_wait_event(third, join) == cudaSuccess);  // joins the capture, after side's work
+    sim.launch(third, [&] { ran.fetch_add(1); });
+    REQUIRE(sim.event_record(relay, third) == cudaSuccess);
+    REQUIRE(sim.stream_wait_event(origin, relay) == cudaSuccess);
+    expected = cudaSuccess;
+    sim.event_destroy(relay);
+  }
+  cudaGraph_t graph = reinterpret_cast<cudaGraph_t>(0x1);
+  CHECK(sim.end_capture(origin, &graph) == expected);
+  bool capturing = true;
+  REQUIRE(sim.stream_is_capturing(side, &capturing) == cudaSuccess);
+  CHECK_FALSE(capturing);  // out of capture either way
+  REQUIRE(sim.stream_is_capturing(origin, &capturing) == cudaSuccess);
+  CHECK_FALSE(capturing);
+  if (expected == cudaSuccess) {
+    CHECK(graph != nullptr);
+    CHECK(released.calls == 0);
+    sim.graph_destroy(graph);
+  } else {
+    CHECK(graph == nullptr);
+    CHECK(sim.live_graphs() == 0);
+  }
+  CHECK(released.calls == 1);
+  REQUIRE(sim.stream_synchronize(side) == cudaSuccess);
+  REQUIRE(sim.stream_synchronize(origin) == cudaSuccess);
+  CHECK(ran == 0);  // captured work never runs outside a launch
+  sim.event_destroy(fork);
+  sim.event_destroy(join);
+}
+
+TEST_CASE("sim capture: waits that cross a capture's boundary are refused and invalidate it", "[sim][capture]") {
+  SimDriver sim;
+  cudaStream_t origin = sim.create_stream();
+  cudaStream_t side = sim.create_stream();
+  EventHandle event = nullptr;
+  REQUIRE(sim.event_create(&event) == cudaSuccess);
+  auto status_of = [&](cudaStream_t stream) {
+    CaptureInfo info;
+    REQUIRE(sim.stream_capture_info(stream, &info) == cudaSuccess);
+    return info.status;
+  };
+  auto finish = [&](cudaStream_t stream) {
+    cudaGraph_t g = nullptr;
+    const cudaError_t e = sim.end_capture(stream, &g);
+    if (g != nullptr) sim.graph_destroy(g);
+    return e;
+  };
+  SECTION("a capturing stream waits on an event recorded outside capture") {
+    REQUIRE(sim.event_record(event, side) == cudaSuccess);
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    CHECK(sim.stream_wait_event(origin, event) == cudaErrorStreamCaptureIsolation);
+    CHECK(status_of(origin) == cudaStreamCaptureStatusInvalidated);
+    CHECK(finish(origin) == cudaErrorStreamCaptureInvalidated);
+  }
+  SECTION("... but an event never recorded is empty work") {
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    CHECK(sim.stream_wait_event(origin, event) == cudaSuccess);
+    CHECK(status_of(origin) == cudaStreamCaptureStatusActive);
+    CHECK(finish(origin) == cudaSuccess);
+  }
+  SECTION("a stream of one capture waits on an event of another") {
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    REQUIRE(sim.begin_capture(side, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    REQUIRE(sim.event_record(event, origin) == cudaSuccess);
+    CHECK(sim.stream_wait_event(side, event) == cudaErrorStreamCaptureMerge);
+    CHECK(finish(origin) == cudaErrorStreamCaptureInvalidated);
+    CHECK(finish(side) == cudaErrorStreamCaptureInvalidated);
+  }
+  SECTION("a captured event is queried or synchronized") {
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    REQUIRE(sim.event_record(event, origin) == cudaSuccess);
+    CHECK(sim.event_query(event) == cudaErrorCapturedEvent);
+    CHECK(sim.event_synchronize(event) == cudaErrorCapturedEvent);
+    CHECK(finish(origin) == cudaErrorStreamCaptureInvalidated);
+  }
+  SECTION("end is called on a forked stream") {
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    REQUIRE(sim.event_record(event, origin) == cudaSuccess);
+    REQUIRE(sim.stream_wait_event(side, event) == cudaSuccess);
+    CHECK(finish(side) == cudaErrorStreamCaptureUnmatched);
+    CHECK(status_of(side) == cudaStreamCaptureStatusInvalidated);
+    CHECK(finish(origin) == cudaErrorStreamCaptureInvalidated);
+  }
+  SECTION("a forked stream is queried, synchronized, or asked its id") {
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    REQUIRE(sim.event_record(event, origin) == cudaSuccess);
+    REQUIRE(sim.stream_wait_event(side, event) == cudaSuccess);
+    unsigned long long id = 0;
+    CHECK(sim.stream_query(side) == cudaErrorStreamCaptureUnsupported);
+    CHECK(sim.stream_synchronize(side) == cudaErrorStreamCaptureUnsupported);
+    CHECK(sim.stream_id(side, &id) == cudaErrorStreamCaptureUnsupported);
+    CHECK(status_of(origin) == cudaStreamCaptureStatusInvalidated);
+    CHECK(finish(origin) == cudaErrorStreamCaptureInvalidated);
+  }
+  SECTION("the legacy stream cannot join") {
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    REQUIRE(sim.event_record(event, origin) == cudaSuccess);
+    CHECK(sim.stream_wait_event(cudaStreamLegacy, event) == cudaErrorStreamCaptureImplicit);
+    CHECK(finish(origin) == cudaErrorStreamCaptureInvalidated);
+  }
+  SECTION("an event recorded in a capture that is over") {
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    REQUIRE(sim.event_record(event, origin) == cudaSuccess);
+    CHECK(finish(origin) == cudaSuccess);
+    CHECK(sim.stream_wait_event(side, event) == cudaErrorCapturedEvent);
+    CHECK(sim.event_query(event) == cudaErrorCapturedEvent);
+    REQUIRE(sim.event_record(event, origin) == cudaSuccess);  // outside capture: ordinary again
+    CHECK(sim.stream_wait_event(side, event) == cudaSuccess);
+    CHECK(sim.event_synchronize(event) == cudaSuccess);
+  }
+  CHECK(status_of(origin) == cudaStreamCaptureStatusNone);
+  CHECK(status_of(side) == cudaStreamCaptureStatusNone);
+  CHECK(sim.live_graphs() == 0);
+  REQUIRE(sim.stream_synchronize(origin) == cudaSuccess);
+  REQUIRE(sim.stream_synchronize(side) == cudaSuccess);
   sim.event_destroy(event);
 }
 

@@ -22,7 +22,11 @@ cudaError_t SimDriver::event_create_on(int device, EventHandle* event) noexcept 
 }
 
 cudaError_t SimDriver::event_destroy(EventHandle event) noexcept {
-  return sim::guarded([&] { return state_->events.destroy(event); });
+  return sim::guarded([&] {
+    const cudaError_t e = state_->events.destroy(event);
+    if (e == cudaSuccess) state_->graphs.forget_event(event);
+    return e;
+  });
 }
 
 cudaError_t SimDriver::event_record(EventHandle event, cudaStream_t stream) noexcept {
@@ -33,8 +37,8 @@ cudaError_t SimDriver::event_record(EventHandle event, cudaStream_t stream) noex
     if (e != cudaSuccess) return e;
     e = state_->events.check(event, device);
     if (e != cudaSuccess) return e;
-    e = state_->graphs.conflicting_use(stream);  // sim_graphs.hpp: no event records in a capture
-    if (e != cudaSuccess) return e;
+    // On a capturing stream: a captured event, no marker (sim_graphs.hpp).
+    if (state_->graphs.record_event(stream, event)) return cudaSuccess;
     sim::Point at;
     e = state_->streams->submit(stream, sim::Item{}, &at);  // the marker
     if (e != cudaSuccess) return e;
@@ -49,7 +53,9 @@ cudaError_t SimDriver::event_query(EventHandle event) noexcept {
   state_->event_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     std::optional<sim::Point> at;
-    const cudaError_t e = state_->events.get(event, &at);
+    cudaError_t e = state_->events.get(event, &at);
+    if (e != cudaSuccess) return e;
+    e = state_->graphs.event_use(event);  // a captured event has no status
     if (e != cudaSuccess) return e;
     return !at || at->reached() ? cudaSuccess : cudaErrorNotReady;
   });
@@ -58,7 +64,9 @@ cudaError_t SimDriver::event_query(EventHandle event) noexcept {
 cudaError_t SimDriver::event_synchronize(EventHandle event) noexcept {
   return sim::guarded([&] {
     std::optional<sim::Point> at;
-    const cudaError_t e = state_->events.get(event, &at);
+    cudaError_t e = state_->events.get(event, &at);
+    if (e != cudaSuccess) return e;
+    e = state_->graphs.event_use(event);
     if (e != cudaSuccess) return e;
     if (at) at->wait();
     return cudaSuccess;
@@ -70,13 +78,14 @@ cudaError_t SimDriver::stream_wait_event(cudaStream_t stream, EventHandle event)
     std::optional<sim::Point> at;  // captured now: a later re-record does not matter
     cudaError_t e = state_->events.get(event, &at);
     if (e != cudaSuccess) return e;
-    e = state_->graphs.conflicting_use(stream);
+    sim::Point tail;
+    e = state_->streams->tail(stream, &tail);  // checks the handle
     if (e != cudaSuccess) return e;
-    if (!at) {
-      // Waiting for an event never recorded is a no-op, as in CUDA.
-      sim::Point ignored;
-      return state_->streams->tail(stream, &ignored);
+    // Fork and join under capture (sim_graphs.hpp).
+    if (cudaError_t result = cudaSuccess; state_->graphs.wait_event(stream, event, at.has_value(), &result)) {
+      return result;
     }
+    if (!at) return cudaSuccess;  // waiting for an event never recorded is a no-op, as in CUDA
     sim::Item item;
     item.waits.push_back(std::move(*at));
     e = state_->streams->submit(stream, std::move(item));

@@ -5,6 +5,7 @@
 
 #include "core/raw_enum.hpp"
 
+#include <algorithm>
 #include <utility>
 
 namespace sova::sim {
@@ -39,6 +40,9 @@ struct SimGraphs::Body {
   std::vector<std::shared_ptr<UserObject>> objects;
 };
 
+/// Nodes are indices into the body's nodes.
+using NodeSet = std::vector<std::size_t>;
+
 struct SimGraphs::Capture {
   unsigned long long id = 0;
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
@@ -47,6 +51,18 @@ struct SimGraphs::Capture {
   bool invalidated = false;
   std::uintptr_t graph = 0;  // handle of the graph being built (in graphs_)
   BodyPtr body;
+  unsigned long long origin = 0;  // id of the stream begin was called on
+  std::vector<NodeSet> deps;      // per node: the nodes it depends on
+  /// Per stream of the capture (the origin and those that joined): the
+  /// nodes its next node will depend on.
+  std::map<unsigned long long, NodeSet> tails;
+};
+
+/// An event last recorded on a capturing stream: that stream's tail then.
+/// Weak: the capture's end must not wait for the event's destruction.
+struct SimGraphs::CapturedEvent {
+  std::weak_ptr<Capture> capture;
+  NodeSet nodes;
 };
 
 SimGraphs::SimGraphs(std::shared_ptr<SimStreams> streams) : streams_(std::move(streams)) {}
@@ -73,6 +89,26 @@ void SimGraphs::invalidate_locked(Capture& c) {
   if (c.invalidated) return;
   c.invalidated = true;
   c.body->nodes.clear();  // nothing of it will ever run
+  c.deps.clear();
+}
+
+bool SimGraphs::joined_locked(const Capture& c) {
+  std::vector<bool> reached(c.deps.size(), false);
+  auto origin = c.tails.find(c.origin);
+  NodeSet todo = origin == c.tails.end() ? NodeSet{} : origin->second;
+  while (!todo.empty()) {
+    const std::size_t node = todo.back();
+    todo.pop_back();
+    if (reached[node]) continue;
+    reached[node] = true;
+    todo.insert(todo.end(), c.deps[node].begin(), c.deps[node].end());
+  }
+  for (const auto& [sid, tail] : c.tails) {
+    for (std::size_t node : tail) {
+      if (!reached[node]) return false;
+    }
+  }
+  return true;
 }
 
 cudaError_t SimGraphs::begin(cudaStream_t stream, cudaStreamCaptureMode mode) {
@@ -88,8 +124,10 @@ cudaError_t SimGraphs::begin(cudaStream_t stream, cudaStreamCaptureMode mode) {
   c->thread = std::this_thread::get_id();
   c->device = device;
   c->body = std::make_shared<Body>();
+  c->origin = sid;
+  c->tails[sid];
   std::lock_guard<std::mutex> lock(mu_);
-  if (captures_.count(sid) != 0) return cudaErrorIllegalState;  // already capturing
+  if (captures_.count(sid) != 0) return cudaErrorIllegalState;  // already capturing (or joined)
   c->graph = kHandleBase + kHandleStride * ++next_handle_;
   graphs_.emplace(c->graph, c->body);
   captures_.emplace(sid, c);
@@ -106,19 +144,28 @@ cudaError_t SimGraphs::end(cudaStream_t stream, cudaGraph_t* graph) {
   auto it = captures_.find(sid);
   if (it == captures_.end()) return cudaErrorIllegalState;  // not capturing
   std::shared_ptr<Capture> c = it->second;
+  if (sid != c->origin) {
+    invalidate_locked(*c);
+    return cudaErrorStreamCaptureUnmatched;  // a joined stream: the origin ends the capture
+  }
   if (c->thread != std::this_thread::get_id() && c->mode != cudaStreamCaptureModeRelaxed) {
     return cudaErrorStreamCaptureWrongThread;
   }
-  captures_.erase(it);
-  capturing_.fetch_sub(1);
-  if (c->invalidated) {
+  // Every stream of the capture leaves it.
+  for (const auto& [member, tail] : c->tails) {
+    if (captures_.erase(member) != 0) capturing_.fetch_sub(1);
+  }
+  const cudaError_t result = c->invalidated       ? cudaErrorStreamCaptureInvalidated
+                             : !joined_locked(*c) ? cudaErrorStreamCaptureUnjoined
+                                                  : cudaSuccess;
+  if (result != cudaSuccess) {
     auto g = graphs_.find(c->graph);
     dropped = std::move(g->second);
     graphs_.erase(g);
     *graph = nullptr;
     lock.unlock();
     dropped.reset();  // user objects of a failed capture are released now
-    return cudaErrorStreamCaptureInvalidated;
+    return result;
   }
   *graph = reinterpret_cast<cudaGraph_t>(c->graph);
   return cudaSuccess;
@@ -150,8 +197,90 @@ bool SimGraphs::capture_item(cudaStream_t stream, Item& item) {
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<Capture> c = capture_of(sid);
   if (c == nullptr) return false;
-  if (!c->invalidated) c->body->nodes.push_back(Item{{}, item.delay, std::move(item.work)});
+  if (c->invalidated) return true;
+  NodeSet& tail = c->tails[sid];
+  c->deps.push_back(tail);
+  tail.assign(1, c->body->nodes.size());
+  c->body->nodes.push_back(Item{{}, item.delay, std::move(item.work)});
   return true;
+}
+
+bool SimGraphs::record_event(cudaStream_t stream, EventHandle event) {
+  if (capturing_.load() == 0 && captured_events_count_.load() == 0) return false;
+  unsigned long long sid = 0;
+  if (streams_->id(stream, &sid) != cudaSuccess) return false;  // the caller checked the handle
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Capture> c = capture_of(sid);
+  if (c == nullptr) {
+    captured_events_.erase(event);  // recorded outside capture: an ordinary event again
+    captured_events_count_.store(captured_events_.size());
+    return false;
+  }
+  captured_events_[event] = CapturedEvent{c, c->tails[sid]};
+  captured_events_count_.store(captured_events_.size());
+  return true;
+}
+
+bool SimGraphs::wait_event(cudaStream_t stream, EventHandle event, bool recorded, cudaError_t* result) {
+  if (capturing_.load() == 0 && captured_events_count_.load() == 0) return false;
+  unsigned long long sid = 0;
+  if (streams_->id(stream, &sid) != cudaSuccess) return false;  // the caller reports the bad handle
+  std::lock_guard<std::mutex> lock(mu_);
+  std::shared_ptr<Capture> mine = capture_of(sid);
+  auto captured = captured_events_.find(event);
+  if (captured == captured_events_.end()) {
+    if (mine == nullptr) return false;  // an ordinary wait
+    if (!recorded) {
+      *result = cudaSuccess;  // an event never recorded is empty work
+      return true;
+    }
+    invalidate_locked(*mine);
+    *result = cudaErrorStreamCaptureIsolation;  // a dependency on work outside the capture
+    return true;
+  }
+  std::shared_ptr<Capture> theirs = captured->second.capture.lock();
+  if (theirs == nullptr || capture_of(theirs->origin) != theirs) {
+    if (mine != nullptr) invalidate_locked(*mine);
+    *result = cudaErrorCapturedEvent;  // its capture is over
+    return true;
+  }
+  if (mine != nullptr && mine != theirs) {
+    invalidate_locked(*mine);
+    invalidate_locked(*theirs);
+    *result = cudaErrorStreamCaptureMerge;
+    return true;
+  }
+  if (mine == nullptr && (stream == nullptr || stream == cudaStreamLegacy)) {
+    invalidate_locked(*theirs);
+    *result = cudaErrorStreamCaptureImplicit;
+    return true;
+  }
+  NodeSet& tail = theirs->tails[sid];  // a new member starts with no dependency
+  for (std::size_t node : captured->second.nodes) {
+    if (std::find(tail.begin(), tail.end(), node) == tail.end()) tail.push_back(node);
+  }
+  if (mine == nullptr) {
+    captures_.emplace(sid, theirs);  // the stream joins the capture
+    capturing_.fetch_add(1);
+  }
+  *result = cudaSuccess;
+  return true;
+}
+
+cudaError_t SimGraphs::event_use(EventHandle event) {
+  if (captured_events_count_.load() == 0) return cudaSuccess;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto captured = captured_events_.find(event);
+  if (captured == captured_events_.end()) return cudaSuccess;
+  if (std::shared_ptr<Capture> c = captured->second.capture.lock()) invalidate_locked(*c);
+  return cudaErrorCapturedEvent;
+}
+
+void SimGraphs::forget_event(EventHandle event) {
+  if (captured_events_count_.load() == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  captured_events_.erase(event);
+  captured_events_count_.store(captured_events_.size());
 }
 
 cudaError_t SimGraphs::conflicting_use(cudaStream_t stream) {

@@ -1,16 +1,42 @@
 // sova sim — stream capture and graphs, as the CUDA runtime has them.
 //
 // Capture. begin(stream, mode) puts a stream in capture: work then submitted
-// to it (SimDriver::launch, delay) is recorded as nodes of the capture's graph
-// instead of running. end(stream) returns the graph, or, if the capture was
-// invalidated, cudaErrorStreamCaptureInvalidated and destroys the graph. Each
-// capture has a process-unique id. Only single-stream capture is modelled:
-// an event record or a stream wait on a capturing stream, and a query or
-// synchronize of it, are refused with cudaErrorStreamCaptureUnsupported and
-// invalidate the capture (CUDA accepts the first two, to fork and join
-// streams; sova never uses them on a capturing stream, and the refusal makes
-// a test see it if it did). A device synchronize while a stream of the device
-// captures is refused and invalidates those captures, as in CUDA.
+// to it (SimDriver::launch, delay, copies) is recorded as nodes of the
+// capture's graph instead of running. Each capture has a process-unique id.
+// A query or synchronize of a capturing stream is refused with
+// cudaErrorStreamCaptureUnsupported and invalidates the capture. A device
+// synchronize while a stream of the device captures is refused and
+// invalidates those captures, as in CUDA.
+//
+// Several streams (fork and join, the runtime's "cross-stream dependencies").
+// Each stream of a capture has a tail: the nodes its next node will depend
+// on (none right after begin). A node recorded on a stream depends on that
+// tail and becomes the stream's tail.
+//   * An event record on a capturing stream adds no node: the event becomes a
+//     captured event, holding that stream's tail. A record outside capture
+//     makes it an ordinary event again.
+//   * A wait on a captured event by a stream outside capture makes that
+//     stream join the event's capture (the same id, graph and status; it
+//     reports capturing), with the event's nodes as its tail. A wait by a
+//     stream of the same capture adds the event's nodes to its tail.
+//   * A wait by a stream of another capture is cudaErrorStreamCaptureMerge;
+//     a capturing stream's wait on an event recorded outside capture is
+//     cudaErrorStreamCaptureIsolation (one never recorded is empty work: a
+//     no-op); a wait on a captured event whose capture is over, and a query
+//     or synchronize of a captured event, is cudaErrorCapturedEvent. Each
+//     invalidates the captures involved that are in progress. The legacy
+//     stream cannot join (cudaErrorStreamCaptureImplicit).
+//   * end(stream) must be called on the origin stream (the one begin was
+//     called on): on a joined stream it is cudaErrorStreamCaptureUnmatched
+//     and invalidates the capture. On the origin it takes every stream of
+//     the capture out of capture, then returns the graph, or an error and
+//     destroys the graph: cudaErrorStreamCaptureInvalidated if the capture
+//     was invalidated, cudaErrorStreamCaptureUnjoined if a joined stream was
+//     not joined back (a node of its tail is not the origin's tail or an
+//     ancestor of it: its last work is not waited on by the origin).
+// Nodes are replayed at launch serially, in capture order, which is one of
+// the orders the graph's dependencies allow; branches do not overlap, so
+// the simulation does not show races between a graph's branches.
 //
 // Modes. Each host thread has a capture mode (exchange_mode; global until
 // changed, shared by every simulation, as the runtime's). A "potentially
@@ -42,6 +68,7 @@
 #include <cuda_runtime_api.h>
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -77,9 +104,24 @@ class SimGraphs {
   /// Records `item` in the stream's capture if it captures: true (an
   /// invalidated capture drops it). False: the stream does not capture.
   bool capture_item(cudaStream_t stream, Item& item);
-  /// A stream operation that conflicts with capture (event record, wait,
-  /// query, synchronize): if the stream captures, invalidates the capture and
-  /// returns cudaErrorStreamCaptureUnsupported; else cudaSuccess.
+  /// An event record on `stream` (stream and event already checked). If the
+  /// stream captures: `event` becomes a captured event, and true. Else false
+  /// (the caller records it for real), and `event` is no longer a captured one.
+  bool record_event(cudaStream_t stream, EventHandle event);
+  /// A wait of `stream` on `event` (`recorded`: the event was ever recorded).
+  /// True when capture rules decide it (fork, join, or an error above), with
+  /// the result in `*result`; false for an ordinary wait, which the caller
+  /// enqueues.
+  bool wait_event(cudaStream_t stream, EventHandle event, bool recorded, cudaError_t* result);
+  /// A query or synchronize of `event`: cudaErrorCapturedEvent (and its
+  /// capture invalidated, if still in progress) for a captured event; else
+  /// cudaSuccess.
+  cudaError_t event_use(EventHandle event);
+  /// `event` is destroyed: its handle may come back for a new event.
+  void forget_event(EventHandle event);
+  /// A stream operation that conflicts with capture (query, synchronize,
+  /// a graph launch into it): if the stream captures, invalidates the
+  /// capture and returns cudaErrorStreamCaptureUnsupported; else cudaSuccess.
   cudaError_t conflicting_use(cudaStream_t stream);
   /// A device synchronize: refused (and the captures invalidated) while a
   /// stream of `device` captures.
@@ -101,16 +143,21 @@ class SimGraphs {
   struct UserObject;
   struct Body;
   struct Capture;
+  struct CapturedEvent;
   using BodyPtr = std::shared_ptr<Body>;
 
   // With mu_ held.
   std::shared_ptr<Capture> capture_of(unsigned long long stream_id);
   void invalidate_locked(Capture& c);
+  /// Whether every joined stream's tail is the origin's tail or its ancestor.
+  static bool joined_locked(const Capture& c);
 
   std::shared_ptr<SimStreams> streams_;
   std::mutex mu_;
-  std::atomic<int> capturing_{0};  ///< captures in progress: the common case skips the lock
-  std::map<unsigned long long, std::shared_ptr<Capture>> captures_;  // by stream id
+  std::atomic<int> capturing_{0};  ///< streams in capture: the common case skips the lock
+  std::atomic<std::size_t> captured_events_count_{0};  ///< captured_events_.size(), read without the lock
+  std::map<unsigned long long, std::shared_ptr<Capture>> captures_;  // by stream id; joined streams share it
+  std::map<EventHandle, CapturedEvent> captured_events_;
   std::map<std::uintptr_t, BodyPtr> graphs_;                         // by handle
   std::map<std::uintptr_t, BodyPtr> execs_;                          // by handle; an exec's body is a copy
   std::uintptr_t next_handle_ = 0;
