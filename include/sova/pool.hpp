@@ -156,6 +156,14 @@ class SOVA_API Pool {
   /// Frees the pinned host memory kept for backups; cudaErrorNotPermitted
   /// while asleep (the backups are in it).
   cudaError_t release_sleep_host_memory() noexcept;
+  /// Pins host memory for backups ahead of time, until the pool holds at
+  /// least `bytes` of it, so that a sleep backing up no more than that pins
+  /// nothing: the first sleep then runs at the link's speed too (pinning runs
+  /// at a few GiB/s). `stats().reserved_current` is always enough. Holds the
+  /// pool's growth back while it pins: call it before the work starts. All
+  /// or nothing: on failure (cudaErrorMemoryAllocation) the memory held is
+  /// as before. Asleep or awake; release_sleep_host_memory frees it.
+  cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
 
   /// Walks every structure and throws Error describing the first broken
   /// invariant: live blocks do not overlap, every live or cached block is

@@ -156,6 +156,10 @@ SOVA_API cudaError_t sovaMemPoolWake(sovaMemPool_t pool, cudaStream_t stream);
 SOVA_API cudaError_t sovaMemPoolIsAsleep(sovaMemPool_t pool, int* asleep);
 /** Frees the pinned host memory kept for backups; asleep: cudaErrorNotPermitted. */
 SOVA_API cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool);
+/** Pins host memory for backups ahead, until the pool holds at least `bytes`
+ * of it: a sleep backing up no more pins nothing (its reservedCurrent is
+ * always enough). On failure the memory held is as before. */
+SOVA_API cudaError_t sovaMemPoolReserveSleepBackup(sovaMemPool_t pool, size_t bytes);
 /** The device's default pool, created on first use (that device, default
  * properties; never destroyed). Device out of range: cudaErrorInvalidDevice;
  * pool NULL: cudaErrorInvalidValue. */

@@ -66,3 +66,15 @@ static cudaError_t sovaMemPoolReleaseSleepHostMemory_unchecked(sovaMemPool_t poo
 cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool) {
   return checked(__func__, sovaMemPoolReleaseSleepHostMemory_unchecked(pool));
 }
+
+static cudaError_t sovaMemPoolReserveSleepBackup_unchecked(sovaMemPool_t pool, size_t bytes) {
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr) return cudaErrorInvalidValue;
+  const cudaError_t error = e->pool.reserve_sleep_backup(bytes);
+  if (error != cudaSuccess) note_detail(error, "pinning host memory failed; the memory held is as before");
+  return error;
+}
+cudaError_t sovaMemPoolReserveSleepBackup(sovaMemPool_t pool, size_t bytes) {
+  return checked(__func__, sovaMemPoolReserveSleepBackup_unchecked(pool, bytes));
+}

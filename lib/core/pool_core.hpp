@@ -128,6 +128,7 @@ class PoolCore {
   cudaError_t wake(cudaStream_t stream) noexcept;
   bool asleep() const noexcept { return sleep_.asleep(); }
   cudaError_t release_sleep_host_memory() noexcept;
+  cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
 
  private:
   /// cudaErrorStreamCaptureUnsupported when `stream` is being captured (a

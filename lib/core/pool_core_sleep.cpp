@@ -34,4 +34,9 @@ cudaError_t PoolCore::release_sleep_host_memory() noexcept {
   return sleep_.release_host_memory();
 }
 
+cudaError_t PoolCore::reserve_sleep_backup(std::size_t bytes) noexcept {
+  std::lock_guard<HeapMutex> lock(heap_.mutex());
+  return sleep_.reserve_host_memory(bytes);
+}
+
 }  // namespace sova::detail

@@ -2,6 +2,8 @@
 // failure leaves.
 #include "core/pool_sleep.hpp"
 
+#include "core/sleep_slab_pinner.hpp"
+
 #include <algorithm>
 #include <new>
 
@@ -13,6 +15,7 @@ namespace {
 constexpr std::size_t kCoalesceGap = std::size_t{1} << 20;
 /// Slabs are taken in multiples of this.
 constexpr std::size_t kSlabRounding = std::size_t{2} << 20;
+constexpr std::size_t kMaxSlabs = std::size_t{1} << 16;
 }  // namespace
 
 PoolSleep::~PoolSleep() {
@@ -47,9 +50,9 @@ cudaError_t PoolSleep::ensure_stream() noexcept {
   return cudaSuccess;
 }
 
-cudaError_t PoolSleep::plan_copies(const std::vector<Range>& live) {
-  // Coalesce first, then lay the ranges out over the slabs in order, a range
-  // split where a slab ends.
+void PoolSleep::plan_copies(const std::vector<Range>& live, std::vector<std::size_t>& new_slabs) {
+  // Coalesce first, then lay the ranges out over the slabs in order (those
+  // held, then those to pin), a range split where a slab ends.
   std::vector<Range> ranges;
   ranges.reserve(live.size());
   coalesced_.clear();
@@ -72,35 +75,93 @@ cudaError_t PoolSleep::plan_copies(const std::vector<Range>& live) {
   }
   std::size_t total = 0;
   for (const Range& r : ranges) total += r.bytes;
-  std::size_t capacity = 0;
-  for (const Slab& s : slabs_) capacity += s.bytes;
-  while (capacity < total) {
-    const std::size_t want = (total - capacity + kSlabRounding - 1) / kSlabRounding * kSlabRounding;
-    Slab slab;
-    slab.bytes = std::min(want, kSleepSlabBytes);
-    slabs_.reserve(slabs_.size() + 1);
-    if (const cudaError_t e = driver_.host_alloc(slab.bytes, &slab.ptr); e != cudaSuccess) return e;
-    slabs_.push_back(slab);  // reserved: no throw
-    capacity += slab.bytes;
-    host_bytes_.store(capacity, std::memory_order_relaxed);
-  }
+  new_slabs.clear();
+  slab_sizes_to_pin(total, new_slabs);
+  std::vector<std::size_t> sizes;
+  sizes.reserve(slabs_.size() + new_slabs.size());
+  for (const Slab& s : slabs_) sizes.push_back(s.bytes);
+  sizes.insert(sizes.end(), new_slabs.begin(), new_slabs.end());
   copies_.clear();
   std::size_t slab = 0, used = 0;
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     const Range& r = ranges[i];
     std::size_t done = 0;
     while (done < r.bytes) {
-      if (used == slabs_[slab].bytes) {
+      if (used == sizes[slab]) {
         ++slab;
         used = 0;
       }
-      const std::size_t n = std::min(r.bytes - done, slabs_[slab].bytes - used);
+      const std::size_t n = std::min(r.bytes - done, sizes[slab] - used);
       copies_.push_back(Copy{r.offset + done, n, slab, used, i});
       done += n;
       used += n;
     }
   }
+}
+
+void PoolSleep::slab_sizes_to_pin(std::size_t bytes, std::vector<std::size_t>& sizes) const {
+  std::size_t capacity = host_bytes_.load(std::memory_order_relaxed);
+  if (capacity >= bytes) return;
+  // More slabs than this is more host memory than any host has (64 TiB of
+  // 1 GiB slabs): refused as a failed allocation, before any rounding overflows.
+  if ((bytes - capacity) / slab_bytes_ >= kMaxSlabs) throw std::bad_alloc();
+  while (capacity < bytes) {
+    const std::size_t want = (bytes - capacity + kSlabRounding - 1) / kSlabRounding * kSlabRounding;
+    sizes.push_back(std::min(want, slab_bytes_));
+    capacity += sizes.back();
+  }
+}
+
+cudaError_t PoolSleep::enqueue_backup(std::size_t slab) noexcept {
+  // copies_ runs through the slabs in order: this slab's copies are adjacent.
+  const auto first = std::lower_bound(copies_.begin(), copies_.end(), slab,
+                                      [](const Copy& c, std::size_t s) { return c.slab < s; });
+  for (auto c = first; c != copies_.end() && c->slab == slab; ++c) {
+    if (const cudaError_t e = driver_.memcpy_async(host_address(*c), device_address(c->offset), c->bytes, copy_stream_);
+        e != cudaSuccess) {
+      return e;
+    }
+  }
   return cudaSuccess;
+}
+
+cudaError_t PoolSleep::pin_more(const std::vector<std::size_t>& sizes,
+                                const std::function<cudaError_t(std::size_t slab)>& on_pinned) noexcept {
+  if (sizes.empty()) return cudaSuccess;
+  const std::size_t held = slabs_.size();
+  std::vector<void*> pinned;
+  try {
+    slabs_.reserve(held + sizes.size());
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
+  for (std::size_t bytes : sizes) slabs_.push_back(Slab{nullptr, bytes});  // reserved: no throw
+  const cudaError_t error = pin_slabs(driver_, sizes, pinned, [&](std::size_t i) {
+    slabs_[held + i].ptr = pinned[i];
+    return on_pinned(held + i);
+  });
+  if (error != cudaSuccess) {
+    // All or nothing: the slabs this call pinned go again (after any copy
+    // into them), and the pool keeps the host memory it had.
+    if (copy_stream_ != nullptr) (void)drain_copies();
+    for (void* p : pinned) (void)driver_.host_free(p);
+    slabs_.resize(held);
+    return error;
+  }
+  std::size_t capacity = 0;
+  for (const Slab& s : slabs_) capacity += s.bytes;
+  host_bytes_.store(capacity, std::memory_order_relaxed);
+  return cudaSuccess;
+}
+
+cudaError_t PoolSleep::reserve_host_memory(std::size_t bytes) noexcept {
+  std::vector<std::size_t> sizes;
+  try {
+    slab_sizes_to_pin(bytes, sizes);
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
+  return pin_more(sizes, [](std::size_t) { return cudaSuccess; });
 }
 
 bool PoolSleep::any_live(std::size_t range, const std::function<bool(std::size_t)>& still_live) const {
@@ -144,11 +205,12 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
                                const std::function<void(std::vector<Range>&)>& gather_live) noexcept {
   if (const cudaError_t e = ensure_stream(); e != cudaSuccess) return e;
   copies_.clear();
+  std::vector<std::size_t> new_slabs;  // the host memory this sleep must pin first
   if (mode == SleepMode::backup) {
     try {
       std::vector<Range> live;
       gather_live(live);
-      if (const cudaError_t e = plan_copies(live); e != cudaSuccess) return e;
+      plan_copies(live, new_slabs);
     } catch (const std::bad_alloc&) {
       return cudaErrorMemoryAllocation;
     }
@@ -157,12 +219,18 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
   if (const cudaError_t e = driver_.event_record(caller_event_, stream); e != cudaSuccess) return e;
   if (copies_.empty()) return driver_.event_synchronize(caller_event_);
   if (const cudaError_t e = driver_.stream_wait_event(copy_stream_, caller_event_); e != cudaSuccess) return e;
-  for (const Copy& c : copies_) {
-    if (const cudaError_t e = driver_.memcpy_async(host_address(c), device_address(c.offset), c.bytes, copy_stream_);
-        e != cudaSuccess) {
+  // The slabs held copy at once; each slab to pin copies as soon as it is
+  // pinned, while the others are still being pinned (sleep_slab_pinner.hpp).
+  const std::size_t held = slabs_.size();
+  for (std::size_t slab = 0; slab < held; ++slab) {
+    if (const cudaError_t e = enqueue_backup(slab); e != cudaSuccess) {
       (void)drain_copies();  // before anything may touch the slabs again
       return e;
     }
+  }
+  if (const cudaError_t e = pin_more(new_slabs, [this](std::size_t slab) { return enqueue_backup(slab); });
+      e != cudaSuccess) {
+    return e;  // pin_more waited for the copies and freed what it pinned
   }
   // A host wait on the copy stream's own event: the copies (and, through the
   // wait above, the caller's earlier work) are done; no device synchronize.

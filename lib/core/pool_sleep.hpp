@@ -8,7 +8,10 @@
 //      or the host does (discard): only the work the caller ordered first;
 //   2. backup: each live range copied device to host into pinned slabs that
 //      stay across cycles (they grow only when a sleep needs more than any
-//      before), one copy per range, all in flight on the copy stream; then a
+//      before, or through reserve_host_memory), one copy per range, all in
+//      flight on the copy stream; slabs still to pin are pinned on several
+//      threads, each one's copies enqueued as soon as it is pinned
+//      (sleep_slab_pinner.hpp: pinning runs far below the link); then a
 //      host wait on the copy stream's own event (never a device synchronize);
 //   3. the pool is asleep; every chunk (its ghosts too) unmapped and released.
 // Wake (Pool::wake):
@@ -17,7 +20,8 @@
 //   2. the ranges still live copied host to device on the copy stream, and
 //      the caller's stream made to wait for them: wake returns at once.
 //
-// Failures: a failure before step 3 of sleep leaves the pool awake as it was;
+// Failures: a failure before step 3 of sleep leaves the pool awake as it was
+// (and its host memory too: the slabs that sleep pinned are freed);
 // one in step 3 leaves it asleep with the chunks not yet released still
 // mapped (a later sleep releases them, wake makes only what went). A failed
 // wake leaves it asleep with nothing made. Nothing is leaked either way.
@@ -51,8 +55,11 @@ class PoolSleep {
     std::size_t bytes = 0;
   };
 
-  /// No driver call: the copy stream, events and host memory come with the first sleep.
-  PoolSleep(Driver& driver, int device, Arena& arena) noexcept : driver_(driver), device_(device), arena_(arena) {}
+  /// No driver call: the copy stream, events and host memory come with the
+  /// first sleep. `slab_bytes`: the most host memory pinned in one piece
+  /// (tests cover a sleep over many slabs with small ones).
+  PoolSleep(Driver& driver, int device, Arena& arena, std::size_t slab_bytes = kSleepSlabBytes) noexcept
+      : driver_(driver), device_(device), arena_(arena), slab_bytes_(slab_bytes) {}
   /// Waits for its own copies, then frees its host memory, stream and events.
   ~PoolSleep();
   PoolSleep(const PoolSleep&) = delete;
@@ -82,6 +89,10 @@ class PoolSleep {
   /// Frees the pinned host memory kept for backups (awake only; asleep:
   /// cudaErrorNotPermitted, the backups are in it).
   cudaError_t release_host_memory() noexcept;
+  /// Pins host memory ahead, until at least `bytes` are held for backups, so
+  /// that a sleep backing up no more than that pins nothing. All or nothing:
+  /// on failure the memory held is as before. Asleep or awake.
+  cudaError_t reserve_host_memory(std::size_t bytes) noexcept;
 
  private:
   /// One copy: pool offset, bytes, where in which slab, and which coalesced
@@ -107,8 +118,19 @@ class PoolSleep {
   /// Steps 1 and 2 of sleep: on failure the memory is as it was.
   cudaError_t back_up(SleepMode mode, cudaStream_t stream,
                       const std::function<void(std::vector<Range>&)>& gather_live) noexcept;
-  /// Lays `live` out over the slabs, taking more pinned memory if needed.
-  cudaError_t plan_copies(const std::vector<Range>& live);
+  /// Lays `live` out over the slabs held and, after them, the slabs of
+  /// `new_slabs` (set: the sizes still to pin). May throw std::bad_alloc.
+  void plan_copies(const std::vector<Range>& live, std::vector<std::size_t>& new_slabs);
+  /// Appends the sizes of the slabs to pin for `bytes` of host memory held
+  /// in all. May throw std::bad_alloc.
+  void slab_sizes_to_pin(std::size_t bytes, std::vector<std::size_t>& sizes) const;
+  /// Pins a slab of each of `sizes` and appends them to slabs_, calling
+  /// `on_pinned(slab index)` as each comes ready. On failure: the copies
+  /// waited for, what was pinned freed, slabs_ as before.
+  cudaError_t pin_more(const std::vector<std::size_t>& sizes,
+                       const std::function<cudaError_t(std::size_t slab)>& on_pinned) noexcept;
+  /// Enqueues the backup's copies into slab `slab` on the copy stream.
+  cudaError_t enqueue_backup(std::size_t slab) noexcept;
   /// Whether any block of coalesced range `range` is still live.
   bool any_live(std::size_t range, const std::function<bool(std::size_t)>& still_live) const;
   /// Waits for the copies enqueued so far (the copy stream's own work).
@@ -121,6 +143,7 @@ class PoolSleep {
   Driver& driver_;
   const int device_;
   Arena& arena_;
+  const std::size_t slab_bytes_;
   cudaStream_t copy_stream_ = nullptr;
   EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream

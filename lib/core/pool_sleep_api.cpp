@@ -10,5 +10,6 @@ cudaError_t Pool::sleep(SleepMode mode, cudaStream_t stream) noexcept { return c
 cudaError_t Pool::wake(cudaStream_t stream) noexcept { return core_->wake(stream); }
 bool Pool::asleep() const noexcept { return core_->asleep(); }
 cudaError_t Pool::release_sleep_host_memory() noexcept { return core_->release_sleep_host_memory(); }
+cudaError_t Pool::reserve_sleep_backup(std::size_t bytes) noexcept { return core_->reserve_sleep_backup(bytes); }
 
 }  // namespace sova

@@ -212,6 +212,7 @@ _SIGNATURES = {
     "sovaMemPoolWake": (_ERR, [_P, _P]),
     "sovaMemPoolIsAsleep": (_ERR, [_P, _c.POINTER(_c.c_int)]),
     "sovaMemPoolReleaseSleepHostMemory": (_ERR, [_P]),
+    "sovaMemPoolReserveSleepBackup": (_ERR, [_P, _c.c_size_t]),
     "sovaMemPoolGetStats": (_ERR, [_P, _c.POINTER(PoolStats)]),
     "sovaDeviceGetDefaultMemPool": (_ERR, [_c.POINTER(_P), _c.c_int]),
     "sovaDeviceSetMemPool": (_ERR, [_c.c_int, _P]),

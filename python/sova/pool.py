@@ -138,6 +138,15 @@ class Pool:
         self._check_open()
         _capi.check(_capi.lib().sovaMemPoolReleaseSleepHostMemory(self._handle), "releasing sleep's host memory")
 
+    def reserve_sleep_backup(self, nbytes: int) -> None:
+        """Pins host memory for sleep's backups ahead of time, until the pool
+        holds at least ``nbytes`` of it, so that a sleep backing up no more
+        pins nothing (``stats()["reservedCurrent"]`` is always enough).
+        Failure: SovaError, the memory held as before."""
+        self._check_open()
+        _capi.size_arg(nbytes, "sova.Pool.reserve_sleep_backup: nbytes")
+        _capi.check(_capi.lib().sovaMemPoolReserveSleepBackup(self._handle, nbytes), "pinning sleep's host memory")
+
     def close(self) -> None:
         """Destroys the pool (its memory goes when its last live block is freed)."""
         if self._handle is not None:

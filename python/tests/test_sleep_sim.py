@@ -47,6 +47,15 @@ def test_pool_sleep_backup_restores_contents_at_the_same_address():
         p.free(a)
         p.release_sleep_host_memory()
         assert p.stats()["sleepHostBytes"] == 0
+        p.reserve_sleep_backup(3 * MiB)     # pinned ahead: the next sleep pins nothing
+        held = p.stats()["sleepHostBytes"]
+        assert held >= 3 * MiB, held
+        try:
+            p.reserve_sleep_backup(-1)
+            raise AssertionError("a negative size accepted")
+        except ValueError:
+            pass
+        assert p.stats()["sleepHostBytes"] == held
     print("ok")
     """)
 

@@ -58,6 +58,8 @@ TEST_CASE("capi: a pool sleeps with backup and wakes with its contents at the sa
   CHECK(stats_of(pool).asleepBytes == 0);
   CHECK(sovaMemPoolReleaseSleepHostMemory(pool) == cudaSuccess);
   CHECK(stats_of(pool).sleepHostBytes == 0);
+  CHECK(sovaMemPoolReserveSleepBackup(pool, 3 * MiB) == cudaSuccess);
+  CHECK(stats_of(pool).sleepHostBytes >= 3 * MiB);
   REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
 }
 
@@ -66,6 +68,7 @@ TEST_CASE("capi: sleep and wake refuse bad input and change nothing", "[capi][sl
   ScopedStream stream;
   CHECK(sovaMemPoolSleep(nullptr, sovaSleepBackup, stream) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolWake(nullptr, stream) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolReserveSleepBackup(nullptr, 1) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolSleep(pool, static_cast<sovaSleepMode>(5), stream) == cudaErrorInvalidValue);
   CHECK(std::string(sovaGetLastErrorMessage()).find("sovaSleepBackup") != std::string::npos);
   CHECK(asleep(pool) == 0);
