@@ -110,3 +110,48 @@ TEST_CASE("torch adapter: a free the pool refuses under capture is done by the e
   INFO("frees deferred during the capture: " << deferred);
   sim().destroy_stream(s);
 }
+
+TEST_CASE("torch adapter: what torch.cuda.graph does, and every byte is back once the graph and its tensors are gone",
+          "[torch_adapter][capture]") {
+  cudaStream_t s = sim().create_stream();
+  void* warm = sova_torch_malloc_nothrow(MiB, 0, s);
+  REQUIRE(warm != nullptr);
+  sova_torch_free(warm, MiB, 0, s);
+  REQUIRE(sim().stream_synchronize(s) == cudaSuccess);
+  const std::uint64_t used_before = stats().pool.usedCurrent;
+
+  // CUDAGraph::capture_begin: the generator's seed and offset, eager, on the
+  // capture stream, then begin_allocate_to_pool and the capture.
+  void* seed = sova_torch_malloc_nothrow(8, 0, s);
+  void* offset = sova_torch_malloc_nothrow(8, 0, s);
+  REQUIRE((seed != nullptr && offset != nullptr));
+  sova_torch_begin_allocate_to_pool(0, {1, 0}, [](cudaStream_t) { return true; });
+  REQUIRE(sim().begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* hidden = sova_torch_malloc_nothrow(32 * 1024, 0, s);
+  void* out = sova_torch_malloc_nothrow(8 * 1024, 0, s);
+  REQUIRE((hidden != nullptr && out != nullptr));
+  sova_torch_free(hidden, 32 * 1024, 0, s);
+  cudaGraph_t graph = end_capture_keeping_the_graph(s);
+  sova_torch_end_allocate_to_pool(0, {1, 0});
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(sim().graph_instantiate(&exec, graph) == cudaSuccess);
+  REQUIRE(sim().graph_launch(exec, s) == cudaSuccess);
+  REQUIRE(sim().stream_synchronize(s) == cudaSuccess);
+
+  // del g, out: CUDAGraph's destructor (release_pool, the executable and the
+  // graph destroyed, the generator's tensors freed), then the output's free.
+  sova_torch_release_pool(0, {1, 0});
+  REQUIRE(sim().graph_exec_destroy(exec) == cudaSuccess);
+  REQUIRE(sim().graph_destroy(graph) == cudaSuccess);
+  sova_torch_free(seed, 8, 0, s);
+  sova_torch_free(offset, 8, 0, s);
+  sova_torch_free(out, 8 * 1024, 0, s);
+  REQUIRE(sim().stream_synchronize(s) == cudaSuccess);
+  void* probe = sova_torch_malloc_nothrow(256, 0, s);  // the pool takes released graphs back at a call
+  sova_torch_free(probe, 256, 0, s);
+  CHECK(stats().pool.usedCurrent == used_before);
+  std::uint64_t graph_bytes = 1;
+  REQUIRE(sovaMemPoolGetGraphMemAttribute(sova_torch_pool(0), cudaGraphMemAttrUsedMemCurrent, &graph_bytes) ==
+          cudaSuccess);
+  CHECK(graph_bytes == 0);
+}
