@@ -6,9 +6,7 @@
 // kernels, in stream order, at every launch; eager work on other streams
 // writes and checks its own tags at the same time. Memory handed to both, or
 // reused by a capture out of order, shows up as mismatches.
-#include "conformance/pool_fixture.hpp"
-
-#include <sova/graphs.hpp>
+#include "conformance/graph_fixture.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -24,39 +22,6 @@ namespace {
 
 constexpr std::size_t kKiB = 1024;
 constexpr std::size_t kMiB = 1024 * kKiB;
-
-/// A captured graph and its executable, destroyed at scope exit unless taken.
-struct Graph {
-  TestDevice& device;
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  explicit Graph(TestDevice& d) : device(d) {}
-  ~Graph() { destroy(); }
-  void end(cudaStream_t stream) {
-    REQUIRE(device.end_capture(stream, &graph) == cudaSuccess);
-    REQUIRE(device.instantiate(&exec, graph) == cudaSuccess);
-  }
-  void launch(cudaStream_t stream) { REQUIRE(device.launch_graph(exec, stream) == cudaSuccess); }
-  void destroy() {
-    if (exec != nullptr) device.destroy_graph_exec(exec);
-    if (graph != nullptr) device.destroy_graph(graph);
-    exec = nullptr;
-    graph = nullptr;
-  }
-};
-
-/// What graphs hold of the pool. A graph's memory comes back once the
-/// driver's release callback ran, which CUDA does on its own thread some time
-/// after the last launch completes: so a value that should drop is polled for
-/// (up to 10 s) rather than read once.
-std::uint64_t held_by_graphs(Pool& pool, std::uint64_t expected) {
-  std::uint64_t held = pool.graph_memory_stats().held_bytes;
-  for (int i = 0; i < 10000 && held != expected; ++i) {
-    std::this_thread::sleep_for(1ms);
-    held = pool.graph_memory_stats().held_bytes;
-  }
-  return held;
-}
 
 }  // namespace
 

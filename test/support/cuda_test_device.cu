@@ -94,7 +94,11 @@ class CudaTestDevice final : public TestDevice {
     return cudaStreamBeginCapture(stream, mode);
   }
   cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph) override {
-    return cudaStreamEndCapture(stream, graph);
+    const cudaError_t result = cudaStreamEndCapture(stream, graph);
+    // A refused end (invalidated, unjoined) is the caller's to judge: it must
+    // not stay the runtime's last error, which the next kernel launch's check reads.
+    if (result != cudaSuccess) (void)cudaGetLastError();
+    return result;
   }
   cudaError_t instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) override {
     return cudaGraphInstantiate(exec, graph, 0);

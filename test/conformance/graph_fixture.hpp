@@ -1,0 +1,83 @@
+// Shared helpers for the conformance suite's capture tests (sim and GPU):
+// a captured graph with its executable, what graphs hold of a pool, and
+// events for forking and joining a capture's streams.
+#pragma once
+
+#include "conformance/pool_fixture.hpp"
+
+#include <sova/graphs.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+namespace sova::test {
+
+/// A captured graph and its executable, destroyed at scope exit unless taken.
+struct Graph {
+  TestDevice& device;
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  explicit Graph(TestDevice& d) : device(d) {}
+  ~Graph() { destroy(); }
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  void end(cudaStream_t stream) {
+    REQUIRE(device.end_capture(stream, &graph) == cudaSuccess);
+    REQUIRE(device.instantiate(&exec, graph) == cudaSuccess);
+  }
+  void launch(cudaStream_t stream) { REQUIRE(device.launch_graph(exec, stream) == cudaSuccess); }
+  void destroy() {
+    if (exec != nullptr) device.destroy_graph_exec(exec);
+    if (graph != nullptr) device.destroy_graph(graph);
+    exec = nullptr;
+    graph = nullptr;
+  }
+};
+
+/// What graphs hold of the pool. A graph's memory comes back once the
+/// driver's release callback ran, which CUDA does on its own thread some time
+/// after the last launch completes: so a value that should drop is polled for
+/// (up to 10 s) rather than read once.
+inline std::uint64_t held_by_graphs(Pool& pool, std::uint64_t expected) {
+  std::uint64_t held = pool.graph_memory_stats().held_bytes;
+  for (int i = 0; i < 10000 && held != expected; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    held = pool.graph_memory_stats().held_bytes;
+  }
+  return held;
+}
+
+/// An event of the device's driver, destroyed at scope exit.
+class ScopedEvent {
+ public:
+  explicit ScopedEvent(TestDevice& device) : device_(device) {
+    REQUIRE(device_.driver().event_create(&event_) == cudaSuccess);
+  }
+  ~ScopedEvent() { device_.driver().event_destroy(event_); }
+  ScopedEvent(const ScopedEvent&) = delete;
+  ScopedEvent& operator=(const ScopedEvent&) = delete;
+  operator EventHandle() const { return event_; }
+
+ private:
+  TestDevice& device_;
+  EventHandle event_ = nullptr;
+};
+
+/// `follower`'s later work depends on `leader`'s work so far: an event record
+/// on `leader` and a wait of `follower` on it (cudaEventRecord +
+/// cudaStreamWaitEvent). Under capture, that forks a stream into the capture
+/// (leader capturing) or joins it back (follower the origin).
+inline void follow(TestDevice& device, cudaStream_t follower, cudaStream_t leader, EventHandle event) {
+  REQUIRE(device.driver().event_record(event, leader) == cudaSuccess);
+  REQUIRE(device.driver().stream_wait_event(follower, event) == cudaSuccess);
+}
+
+/// The capture status and id of `stream`.
+inline CaptureInfo capture_of(TestDevice& device, cudaStream_t stream) {
+  CaptureInfo info;
+  REQUIRE(device.driver().stream_capture_info(stream, &info) == cudaSuccess);
+  return info;
+}
+
+}  // namespace sova::test
