@@ -1,253 +1,581 @@
 #!/usr/bin/env python3
 """DDP and FSDP2 training on every GPU of the host (torchrun, one process a
 GPU) under PyTorch's native allocator, native with expandable segments, and
-sova.torch in every rank, all in one call; prints one summary table.
+sova.torch in every rank, all in one call, as an A/B comparison of step time
+that the host's and the GPUs' swings do not decide; prints summary tables.
 
-    python3 bench/torch/multi_gpu_train.py --out DIR [--gpus N] [--rounds 2]
-        [--steps 60] [--modes ddp,fsdp] [--allocators native,sova,sova_nochecks,expandable]
-        [--budget-s 330]
+    python3 bench/torch/multi_gpu_train.py --out DIR [--gpus N] [--rounds 6]
+        [--steps 40] [--modes ddp,fsdp] [--budget-s 330]
+        [--allocators native,sova,sova_nochecks,expandable,sova_recstream,native_again]
 
-Each (mode, allocator) run is its own torchrun launch; runs go round after
-round in the order given (A/B/A/B...), so drift of the host or the GPUs'
-clocks falls on every allocator alike. A round is started only while the
-time spent stays under --budget-s. Per run and rank, the worker writes a
-JSON: losses and final weights as SHA-256 of their bytes (bitwise
-comparison with native's in the same call), milliseconds per step (wall
-time of the steps after the warm-up, the devices synchronized at both ends),
-peak reserved memory, allocation counts per step, and the host time of a
-torch.empty + free pair after the training (the allocator's per-call cost
-through PyTorch, the adapter's included).
+How it measures. Every (mode, allocator) pair is a group: one torchrun
+launch, started once, all groups at the same time, and kept alive. The
+driver then hands out work one group at a time (the others wait idle, their
+GPU memory reserved but no kernel running): first a warm-up round, untimed,
+then --rounds rounds in which every group in turn trains --steps steps; the
+order of the groups is reversed every other round (A B C, C B A, ...), so
+a drift within a round falls on every allocator alike. Every round trains
+the same sequence of lengths (new tokens each step), so rounds are
+comparable with each other. A step's time comes from CUDA events recorded
+at each step's start on the training stream; a round's figure for a group
+is the median over its steps (the mean over ranks of each rank's median).
+Reported per group: the median of its round figures and their spread
+(min-max), and the ratio to native computed per round (this round's figure
+over native's of the same round), its median and spread. No round is started
+that would not end, with the closing work, within --budget-s.
+
+`native_again` is a second native group measured last in a round (first in
+a reversed one): its ratio to native is an A/A comparison, the noise floor of
+a difference between two processes of the same allocator; a difference of
+another allocator is shown only where it exceeds that.
+
+Per group and rank, after the rounds: losses of every step and the final
+weights as SHA-256 of their bytes (bitwise comparison with native's),
+peak reserved memory, allocations per step, the host time of a torch.empty +
+free pair (the allocator's per-call cost through PyTorch, the adapter's
+included), and for sova its counters per step and the whole run's
+recordStream calls that reached sova (recordStreamCalls) and the stream waits
+that recorded streams caused at free time (recordStreamWaits).
 
 Allocators:
   native         PyTorch's caching allocator
-  expandable     the same with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+  native_again   the same, a second group (the A/A comparison above)
+  expandable     native with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
   sova           sova.torch.enable() (the pluggable allocator, default options)
   sova_nochecks  sova.torch.enable(stream_checks=False): the pool's per-call
                  stream checks off, so the difference to `sova` is their cost (DDP only)
-  sova_recstream sova with TORCH_NCCL_AVOID_RECORD_STREAMS=0: c10d then calls
-                 recordStream on its NCCL stream for every collective's tensors,
-                 through the allocator's hook to sova (recordStreamWaits > 0
-                 proves it arrived); its time shows what those waits cost
-                 (DDP, first round only)
-Model: a GPT-style decoder (6 layers, d 512, 8 heads, vocab 8192), bf16
-autocast, batch 8 per rank, sequence length drawn per step from 128..512
+  sova_recstream sova with TORCH_NCCL_AVOID_RECORD_STREAMS=0: c10d records its
+                 NCCL stream on every collective's tensors through the
+                 allocator's recordStream hook (DDP only)
+Model: bench/torch/gpt_model.py's GPT (6 layers, d 512, 8 heads, vocab 8192),
+bf16 autocast, batch 8 per rank, sequence length drawn per step from 128..512
 (multiples of 64, the same on every rank), each rank's tokens its own.
 Deterministic: torch.use_deterministic_algorithms(True),
 CUBLAS_WORKSPACE_CONFIG=:4096:8, same seeds: every allocator must give
 native's losses and weights bitwise on every rank.
 NVLink multicast stays off (NCCL_NVLS_ENABLE=0, TORCH_SYMM_MEM_DISABLE_MULTICAST=1).
+Exit status: 0 when every group ran every round and matched native bitwise.
 """
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
 import time
 
-ALLOCATORS = ("native", "expandable", "sova", "sova_nochecks", "sova_recstream")
+ALLOCATORS = ("native", "native_again", "expandable", "sova", "sova_nochecks", "sova_recstream")
+DDP_ONLY = ("sova_nochecks", "sova_recstream")
 MODES = ("ddp", "fsdp")
-WARMUP = 10
 SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+# sova.torch.raw_stats keys reported per step (absent keys, from an older
+# adapter, are left out).
+SOVA_COUNTERS = ("allocations", "fastPathHits", "crossStreamReuses", "crossStreamWaits", "eventsRecorded",
+                 "recordStreamCalls", "recordStreamWaits", "slowGrown", "deviceSynchronizes", "remapWaits")
+POLL_S = 0.002  # how often a waiting side looks for the other's file
 
 
-# ---- worker: one rank of one (mode, allocator) run --------------------------
-def worker(mode: str, allocator: str, steps: int, out_dir: str) -> None:
-    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    import torch
-    import torch.distributed as dist
-    import torch.nn as nn
-    import torch.nn.functional as F
-
-    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    local = int(os.environ["LOCAL_RANK"])
-    sova_torch = None
-    if allocator.startswith("sova"):
-        import sova.torch as sova_torch
-        sova_torch.enable(**({"stream_checks": False} if allocator == "sova_nochecks" else {}))
-    torch.cuda.set_device(local)
-    dev = torch.device("cuda", local)
-    dist.init_process_group("nccl", device_id=dev)
-
-    torch.manual_seed(0)
-    torch.use_deterministic_algorithms(True)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    V, D, L, H, B = 8192, 512, 6, 8, 8
-
-    class Block(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
-            self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
-            self.mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))
-
-        def forward(self, x):
-            b, s, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, s, 3, H, D // H).permute(2, 0, 3, 1, 4)
-            # Attention spelled out (as train_compare.py): every kernel has a
-            # deterministic backward, which SDPA's fused ones need not have.
-            att = (q @ k.transpose(-1, -2)) * (D // H) ** -0.5
-            mask = torch.ones(s, s, device=x.device, dtype=torch.bool).triu(1)
-            att = att.masked_fill(mask, float("-inf")).softmax(-1)
-            x = x + self.proj((att @ v).transpose(1, 2).reshape(b, s, D))
-            return x + self.mlp(self.ln2(x))
-
-    class GPT(nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.emb, self.pos = nn.Embedding(V, D), nn.Embedding(512, D)
-            self.blocks = nn.ModuleList(Block() for _ in range(L))
-            self.ln, self.head = nn.LayerNorm(D), nn.Linear(D, V, bias=False)
-
-        def forward(self, idx):
-            x = self.emb(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-            for blk in self.blocks:
-                x = blk(x)
-            return self.head(self.ln(x))
-
-    model = GPT().to(dev)  # same seed on every rank: same initial weights
-    if mode == "ddp":
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        model = DDP(model, device_ids=[local])
-    else:
-        from torch.distributed.fsdp import fully_shard
-        for blk in model.blocks:
-            fully_shard(blk)
-        fully_shard(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
-
-    def one_hot_ce(logits, target):
-        # Cross-entropy without nll_loss's scatter: deterministic by construction.
-        return -(F.log_softmax(logits.float(), dim=-1) * F.one_hot(target, V).float()).sum(-1).mean()
-
-    shape_gen = torch.Generator().manual_seed(1)          # same lengths on every rank
-    data_gen = torch.Generator().manual_seed(1000 + rank)  # each rank its own tokens
-    batches = []
-    for _ in range(steps):
-        S = 64 * int(torch.randint(2, 9, (1,), generator=shape_gen))
-        batches.append(torch.randint(0, V, (B, S + 1), generator=data_gen))
-
-    def alloc_count():
-        if sova_torch is not None:
-            return sova_torch.raw_stats(local)["allocations"]
-        return torch.cuda.memory_stats(dev).get("allocation.all.allocated", 0)
-
-    losses = []
-    torch.cuda.synchronize()
-    dist.barrier()
-    t0 = allocs0 = stats0 = None
-    for step in range(steps):
-        if step == WARMUP:
-            torch.cuda.synchronize()
-            dist.barrier()
-            t0 = time.perf_counter()
-            allocs0 = alloc_count()
-            stats0 = sova_torch.raw_stats(local) if sova_torch is not None else None
-        data = batches[step].to(dev, non_blocking=False)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            logits = model(data[:, :-1])
-        loss = one_hot_ce(logits, data[:, 1:])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.detach())
-    torch.cuda.synchronize()
-    dist.barrier()
-    elapsed = time.perf_counter() - t0
-    timed = steps - WARMUP
-    allocs_per_step = (alloc_count() - allocs0) / timed
-
-    # The allocator's host cost per call as a tensor sees it: torch.empty and
-    # its free, sizes cycling 4 KiB..4 MiB, after the training (warm caches).
-    # Python and the dispatcher are in it alike for every allocator, so the
-    # difference to native's is the allocator's path (the adapter's included).
-    sizes = [4096 << (i % 11) for i in range(64)]
-    for n in sizes:
-        torch.empty(n, dtype=torch.uint8, device=dev)  # warm: one block of each size cached
-    pair_t0 = time.perf_counter()
-    for _ in range(50):
-        for n in sizes:
-            t = torch.empty(n, dtype=torch.uint8, device=dev)
-            del t
-    pair_us = (time.perf_counter() - pair_t0) * 1e6 / (50 * len(sizes))
-    torch.cuda.synchronize()
-
-    loss_bytes = torch.stack(losses).float().cpu().numpy().tobytes()
-    h = hashlib.sha256()
-    for name, p in sorted(model.state_dict().items()):
-        t = p.full_tensor() if hasattr(p, "full_tensor") else p
-        h.update(name.encode())
-        h.update(t.detach().float().cpu().numpy().tobytes())
-    if sova_torch is not None:
-        peak_reserved = sova_torch.max_memory_reserved(local)
-        s1 = sova_torch.raw_stats(local)
-        counters = {k: (s1[k] - stats0[k]) / timed for k in
-                    ("allocations", "fastPathHits", "crossStreamReuses", "crossStreamWaits", "eventsRecorded",
-                     "recordStreamWaits", "slowGrown", "deviceSynchronizes", "remapWaits")}
-        counters["recordStreamWaits_total"] = s1["recordStreamWaits"]
-    else:
-        peak_reserved = torch.cuda.max_memory_reserved(dev)
-        counters = {}
-    result = {
-        "mode": mode, "allocator": allocator, "rank": rank, "world": world, "steps": steps,
-        "ms_per_step": 1000.0 * elapsed / timed,
-        "peak_reserved": peak_reserved,
-        "allocs_per_step": allocs_per_step,
-        "alloc_free_us": pair_us,
-        "losses_sha": hashlib.sha256(loss_bytes).hexdigest(),
-        "weights_sha": h.hexdigest(),
-        "final_loss": float(losses[-1]),
-        "counters": counters,
-        "avoid_record_streams": os.environ.get("TORCH_NCCL_AVOID_RECORD_STREAMS", "(unset)"),
-    }
-    with open(os.path.join(out_dir, f"rank{rank}.json"), "w") as f:
-        json.dump(result, f)
-    dist.destroy_process_group()
+# ---- the protocol: files in a group's folder --------------------------------
+# The driver writes cmd-<k>.json (k = 0, 1, ...: {"op": "steps", "count": n,
+# "timed": bool}, {"op": "finish"} or {"op": "exit"}); every rank polls for it
+# (no collective while waiting: a waiting NCCL kernel would spin on the GPU
+# that another group is timing), does it and writes done-<k>-rank<r>.json.
+# A rank writes ready-rank<r>.json once its model is built. Writes go through
+# a rename, so a reader never sees half a file.
+def write_json(path: str, obj) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(obj, f)
+    os.replace(tmp, path)
 
 
-# ---- driver -----------------------------------------------------------------
-def launch(mode: str, allocator: str, gpus: int, steps: int, run_dir: str, timeout: int) -> list | str:
-    """One torchrun launch; the ranks' results, or the reason it failed."""
-    os.makedirs(run_dir, exist_ok=True)
-    env = dict(os.environ, **SAFE_ENV, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1")
-    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-    if allocator == "expandable":
-        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-    if allocator == "sova_recstream":
-        env["TORCH_NCCL_AVOID_RECORD_STREAMS"] = "0"
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={gpus}",
-           os.path.abspath(__file__), "--worker", mode, allocator, str(steps), run_dir]
+def read_json(path: str):
+    with open(path) as f:
+        return json.load(f)
+
+
+def ready_path(folder: str, rank: int) -> str:
+    return os.path.join(folder, f"ready-rank{rank}.json")
+
+
+def command_path(folder: str, k: int) -> str:
+    return os.path.join(folder, f"cmd-{k}.json")
+
+
+def done_path(folder: str, k: int, rank: int) -> str:
+    return os.path.join(folder, f"done-{k}-rank{rank}.json")
+
+
+def driver_alive(pid: int) -> bool:
     try:
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return f"timed out after {timeout} s"
-    with open(os.path.join(run_dir, "log.txt"), "w") as f:
-        f.write(p.stdout + p.stderr)
-    if p.returncode != 0:
-        return f"exit {p.returncode}: " + (p.stderr.strip().splitlines() or ["?"])[-1][-200:]
-    ranks = []
-    for r in range(gpus):
-        with open(os.path.join(run_dir, f"rank{r}.json")) as f:
-            ranks.append(json.load(f))
-    return ranks
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def serve(folder: str, rank: int, trainer, driver_pid: int) -> None:
+    """A rank's loop: the driver's commands, in order, until "exit". Exits
+    the process when the driver is gone (nothing would ever come)."""
+    write_json(ready_path(folder, rank), {"rank": rank, "pid": os.getpid()})
+    k = 0
+    last_check = time.monotonic()
+    while True:
+        path = command_path(folder, k)
+        if not os.path.exists(path):
+            if time.monotonic() - last_check > 1.0:
+                last_check = time.monotonic()
+                if not driver_alive(driver_pid):
+                    print(f"rank {rank}: the driver (pid {driver_pid}) is gone; exiting", file=sys.stderr)
+                    os._exit(3)
+            time.sleep(POLL_S)
+            continue
+        cmd = read_json(path)
+        if cmd["op"] == "exit":
+            trainer.close()
+            return
+        if cmd["op"] == "steps":
+            result = trainer.run(cmd["count"], cmd["timed"])
+        elif cmd["op"] == "finish":
+            result = trainer.finish()
+        else:
+            raise SystemExit(f"rank {rank}: unknown command {cmd!r}")
+        write_json(done_path(folder, k, rank), result)
+        k += 1
+
+
+# ---- worker: one rank of one group ------------------------------------------
+class Trainer:
+    """The model, data and optimizer of one rank, trained a given number of
+    steps at a time. Every round replays the same sequence of lengths."""
+
+    def __init__(self, mode: str, allocator: str, steps_per_round: int, max_rounds: int):
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        import torch
+        import torch.distributed as dist
+
+        from gpt_model import GPT, one_hot_cross_entropy
+
+        self.torch, self.dist, self.loss_fn = torch, dist, one_hot_cross_entropy
+        self.mode, self.allocator = mode, allocator
+        self.rank, self.world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        self.local = int(os.environ["LOCAL_RANK"])
+        self.sova = None
+        if allocator.startswith("sova"):
+            import sova.torch as sova_torch
+            sova_torch.enable(**({"stream_checks": False} if allocator == "sova_nochecks" else {}))
+            self.sova = sova_torch
+        torch.cuda.set_device(self.local)
+        self.dev = torch.device("cuda", self.local)
+        dist.init_process_group("nccl", device_id=self.dev)
+
+        torch.manual_seed(0)
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        self.vocab, batch = 8192, 8
+        model = GPT(vocab=self.vocab, dim=512, layers=6, heads=8, max_len=512).to(self.dev)  # same on every rank
+        if mode == "ddp":
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            model = DDP(model, device_ids=[self.local])
+        else:
+            from torch.distributed.fsdp import fully_shard
+            for block in model.blocks:
+                fully_shard(block)
+            fully_shard(model)
+        self.model = model
+        self.opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+
+        # One round's lengths, the same on every rank and in every round;
+        # each rank its own tokens, every step new ones (warm-up round included).
+        shape_gen = torch.Generator().manual_seed(1)
+        lengths = [64 * int(torch.randint(2, 9, (1,), generator=shape_gen)) for _ in range(steps_per_round)]
+        data_gen = torch.Generator().manual_seed(1000 + self.rank)
+        self.batches = [torch.randint(0, self.vocab, (batch, lengths[i % steps_per_round] + 1), generator=data_gen)
+                        for i in range(steps_per_round * (max_rounds + 1))]
+        self.next_step = 0
+        self.losses = []
+        torch.cuda.synchronize()
+
+    def counters(self) -> dict:
+        if self.sova is not None:
+            stats = self.sova.raw_stats(self.local)
+            return {k: stats[k] for k in SOVA_COUNTERS if k in stats}
+        return {"allocations": self.torch.cuda.memory_stats(self.dev).get("allocation.all.allocated", 0)}
+
+    def step(self) -> None:
+        torch = self.torch
+        data = self.batches[self.next_step].to(self.dev, non_blocking=False)
+        self.next_step += 1
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = self.model(data[:, :-1])
+        loss = self.loss_fn(logits, data[:, 1:], self.vocab)
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.losses.append(loss.detach())
+
+    def run(self, count: int, timed: bool) -> dict:
+        """`count` steps; each step's milliseconds from CUDA events at the
+        steps' starts (no synchronization between steps), the wall time of
+        all of them with the device synchronized at both ends, and the
+        counters' growth over them."""
+        torch = self.torch
+        if self.next_step + count > len(self.batches):
+            raise SystemExit(f"rank {self.rank}: {count} more steps than the {len(self.batches)} prepared")
+        torch.cuda.synchronize()
+        self.dist.barrier()
+        torch.cuda.synchronize()
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
+        before = self.counters()
+        t0 = time.perf_counter()
+        for i in range(count):
+            events[i].record()
+            self.step()
+        events[count].record()
+        torch.cuda.synchronize()
+        wall = time.perf_counter() - t0
+        after = self.counters()
+        self.dist.barrier()
+        return {"timed": timed, "count": count,
+                "step_ms": [events[i].elapsed_time(events[i + 1]) for i in range(count)],
+                "wall_ms_per_step": 1000.0 * wall / count,
+                "counters": {k: after[k] - before[k] for k in after}}
+
+    def finish(self) -> dict:
+        """Hashes of losses and weights, peak reserved, the whole run's
+        counters, and the host time of a torch.empty + free pair, sizes
+        cycling 4 KiB..4 MiB, warm (one block of each size cached first):
+        Python and the dispatcher are in it alike for every allocator, so the
+        difference to native's is the allocator's path."""
+        import hashlib
+        torch = self.torch
+        torch.cuda.synchronize()
+        sizes = [4096 << (i % 11) for i in range(64)]
+        for n in sizes:
+            torch.empty(n, dtype=torch.uint8, device=self.dev)
+        t0 = time.perf_counter()
+        for _ in range(50):
+            for n in sizes:
+                t = torch.empty(n, dtype=torch.uint8, device=self.dev)
+                del t
+        pair_us = (time.perf_counter() - t0) * 1e6 / (50 * len(sizes))
+        torch.cuda.synchronize()
+
+        loss_bytes = torch.stack(self.losses).float().cpu().numpy().tobytes()
+        h = hashlib.sha256()
+        for name, p in sorted(self.model.state_dict().items()):
+            t = p.full_tensor() if hasattr(p, "full_tensor") else p
+            h.update(name.encode())
+            h.update(t.detach().float().cpu().numpy().tobytes())
+        if self.sova is not None:
+            peak_reserved = self.sova.max_memory_reserved(self.local)
+        else:
+            peak_reserved = torch.cuda.max_memory_reserved(self.dev)
+        return {"rank": self.rank, "world": self.world, "steps": self.next_step,
+                "peak_reserved": peak_reserved, "alloc_free_us": pair_us,
+                "losses_sha": hashlib.sha256(loss_bytes).hexdigest(), "weights_sha": h.hexdigest(),
+                "final_loss": float(self.losses[-1]) if self.losses else float("nan"),
+                "run_counters": self.counters() if self.sova is not None else {},
+                "avoid_record_streams": os.environ.get("TORCH_NCCL_AVOID_RECORD_STREAMS", "(unset)")}
+
+    def close(self) -> None:
+        self.dist.destroy_process_group()
+
+
+def worker(mode: str, allocator: str, folder: str, steps_per_round: int, max_rounds: int, driver_pid: int) -> None:
+    trainer = Trainer(mode, allocator, steps_per_round, max_rounds)
+    serve(folder, trainer.rank, trainer, driver_pid)
+
+
+# ---- driver: the groups -----------------------------------------------------
+class GroupFailed(Exception):
+    pass
+
+
+class Group:
+    """One (mode, allocator) torchrun launch and the driver's side of its protocol."""
+
+    def __init__(self, mode: str, allocator: str, folder: str, ranks: int):
+        self.mode, self.allocator, self.folder, self.ranks = mode, allocator, folder, ranks
+        self.proc = None
+        self.log = None
+        self.next_k = 0
+        self.failure = None   # why the group stopped, or None
+        self.rounds = []      # per timed round: the ranks' results
+        self.final = None     # the ranks' finish results
+
+    @property
+    def name(self) -> str:
+        return f"{self.mode} {self.allocator}"
+
+    def environment(self) -> dict:
+        env = dict(os.environ, **SAFE_ENV, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1")
+        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+        if self.allocator == "expandable":
+            env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        if self.allocator == "sova_recstream":
+            env["TORCH_NCCL_AVOID_RECORD_STREAMS"] = "0"
+        return env
+
+    def command(self, steps_per_round: int, max_rounds: int) -> list:
+        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={self.ranks}",
+                os.path.abspath(__file__), "--worker", self.mode, self.allocator, self.folder,
+                str(steps_per_round), str(max_rounds), str(os.getpid())]
+
+    def start(self, steps_per_round: int, max_rounds: int) -> None:
+        os.makedirs(self.folder, exist_ok=True)
+        for f in os.listdir(self.folder):  # a previous call's files would read as answers
+            if f.endswith(".json") or f.endswith(".tmp"):
+                os.remove(os.path.join(self.folder, f))
+        self.log = open(os.path.join(self.folder, "log.txt"), "w")
+        # Same process group as the driver: a timeout's signal to the group reaches the ranks too.
+        self.proc = subprocess.Popen(self.command(steps_per_round, max_rounds), env=self.environment(),
+                                     stdout=self.log, stderr=subprocess.STDOUT)
+
+    def log_tail(self) -> str:
+        try:
+            with open(os.path.join(self.folder, "log.txt")) as f:
+                lines = [ln.strip() for ln in f if ln.strip()]
+        except OSError:
+            return "?"
+        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
+        return ((errors or lines or ["?"])[-1])[-240:]
+
+    def wait_for(self, paths: list, timeout: float, what: str) -> list:
+        deadline = time.monotonic() + timeout
+        while True:
+            if all(os.path.exists(p) for p in paths):
+                return [read_json(p) for p in paths]
+            if self.proc is not None and self.proc.poll() is not None:
+                raise GroupFailed(f"{what}: exited {self.proc.returncode}: {self.log_tail()}")
+            if time.monotonic() > deadline:
+                raise GroupFailed(f"{what}: no answer within {timeout:.0f} s")
+            time.sleep(POLL_S)
+
+    def wait_ready(self, timeout: float) -> None:
+        self.wait_for([ready_path(self.folder, r) for r in range(self.ranks)], timeout, "start")
+
+    def send(self, cmd: dict, timeout: float) -> list:
+        k = self.next_k
+        self.next_k += 1
+        write_json(command_path(self.folder, k), cmd)
+        if cmd["op"] == "exit":
+            return []
+        return self.wait_for([done_path(self.folder, k, r) for r in range(self.ranks)], timeout, cmd["op"])
+
+    def fail(self, why: str) -> None:
+        """Stops the group: told to exit (ranks that still answer do), then
+        signalled if it has not within a few seconds."""
+        self.failure = why
+        if self.proc is not None and self.proc.poll() is None:
+            self.send({"op": "exit"}, 0)
+        self.stop(grace_s=5)
+
+    def stop(self, grace_s: float) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                self.proc.send_signal(signal.SIGTERM)  # torchrun passes it to its ranks
+                try:
+                    self.proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait()
+        if self.log is not None:
+            self.log.close()
+            self.log = None
+
+
+# ---- driver: figures --------------------------------------------------------
+def round_figure(ranks: list) -> float:
+    """A group's figure for one round: the mean over ranks of each rank's median step (ms)."""
+    return statistics.mean(statistics.median(r["step_ms"]) for r in ranks)
+
+
+def spread(values: list) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+def paired_ratios(values: list, base: list) -> list:
+    """Round by round: this group's figure over the base's of the same round."""
+    return [v / b for v, b in zip(values, base)]
+
+
+def bitwise_equal(group: Group, base: Group) -> bool:
+    return all(g["losses_sha"] == b["losses_sha"] and g["weights_sha"] == b["weights_sha"]
+               for g, b in zip(group.final, base.final))
+
+
+def per_step(group: Group, key: str, rank: int = 0) -> float:
+    """A counter's growth per timed step on one rank."""
+    steps = sum(r[rank]["count"] for r in group.rounds)
+    return sum(r[rank]["counters"].get(key, 0) for r in group.rounds) / steps if steps else float("nan")
+
+
+def summarize(groups: list, modes: list) -> list:
+    """One row per group that finished: its figures and, against native of the same mode, ratios."""
+    rows = []
+    for m in modes:
+        base = next((g for g in groups if g.mode == m and g.allocator == "native" and g.failure is None), None)
+        base_ms = [round_figure(r) for r in base.rounds] if base else None
+        for g in groups:
+            if g.mode != m:
+                continue
+            row = {"mode": m, "allocator": g.allocator, "rounds": len(g.rounds), "failure": g.failure}
+            if g.failure is None and g.rounds:
+                ms = [round_figure(r) for r in g.rounds]
+                wall = [statistics.mean(x["wall_ms_per_step"] for x in r) for r in g.rounds]
+                peaks = [x["peak_reserved"] for x in g.final]
+                row.update({
+                    "ms_per_round": ms, "ms": spread(ms), "wall_ms_per_round": wall,
+                    "peak_reserved_per_rank": peaks,
+                    "allocs_per_step": statistics.mean(per_step(g, "allocations", r) for r in range(g.ranks)),
+                    "alloc_free_us": statistics.mean(x["alloc_free_us"] for x in g.final),
+                    "counters_per_step_rank0": {k: per_step(g, k) for k in g.rounds[0][0]["counters"]},
+                    "record_stream_calls_per_rank": [x["run_counters"].get("recordStreamCalls") for x in g.final],
+                    "record_stream_waits_per_rank": [x["run_counters"].get("recordStreamWaits") for x in g.final],
+                    "avoid_record_streams": g.final[0]["avoid_record_streams"],
+                })
+                if base is not None and base.final is not None:
+                    ratios = paired_ratios(ms, base_ms)
+                    row["ms_vs_native_per_round"] = ratios
+                    row["ms_vs_native"] = spread(ratios)
+                    row["bitwise_equal"] = bitwise_equal(g, base)
+                    base_peak = max(x["peak_reserved"] for x in base.final)
+                    row["peak_vs_native"] = max(peaks) / base_peak if base_peak else float("nan")
+            rows.append(row)
+    return rows
+
+
+def print_tables(rows: list, gpus: int) -> None:
+    def span(s: dict, fmt: str) -> str:
+        return f"{s['median']:{fmt}} ({s['min']:{fmt}}-{s['max']:{fmt}})"
+
+    def per_rank(values: list) -> str:
+        return "n/a" if any(v is None for v in values) else f"{' / '.join(map(str, values))} (total {sum(values)})"
+
+    print("\n| mode | allocator | rounds | losses & weights == native (bitwise, every rank) | "
+          "ms/step: median of rounds (min-max) | vs native: median of per-round ratios (min-max) | "
+          "peak reserved GiB per rank | vs native | allocs/step | empty+free us | sova counters per step (rank 0) | "
+          "recordStreamCalls per rank | recordStreamWaits per rank |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        if row["failure"] is not None:
+            print(f"| {row['mode']} | {row['allocator']} | {row['rounds']} | FAILED: {row['failure']} "
+                  "| | | | | | | | | |")
+            continue
+        if "ms" not in row:
+            continue
+        same = {True: "yes", False: "NO"}.get(row.get("bitwise_equal"), "-")
+        vs = span(row["ms_vs_native"], ".3f") if "ms_vs_native" in row else "-"
+        peaks = " / ".join(f"{p / 2**30:.2f}" for p in row["peak_reserved_per_rank"])
+        counters = ", ".join(f"{k} {v:.1f}" for k, v in row["counters_per_step_rank0"].items()
+                             if v and k != "allocations")
+        sova = row["allocator"].startswith("sova")
+        calls = per_rank(row["record_stream_calls_per_rank"]) if sova else ""
+        waits = per_rank(row["record_stream_waits_per_rank"]) if sova else ""
+        print(f"| {row['mode']} | {row['allocator']} | {row['rounds']} | {same} | {span(row['ms'], '.2f')} | {vs} | "
+              f"{peaks} | {row.get('peak_vs_native', float('nan')):.3f} | {row['allocs_per_step']:.0f} | "
+              f"{row['alloc_free_us']:.2f} | {counters} | {calls} | {waits} |")
+    print(f"recordStreamCalls: recordStream calls that reached sova's hook; recordStreamWaits: the stream waits "
+          f"that recorded streams caused at free time; both over the whole run (warm-up included), each rank of "
+          f"{gpus}; n/a: the adapter has no such counter. TORCH_NCCL_AVOID_RECORD_STREAMS: "
+          + ", ".join(f"{r['mode']} {r['allocator']} {r['avoid_record_streams']}"
+                      for r in rows if "ms" in r and r["allocator"].startswith("sova")))
+
+    done = [r for r in rows if "ms_per_round" in r]
+    if done:
+        n = max(len(r["ms_per_round"]) for r in done)
+        print("\nEach round's figure (ms/step, median of the round's steps) and, in brackets, its ratio to "
+              "native's in the same round:")
+        print("| mode | allocator | " + " | ".join(f"round {i + 1}" for i in range(n)) + " |")
+        print("|---|---|" + "---|" * n)
+        for r in done:
+            ratios = r.get("ms_vs_native_per_round", [float("nan")] * n)
+            cells = [f"{v:.2f} ({q:.3f})" for v, q in zip(r["ms_per_round"], ratios)]
+            print(f"| {r['mode']} | {r['allocator']} | " + " | ".join(cells) + " |")
+
+
+# ---- driver: the run ----------------------------------------------------------
+def plan_groups(modes: list, allocators: list) -> list:
+    """(mode, allocator) in measuring order: DDP-only allocators only under DDP."""
+    return [(m, a) for m in modes for a in allocators if not (a in DDP_ONLY and m != "ddp")]
+
+
+def run_rounds(groups: list, rounds: int, steps: int, budget_s: float, t_start: float, segment_timeout: float) -> None:
+    """The warm-up round, then timed rounds while the next one and the closing
+    work fit in the budget; a group that fails is stopped and left out."""
+    def live():
+        return [g for g in groups if g.failure is None]
+
+    took = {}  # group -> seconds of its warm-up steps: a timed round's steps may take 5 times that
+
+    def one_round(order, timed, label):
+        for g in order:
+            if g.failure is not None:
+                continue
+            t = time.monotonic()
+            limit = min(segment_timeout, max(20.0, 5 * took[g])) if g in took else segment_timeout
+            try:
+                res = g.send({"op": "steps", "count": steps, "timed": timed}, limit)
+            except GroupFailed as e:
+                g.fail(f"{label}: {e}")
+                print(f"  {g.name} {label}: FAILED {e}", flush=True)
+                continue
+            if timed:
+                g.rounds.append(res)
+            else:
+                took[g] = time.monotonic() - t
+            print(f"  {g.name} {label}: {round_figure(res):.2f} ms/step (median), "
+                  f"{statistics.mean(x['wall_ms_per_step'] for x in res):.2f} wall ({time.monotonic() - t:.1f} s)",
+                  flush=True)
+
+    t = time.monotonic()
+    one_round(live(), False, "warm-up")
+    longest = time.monotonic() - t
+    closing = 10 + 2 * len(live())   # finish (hashes, empty+free pairs) one group at a time, then the exits
+    for rnd in range(rounds):
+        spent = time.monotonic() - t_start
+        if spent + 1.2 * longest + closing > budget_s:
+            print(f"round {rnd + 1}: not started ({spent:.0f} s spent, a round takes about {longest:.0f} s, "
+                  f"--budget-s {budget_s:.0f})", flush=True)
+            break
+        t = time.monotonic()
+        order = live() if rnd % 2 == 0 else live()[::-1]
+        one_round(order, True, f"round {rnd + 1}")
+        longest = max(longest, time.monotonic() - t)
+    # Every group must have every round: one that failed part-way is out.
+    n = max((len(g.rounds) for g in live()), default=0)
+    for g in live():
+        if n == 0:
+            g.fail("no timed round fitted in --budget-s")
+        elif len(g.rounds) != n:
+            g.fail(f"{len(g.rounds)} of {n} rounds")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--gpus", type=int, default=0, help="ranks (default: every GPU)")
-    ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--rounds", type=int, default=6, help="timed rounds, after one untimed warm-up round")
+    ap.add_argument("--steps", type=int, default=40, help="steps of each group in a round")
     ap.add_argument("--modes", default="ddp,fsdp")
-    ap.add_argument("--allocators", default="native,sova,sova_nochecks,expandable,sova_recstream")
-    ap.add_argument("--budget-s", type=float, default=330, help="start no round after this many seconds")
-    ap.add_argument("--run-timeout", type=int, default=150)
+    ap.add_argument("--allocators", default="native,sova,sova_nochecks,expandable,sova_recstream,native_again")
+    ap.add_argument("--budget-s", type=float, default=330,
+                    help="the whole run's seconds: no round is started that would not end, with the closing work, within them")
+    ap.add_argument("--start-timeout", type=float, default=240, help="seconds for every group to start")
+    ap.add_argument("--segment-timeout", type=float, default=120,
+                    help="seconds for one group's warm-up steps or its finish; a timed round's steps get at most this, "
+                         "and at most 5 times the warm-up's (20 s at least)")
     args = ap.parse_args()
-    modes = args.modes.split(",")
-    allocators = args.allocators.split(",")
+    modes = [m for m in args.modes.split(",") if m]
+    allocators = [a for a in args.allocators.split(",") if a]
     for m in modes:
         if m not in MODES:
             ap.error(f"unknown mode {m!r} (choose from {', '.join(MODES)})")
@@ -256,8 +584,10 @@ def main() -> int:
             ap.error(f"unknown allocator {a!r} (choose from {', '.join(ALLOCATORS)})")
     if "native" not in allocators:
         ap.error("native must be among the allocators: every other is compared with it")
-    if args.steps <= WARMUP + 5:
-        ap.error(f"--steps must exceed {WARMUP + 5} (the first {WARMUP} are warm-up)")
+    if len(set(allocators)) != len(allocators):
+        ap.error("an allocator is named twice (native_again is the second native group)")
+    if args.rounds < 1 or args.steps < 5:
+        ap.error("--rounds must be 1 or more and --steps 5 or more")
     import torch
     gpus = args.gpus or torch.cuda.device_count()
     if gpus < 2 or gpus > torch.cuda.device_count():
@@ -265,95 +595,56 @@ def main() -> int:
               f"{torch.cuda.device_count()})", file=sys.stderr)
         return 2
     os.makedirs(args.out, exist_ok=True)
-    print(f"torch {torch.__version__}, {gpus} GPUs ({torch.cuda.get_device_name(0)}), {args.steps} steps, "
-          f"modes {modes}, allocators {allocators}", flush=True)
+    plan = plan_groups(modes, allocators)
+    print(f"torch {torch.__version__}, {gpus} GPUs ({torch.cuda.get_device_name(0)}); {len(plan)} groups, "
+          f"a warm-up round and up to {args.rounds} rounds of {args.steps} steps each, "
+          f"order reversed every other round", flush=True)
 
-    results: dict = {}   # (mode, allocator) -> list of runs (each a list of ranks)
-    failures: dict = {}
     t_start = time.monotonic()
-    for rnd in range(args.rounds):
-        if rnd > 0 and time.monotonic() - t_start > args.budget_s:
-            print(f"round {rnd + 1}: not started, {time.monotonic() - t_start:.0f} s spent (--budget-s)")
-            break
-        for m in modes:
-            for a in allocators:
-                if a == "sova_recstream" and (m != "ddp" or rnd > 0):
-                    continue  # DDP's collectives are where c10d records streams; once is enough
-                if a == "sova_nochecks" and m != "ddp":
-                    continue  # the overhead in question is DDP's
-                t = time.monotonic()
-                r = launch(m, a, gpus, args.steps, os.path.join(args.out, f"{m}_{a}_r{rnd}"), args.run_timeout)
-                if isinstance(r, str):
-                    failures[(m, a)] = r
-                    print(f"  {m} {a} round {rnd + 1}: FAILED {r}", flush=True)
-                    continue
-                results.setdefault((m, a), []).append(r)
-                print(f"  {m} {a} round {rnd + 1}: {statistics.mean(x['ms_per_step'] for x in r):.2f} ms/step "
-                      f"({time.monotonic() - t:.0f} s)", flush=True)
+    groups = [Group(m, a, os.path.join(args.out, f"{m}_{a}"), gpus) for m, a in plan]
+    try:
+        for g in groups:
+            g.start(args.steps, args.rounds)
+            time.sleep(0.3)  # torchrun's rendezvous ports: one launch at a time
+        for g in groups:
+            try:
+                g.wait_ready(max(1.0, args.start_timeout - (time.monotonic() - t_start)))
+            except GroupFailed as e:
+                g.fail(str(e))
+                print(f"  {g.name}: FAILED {e}", flush=True)
+        print(f"groups started in {time.monotonic() - t_start:.0f} s", flush=True)
+        run_rounds(groups, args.rounds, args.steps, args.budget_s, t_start, args.segment_timeout)
+        for g in groups:  # one at a time: the empty+free pairs are host timings
+            if g.failure is None:
+                try:
+                    g.final = g.send({"op": "finish"}, args.segment_timeout)
+                except GroupFailed as e:
+                    g.fail(f"finish: {e}")
+    finally:
+        for g in groups:
+            if g.proc is not None and g.proc.poll() is None and g.failure is None:
+                g.send({"op": "exit"}, 0)
+        for g in groups:
+            g.stop(grace_s=30)
 
-    # One table: per (mode, allocator), over rounds, medians.
+    rows = summarize(groups, modes)
+    print_tables(rows, gpus)
     status = 0
-    print()
-    print("| mode | allocator | runs | losses & weights == native (bitwise, every rank) | ms/step: median (each run) | "
-          "vs native | peak reserved GiB per rank | vs native | allocs/step | empty+free us | sova counters per step |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    summary = []
+    for row in rows:
+        if row["failure"] is not None or row.get("bitwise_equal") is False:
+            status = 1
     for m in modes:
-        base = results.get((m, "native"))
-        for a in allocators:
-            runs = results.get((m, a))
-            if runs is None:
-                if (m, a) in failures:
-                    print(f"| {m} | {a} | 0 | FAILED: {failures[(m, a)]} | | | | | | | |")
-                    status = 1
-                continue
-            ms = statistics.median(statistics.mean(x["ms_per_step"] for x in run) for run in runs)
-            peaks = [max(run[r]["peak_reserved"] for run in runs) for r in range(gpus)]
-            allocs = statistics.median(statistics.mean(x["allocs_per_step"] for x in run) for run in runs)
-            pair_us = statistics.median(statistics.mean(x["alloc_free_us"] for x in run) for run in runs)
-            same = "-"
-            ratio_ms = ratio_peak = float("nan")
-            if base:
-                ref = base[0]
-                same_all = all(run[r]["losses_sha"] == ref[r]["losses_sha"] and
-                               run[r]["weights_sha"] == ref[r]["weights_sha"]
-                               for run in runs + base for r in range(gpus))
-                same = "yes" if same_all else "NO"
-                if not same_all:
-                    status = 1
-                base_ms = statistics.median(statistics.mean(x["ms_per_step"] for x in run) for run in base)
-                base_peak = max(max(x["peak_reserved"] for x in run) for run in base)
-                ratio_ms = ms / base_ms
-                ratio_peak = max(peaks) / base_peak if base_peak else float("nan")
-            c = runs[0][0]["counters"]
-            counters = ", ".join(f"{k} {v:.1f}" for k, v in c.items() if k != "recordStreamWaits_total" and v)
-            if c:
-                counters += f"; recordStreamWaits total {c.get('recordStreamWaits_total', 0)}"
-                counters += f" (AVOID_RECORD_STREAMS={runs[0][0]['avoid_record_streams']})"
-            per_run = ", ".join(f"{statistics.mean(x['ms_per_step'] for x in run):.2f}" for run in runs)
-            print(f"| {m} | {a} | {len(runs)} | {same} | {ms:.2f} ({per_run}) | {ratio_ms:.3f} | "
-                  f"{' / '.join(f'{p / 2**30:.2f}' for p in peaks)} | {ratio_peak:.3f} | {allocs:.0f} | {pair_us:.2f} | "
-                  f"{counters} |")
-            summary.append({"mode": m, "allocator": a, "runs": len(runs), "bitwise_equal": same,
-                            "ms_per_step": ms, "ms_vs_native": ratio_ms, "peak_reserved_per_rank": peaks,
-                            "peak_vs_native": ratio_peak, "allocs_per_step": allocs, "alloc_free_us": pair_us, "counters": c,
-                            "ms_per_run": [statistics.mean(x["ms_per_step"] for x in run) for run in runs]})
-    rec = results.get(("ddp", "sova_recstream"))
-    if rec:
-        waits = [x["counters"].get("recordStreamWaits_total", 0) for x in rec[0]]
-        ok = all(w > 0 for w in waits)
-        print(f"\nrecord_stream from c10d reaches sova (TORCH_NCCL_AVOID_RECORD_STREAMS=0): "
-              f"recordStreamWaits per rank {waits}: {'yes' if ok else 'NO'}")
-        if not ok:
+        if not any(r["mode"] == m and r["allocator"] == "native" and r["failure"] is None for r in rows):
+            print(f"{m}: native did not finish: nothing to compare with")
             status = 1
     with open(os.path.join(args.out, "summary.json"), "w") as f:
-        json.dump(summary, f, indent=1)
-    print(f"\n{time.monotonic() - t_start:.0f} s; per-run logs and rank JSONs in {args.out}")
+        json.dump({"gpus": gpus, "steps_per_round": args.steps, "rows": rows}, f, indent=1)
+    print(f"\n{time.monotonic() - t_start:.0f} s; each group's log and answers in {args.out}/<mode>_<allocator>/")
     return status
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
-        worker(sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5])
+    if len(sys.argv) == 8 and sys.argv[1] == "--worker":
+        worker(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]))
     else:
         sys.exit(main())

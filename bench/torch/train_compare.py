@@ -40,7 +40,8 @@ def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
     import torch.nn as nn
-    import torch.nn.functional as F
+
+    from gpt_model import GPT, one_hot_cross_entropy
 
     if allocator in SOVA_VARIANTS:
         import sova.torch
@@ -61,44 +62,9 @@ def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
     torch.backends.cudnn.allow_tf32 = False
     dev = torch.device("cuda", 0)
 
-    def one_hot_ce(logits, target, classes):
-        # Cross-entropy without nll_loss's scatter: deterministic by construction.
-        return -(F.log_softmax(logits.float(), dim=-1) * F.one_hot(target, classes).float()).sum(-1).mean()
-
     if model_name in ("gpt", "gpt_amp"):
-        V, D, L, H, T = 8192, 512, 6, 8, 1024
-
-        class Block(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.ln1, self.ln2 = nn.LayerNorm(D), nn.LayerNorm(D)
-                self.qkv, self.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
-                self.mlp = nn.Sequential(nn.Linear(D, 4 * D), nn.GELU(), nn.Linear(4 * D, D))
-
-            def forward(self, x):
-                B, S, _ = x.shape
-                q, k, v = self.qkv(self.ln1(x)).view(B, S, 3, H, D // H).permute(2, 0, 3, 1, 4)
-                att = (q @ k.transpose(-1, -2)) * (D // H) ** -0.5
-                mask = torch.ones(S, S, device=x.device, dtype=torch.bool).triu(1)
-                att = att.masked_fill(mask, float("-inf")).softmax(-1)
-                y = (att @ v).transpose(1, 2).reshape(B, S, D)
-                x = x + self.proj(y)
-                return x + self.mlp(self.ln2(x))
-
-        class GPT(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.tok, self.pos = nn.Embedding(V, D), nn.Embedding(T, D)
-                self.blocks = nn.ModuleList(Block() for _ in range(L))
-                self.ln, self.head = nn.LayerNorm(D), nn.Linear(D, V, bias=False)
-
-            def forward(self, idx):
-                x = self.tok(idx) + self.pos(torch.arange(idx.shape[1], device=idx.device))
-                for b in self.blocks:
-                    x = b(x)
-                return self.head(self.ln(x))
-
-        model = GPT().to(dev)
+        V = 8192
+        model = GPT(vocab=V, dim=512, layers=6, heads=8, max_len=1024).to(dev)
         gen = torch.Generator().manual_seed(1)
 
         def batch(step):
@@ -107,7 +73,7 @@ def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
             return data[:, :-1].to(dev, non_blocking=True), data[:, 1:].to(dev, non_blocking=True)
 
         def loss_of(x, y):
-            return one_hot_ce(model(x).reshape(-1, V), y.reshape(-1), V)
+            return one_hot_cross_entropy(model(x).reshape(-1, V), y.reshape(-1), V)
     else:
         import torchvision
 
@@ -127,7 +93,7 @@ def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
             return x.to(dev, non_blocking=True), y.to(dev, non_blocking=True)
 
         def loss_of(x, y):
-            return one_hot_ce(model(x), y, 100)
+            return one_hot_cross_entropy(model(x), y, 100)
 
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
     amp = model_name == "gpt_amp"
