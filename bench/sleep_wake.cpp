@@ -8,14 +8,21 @@
 // GiB/s of both against the plain copy's, the device's free memory before
 // the pool, with the pool awake and asleep, the pinned host memory the pool
 // keeps, and whether every block came back intact (first and last 4 KiB).
-// The first cycle pins the host memory (a one-time cost); later ones reuse it.
+// The first cycle pins the host memory (a one-time cost, on several threads);
+// later ones reuse it.
 //
 //   sova_sleep_wake [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--json FILE]
+//   sova_sleep_wake --drift-cycles 1000 [--size-gib 1] [--block-mib 256] [--json FILE]
+//     drift: N cycles with backup of one pool, compared at cycle 1 and cycle
+//     N (sleep_wake_drift.hpp); exit status 1 on any drift.
+#include "sleep_wake_drift.hpp"
+#include "sleep_wake_util.hpp"
+
 #include <sova/pool.hpp>
 
 #include <cuda_runtime_api.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,29 +30,9 @@
 #include <vector>
 
 using namespace sova;
-using Clock = std::chrono::steady_clock;
+using namespace sova::sleep_bench;
 
 namespace {
-
-constexpr std::size_t kMiB = std::size_t{1} << 20;
-constexpr std::size_t kGiB = std::size_t{1} << 30;
-
-#define CHECK_CUDA(call) \
-  do { \
-    const cudaError_t e_ = (call); \
-    if (e_ != cudaSuccess) { \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(1); \
-    } \
-  } while (0)
-
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::size_t device_free() {
-  std::size_t f = 0, t = 0;
-  CHECK_CUDA(cudaMemGetInfo(&f, &t));
-  return f;
-}
 
 struct Baseline {
   double d2h_gibs = 0, h2d_gibs = 0;
@@ -120,9 +107,15 @@ int main(int argc, char** argv) {
   int cycles = 3;
   std::size_t block_mib = 256;
   const char* json_path = nullptr;
+  int drift_cycles = 0;
+  double drift_gib = 1;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--sizes" && i + 1 < argc)
+    if (a == "--drift-cycles" && i + 1 < argc)
+      drift_cycles = std::atoi(argv[++i]);
+    else if (a == "--size-gib" && i + 1 < argc)
+      drift_gib = std::atof(argv[++i]);
+    else if (a == "--sizes" && i + 1 < argc)
       sizes = parse_list(argv[++i]);
     else if (a == "--cycles" && i + 1 < argc)
       cycles = std::atoi(argv[++i]);
@@ -131,13 +124,24 @@ int main(int argc, char** argv) {
     else if (a == "--json" && i + 1 < argc)
       json_path = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--json FILE]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--json FILE]\n"
+                   "       %s --drift-cycles N [--size-gib 1] [--block-mib 256] [--json FILE]\n",
+                   argv[0], argv[0]);
       return 2;
     }
   }
   if (cycles < 1 || block_mib == 0 || sizes.empty()) {
     std::fprintf(stderr, "sova_sleep_wake: --cycles >= 1, --block-mib >= 1, a size needed\n");
     return 2;
+  }
+  if (drift_cycles != 0) {
+    if (drift_cycles < 2 || drift_gib <= 0 || block_mib == 0) {
+      std::fprintf(stderr, "sova_sleep_wake: --drift-cycles >= 2, --size-gib > 0, --block-mib >= 1\n");
+      return 2;
+    }
+    return run_drift(drift_cycles, static_cast<std::size_t>(drift_gib * static_cast<double>(kGiB)), block_mib * kMiB,
+                     json_path);
   }
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));

@@ -114,8 +114,8 @@ void PoolSleep::slab_sizes_to_pin(std::size_t bytes, std::vector<std::size_t>& s
 
 cudaError_t PoolSleep::enqueue_backup(std::size_t slab) noexcept {
   // copies_ runs through the slabs in order: this slab's copies are adjacent.
-  const auto first = std::lower_bound(copies_.begin(), copies_.end(), slab,
-                                      [](const Copy& c, std::size_t s) { return c.slab < s; });
+  const auto first =
+      std::lower_bound(copies_.begin(), copies_.end(), slab, [](const Copy& c, std::size_t s) { return c.slab < s; });
   for (auto c = first; c != copies_.end() && c->slab == slab; ++c) {
     if (const cudaError_t e = driver_.memcpy_async(host_address(*c), device_address(c->offset), c->bytes, copy_stream_);
         e != cudaSuccess) {

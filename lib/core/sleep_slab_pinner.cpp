@@ -22,9 +22,9 @@ struct PinWork {
   std::vector<void*>& pinned;
   std::mutex mu;
   std::condition_variable changed;
-  std::size_t next = 0;        ///< the next slab to take
-  std::size_t settled = 0;     ///< slabs taken whose host_alloc has returned
-  std::vector<std::size_t> ready;  ///< slabs pinned, in the order they came (reserved: no throw)
+  std::size_t next = 0;             ///< the next slab to take
+  std::size_t settled = 0;          ///< slabs taken whose host_alloc has returned
+  std::vector<std::size_t> ready;   ///< slabs pinned, in the order they came (reserved: no throw)
   cudaError_t error = cudaSuccess;  ///< the first failure; no slab is taken after it
 
   /// Takes slabs until none is left or one has failed.

@@ -38,8 +38,8 @@ struct Backed {
   Arena arena{sim, 0, kGranule, 64 * kGranule, 0, 4 * kGranule};
   std::unique_ptr<PoolSleep> sleep;
   cudaStream_t stream = sim.create_stream();
-  std::vector<PoolSleep::Range> live = {{0, 5 * MiB + 3}, {5 * MiB + 4096, 3 * MiB}, {9 * MiB, 7 * MiB + 1},
-                                        {16 * MiB + 2 * MiB, 6 * MiB}};
+  std::vector<PoolSleep::Range> live = {
+      {0, 5 * MiB + 3}, {5 * MiB + 4096, 3 * MiB}, {9 * MiB, 7 * MiB + 1}, {16 * MiB + 2 * MiB, 6 * MiB}};
   std::vector<Filled> blocks;
 
   Backed() {
@@ -101,8 +101,9 @@ TEST_CASE("pin_slabs: an error from on_pinned stops the pinning; the slabs pinne
   const std::vector<std::size_t> sizes(20, 64 * KiB);
   std::vector<void*> pinned;
   int calls = 0;
-  CHECK(pin_slabs(sim, sizes, pinned, [&](std::size_t) { return ++calls == 2 ? cudaErrorInvalidValue : cudaSuccess; }) ==
-        cudaErrorInvalidValue);
+  CHECK(pin_slabs(sim, sizes, pinned, [&](std::size_t) {
+          return ++calls == 2 ? cudaErrorInvalidValue : cudaSuccess;
+        }) == cudaErrorInvalidValue);
   CHECK(calls == 2);  // none handed on after the error
   std::size_t held = 0;
   for (void* p : pinned) {
@@ -186,7 +187,7 @@ TEST_CASE("a copy failing while slabs are still being pinned leaves the pool awa
 TEST_CASE("reserve_host_memory pins ahead, all or nothing", "[sleep][pin]") {
   Backed b;
   REQUIRE(b.sleep->reserve_host_memory(7 * MiB) == cudaSuccess);
-  CHECK(b.sleep->host_bytes() == 8 * MiB);  // whole 2 MiB slabs
+  CHECK(b.sleep->host_bytes() == 8 * MiB);                        // whole 2 MiB slabs
   REQUIRE(b.sleep->reserve_host_memory(5 * MiB) == cudaSuccess);  // held already: nothing
   CHECK(b.sim.counters().pinned_host_bytes == 8 * MiB);
   for (int n = 1; n <= 8; ++n) {
