@@ -2,10 +2,17 @@
 # Sleep and wake on one GPU (docs/sleep-wake.md), in one device call of under
 # 8 minutes, each step time-limited, in order of priority:
 #   build    a release build: sova_sleep_wake and sova_gpu_tests
-#   test     the gpu suite's sleep test (kernels in flight on other streams),
-#            then the same under compute-sanitizer's memcheck if it is there
+#   test     the gpu suite's sleep tests but the inflight one (which has its
+#            own step), then the same under compute-sanitizer's memcheck if it is there
 #   bench    sova_sleep_wake: 1, 8 and 32 GiB, backup and discard, against a
 #            plain pinned cudaMemcpyAsync of the same bytes in the same run
+#   drift    sova_sleep_wake --drift-cycles: DRIFT_CYCLES (1000) cycles of one
+#            DRIFT_GIB (1) GiB pool, the device's free memory, the host memory
+#            kept, the process's resident memory and the pool's reserved bytes
+#            compared at cycle 1 and the last, every byte checked; fails on drift
+#   inflight the gpu test where kernels on other streams write other memory
+#            (another pool, cudaMalloc) while a pool sleeps and wakes, then
+#            under compute-sanitizer's memcheck, its error summary printed
 #   torch    the Python package (pip install .), then bench/torch/sleep_wake_rl.py:
 #            a pinned copy, torch_memory_saver's pause/resume with CPU backup
 #            (its wheel carried in .carry/tms-whl), sova.torch's sleep/wake,
@@ -13,11 +20,13 @@
 #
 #   OUT=DIR tools/device/sleep-wake.sh          every step
 #   STEPS="build bench" tools/device/sleep-wake.sh
+#   STEPS="build drift inflight" tools/device/sleep-wake.sh
 #   SIZES=1,8,32 CYCLES=3 TORCH_GIB="1 8"       the sizes measured
 #
 # Carry .carry/torch-whl (meson-python) and .carry/tms-whl (torch_memory_saver).
 # Logs: $OUT/sleep-wake.log (everything, and a closing summary), one log per
-# step, $OUT/sleep_wake.json (sova_sleep_wake) and $OUT/torch.json.
+# step, $OUT/sleep_wake.json (sova_sleep_wake, the drift records appended)
+# and $OUT/torch.json.
 # TOTAL_S (default 470) bounds the call. Exit status 0 when every step passed.
 set -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
@@ -57,9 +66,9 @@ fi
 
 if wanted test; then
   run_step test 90 "
-    $builddir/test/sova_gpu_tests '[sleep]' --durations yes || exit 1
+    $builddir/test/sova_gpu_tests '[sleep]~[inflight]' --durations yes || exit 1
     if command -v compute-sanitizer >/dev/null; then
-      compute-sanitizer --tool memcheck --error-exitcode 3 $builddir/test/sova_gpu_tests '[sleep]'
+      compute-sanitizer --tool memcheck --error-exitcode 3 $builddir/test/sova_gpu_tests '[sleep]~[inflight]'
     else
       echo 'compute-sanitizer not found: memcheck not run'
     fi"
@@ -67,6 +76,26 @@ fi
 
 if wanted bench; then
   run_step bench 200 "$builddir/bench/sova_sleep_wake --sizes ${SIZES:-1,8,32} --cycles ${CYCLES:-3} --json $OUT/sleep_wake.json"
+fi
+
+if wanted drift; then
+  run_step drift 150 "$builddir/bench/sova_sleep_wake --drift-cycles ${DRIFT_CYCLES:-1000} --size-gib ${DRIFT_GIB:-1} \
+    --json $OUT/sleep_wake.json"
+fi
+
+if wanted inflight; then
+  run_step inflight 120 "
+    $builddir/test/sova_gpu_tests '[inflight]' --durations yes || exit 1
+    if ! command -v compute-sanitizer >/dev/null; then
+      echo 'compute-sanitizer not found: memcheck not run'
+      exit 1
+    fi
+    compute-sanitizer --tool memcheck --error-exitcode 3 $builddir/test/sova_gpu_tests '[inflight]' \
+      >/tmp/inflight-memcheck.log 2>&1
+    rc=\$?
+    tail -25 /tmp/inflight-memcheck.log
+    grep -E 'ERROR SUMMARY' /tmp/inflight-memcheck.log || echo 'no ERROR SUMMARY line'
+    exit \$rc"
 fi
 
 if wanted torch; then
