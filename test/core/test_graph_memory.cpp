@@ -234,3 +234,56 @@ TEST_CASE("graph memory: a graph released after its GraphMemory is gone touches 
   REQUIRE(sim.graph_destroy(graph) == cudaSuccess);  // the callback finds an orphaned inbox
   CHECK(source.given_back() == 0);
 }
+
+TEST_CASE("graph memory: in a capture forked over several streams, a free is reusable on its own stream only",
+          "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  GraphMemory graphs(sim, source);
+  cudaStream_t origin = sim.create_stream();
+  cudaStream_t side = sim.create_stream();
+  EventHandle fork = nullptr;
+  REQUIRE(sim.event_create(&fork) == cudaSuccess);
+  Capture capture(sim, origin);
+  REQUIRE(sim.event_record(fork, origin) == cudaSuccess);
+  REQUIRE(sim.stream_wait_event(side, fork) == cudaSuccess);  // side joins the capture
+  void* a = nullptr;
+  REQUIRE(graphs.allocate(&a, 4096, side) == cudaSuccess);  // the capture's first allocation
+  void* b = nullptr;
+  REQUIRE(graphs.allocate(&b, 4096, origin) == cudaSuccess);
+  CHECK(graphs.stats().graphs == 1);  // one capture, one graph, whatever the stream
+  cudaError_t result = cudaErrorUnknown;
+  REQUIRE(graphs.deallocate(a, side, &result));
+  REQUIRE(result == cudaSuccess);
+  REQUIRE(graphs.deallocate(b, side, &result));  // allocated on the origin, freed on side
+  REQUIRE(result == cudaSuccess);
+  // The origin's later allocations do not follow side's frees: new memory.
+  void* c = nullptr;
+  REQUIRE(graphs.allocate(&c, 4096, origin) == cudaSuccess);
+  CHECK((c != a && c != b));
+  // side's do: its two frees come back, and then new memory.
+  std::set<void*> on_side;
+  for (int i = 0; i < 3; ++i) {
+    void* p = nullptr;
+    REQUIRE(graphs.allocate(&p, 4096, side) == cudaSuccess);
+    on_side.insert(p);
+  }
+  CHECK(on_side.count(a) == 1);
+  CHECK(on_side.count(b) == 1);
+  CHECK(on_side.count(c) == 0);
+  CHECK(source.takes() == 4);
+
+  cudaGraph_t graph = capture.end();
+  // The stream of the first allocation is the one watched: the origin seen
+  // outside capture does not end it, side does.
+  CHECK(graphs.capture_in_progress());
+  graphs.outside_capture(origin);
+  CHECK(graphs.capture_in_progress());
+  graphs.outside_capture(side);
+  CHECK_FALSE(graphs.capture_in_progress());
+  REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
+  graphs.collect();
+  CHECK(source.given_back() == 4);
+  CHECK(source.outstanding() == 0);
+  sim.event_destroy(fork);
+}
