@@ -1,10 +1,15 @@
 // sova_multi_device: does one device's allocator work slow another's? One
-// sova::Pool per device in one process; each case runs on every device alone,
-// then on all devices at once, and prints each device's rate and the ratio
-// (together / alone; 1.00 = no interference).
+// sova::Pool per device in one process; each case runs on every device alone
+// (one device after another), then on all devices at once, in R rounds that
+// alternate the order (alone first, then together first, ...), so that a
+// drift of the host falls on both alike. Prints per device the median over
+// rounds and the spread (min-max) of the alone and together figures, and the
+// ratio together / alone taken within each round (1.00 = no interference):
+// where the ratios' spread holds 1.00, or the alone figures swing as much,
+// the run does not tell interference from the host's noise.
 //
 //   sova_multi_device [--devices=N] [--case=threads|replay|all] [--threads=T]
-//                     [--seconds=S] [--trace=FILE.csv[.gz]] [--passes=P]
+//                     [--seconds=S] [--trace=FILE.csv[.gz]] [--passes=P] [--rounds=R]
 //
 //   threads  T host threads per device (default 4), each with its own stream
 //            of that device, allocate+free pairs of small blocks (256 B ..
@@ -13,8 +18,9 @@
 //   replay   one host thread per device replays a recorded trace (default
 //            bench/traces/gpt_train.csv.gz) P passes (default 3) on its
 //            device's pool, each trace stream a stream of that device;
-//            milliseconds per pass (median) and the pool's peak reserved.
-// N defaults to every device CUDA sees; fewer than 2 is an error (exit 2).
+//            milliseconds per pass (median of the passes) and the pool's peak reserved.
+// R defaults to 5. N defaults to every device CUDA sees; fewer than 2 is an
+// error (exit 2).
 #include "replay/trace.hpp"
 
 #include <sova/pool.hpp>
@@ -147,6 +153,45 @@ std::vector<ReplayFigures> run_replay(const std::vector<int>& devices, const sov
   return figures;
 }
 
+/// The median and the range of some figures (one a round).
+struct Spread {
+  double median = 0, min = 0, max = 0;
+};
+
+Spread spread_of(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  const double median = n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+  return {median, values.front(), values.back()};
+}
+
+/// "median (min-max)", scaled, in a column of `width`.
+void print_spread(const Spread& s, double scale, int width) {
+  char text[64];
+  std::snprintf(text, sizeof text, "%.2f (%.2f-%.2f)", s.median * scale, s.min * scale, s.max * scale);
+  std::printf(" %*s", width, text);
+}
+
+/// Per device: its alone and together figures of every round, then their
+/// spreads and the spread of the per-round ratios together / alone.
+struct RoundFigures {
+  std::vector<std::vector<double>> alone, together;  // [device][round]
+  explicit RoundFigures(std::size_t devices) : alone(devices), together(devices) {}
+
+  void print(double scale) const {
+    std::printf("%-8s %22s %22s %22s\n", "device", "alone", "together", "together/alone");
+    for (std::size_t d = 0; d < alone.size(); ++d) {
+      std::vector<double> ratios;
+      for (std::size_t r = 0; r < alone[d].size(); ++r) ratios.push_back(together[d][r] / alone[d][r]);
+      std::printf("%-8zu", d);
+      print_spread(spread_of(alone[d]), scale, 22);
+      print_spread(spread_of(together[d]), scale, 22);
+      print_spread(spread_of(ratios), 1.0, 22);
+      std::printf("\n");
+    }
+  }
+};
+
 bool arg(const char* a, const char* name, std::string* value) {
   const std::size_t n = std::strlen(name);
   if (std::strncmp(a, name, n) != 0 || a[n] != '=') return false;
@@ -157,7 +202,7 @@ bool arg(const char* a, const char* name, std::string* value) {
 int usage(const char* why) {
   std::fprintf(stderr,
                "sova_multi_device: %s\nusage: sova_multi_device [--devices=N] [--case=threads|replay|all] "
-               "[--threads=T] [--seconds=S] [--trace=FILE] [--passes=P]\n",
+               "[--threads=T] [--seconds=S] [--trace=FILE] [--passes=P] [--rounds=R]\n",
                why);
   return 2;
 }
@@ -167,7 +212,7 @@ int usage(const char* why) {
 int main(int argc, char** argv) {
   int found = 0;
   if (cudaGetDeviceCount(&found) != cudaSuccess) found = 0;
-  int n = found, threads = 4, passes = 3;
+  int n = found, threads = 4, passes = 3, rounds = 5;
   double seconds = 2;
   std::string which = "all", trace_path = SOVA_BENCH_TRACE_DIR "/gpt_train.csv.gz", v;
   for (int i = 1; i < argc; ++i) {
@@ -183,11 +228,14 @@ int main(int argc, char** argv) {
       trace_path = v;
     else if (arg(argv[i], "--passes", &v))
       passes = std::atoi(v.c_str());
+    else if (arg(argv[i], "--rounds", &v))
+      rounds = std::atoi(v.c_str());
     else
       return usage((std::string("unknown argument ") + argv[i]).c_str());
   }
   if (which != "threads" && which != "replay" && which != "all") return usage("--case takes threads, replay or all");
-  if (threads < 1 || passes < 1 || !(seconds > 0)) return usage("--threads, --passes and --seconds must be positive");
+  if (threads < 1 || passes < 1 || rounds < 1 || !(seconds > 0))
+    return usage("--threads, --passes, --rounds and --seconds must be positive");
   if (n < 2 || n > found) {
     std::fprintf(stderr, "sova_multi_device: needs 2 or more devices (asked %d, CUDA sees %d)\n", n, found);
     return 2;
@@ -195,27 +243,47 @@ int main(int argc, char** argv) {
   std::vector<int> all;
   for (int d = 0; d < n; ++d) all.push_back(d);
 
+  // Round r: alone then together when r is even, together then alone when odd.
   if (which != "replay") {
-    std::printf("threads: %d threads per device, %.1f s, pairs/s (M)\n", threads, seconds);
-    std::printf("%-8s %12s %12s %8s\n", "device", "alone", "together", "ratio");
-    std::vector<double> alone;
-    for (int d : all) alone.push_back(run_threads({d}, threads, seconds)[0]);
-    const std::vector<double> together = run_threads(all, threads, seconds);
-    for (int d : all)
-      std::printf("%-8d %12.3f %12.3f %8.2f\n", d, alone[d] / 1e6, together[d] / 1e6, together[d] / alone[d]);
+    std::printf("threads: %d threads per device, %.1f s a run, %d rounds, M pairs/s\n", threads, seconds, rounds);
+    RoundFigures f(all.size());
+    for (int r = 0; r < rounds; ++r) {
+      auto together = [&] {
+        const std::vector<double> rates = run_threads(all, threads, seconds);
+        for (int d : all) f.together[d].push_back(rates[d]);
+      };
+      if (r % 2) together();
+      for (int d : all) f.alone[d].push_back(run_threads({d}, threads, seconds)[0]);
+      if (r % 2 == 0) together();
+    }
+    f.print(1e-6);
   }
   if (which != "threads") {
     const sova_bench::Trace trace = sova_bench::load_trace(trace_path);
-    std::printf("replay: %s, %zu ops, %zu streams, %d passes, median ms per pass\n", trace_path.c_str(),
-                trace.ops.size(), trace.streams.size(), passes);
-    std::printf("%-8s %12s %12s %8s %14s\n", "device", "alone", "together", "ratio", "peak_res_MiB");
-    std::vector<ReplayFigures> alone;
-    for (int d : all) alone.push_back(run_replay({d}, trace, passes)[0]);
-    const std::vector<ReplayFigures> together = run_replay(all, trace, passes);
+    std::printf("replay: %s, %zu ops, %zu streams, %d passes a run, %d rounds, ms a pass (median of a run's passes)\n",
+                trace_path.c_str(), trace.ops.size(), trace.streams.size(), passes, rounds);
+    RoundFigures f(all.size());
+    std::vector<std::uint64_t> peak_alone(all.size()), peak_together(all.size());
+    for (int r = 0; r < rounds; ++r) {
+      auto together = [&] {
+        const std::vector<ReplayFigures> figures = run_replay(all, trace, passes);
+        for (int d : all) {
+          f.together[d].push_back(figures[d].median_ms);
+          peak_together[d] = std::max(peak_together[d], figures[d].peak_reserved);
+        }
+      };
+      if (r % 2) together();
+      for (int d : all) {
+        const ReplayFigures alone = run_replay({d}, trace, passes)[0];
+        f.alone[d].push_back(alone.median_ms);
+        peak_alone[d] = std::max(peak_alone[d], alone.peak_reserved);
+      }
+      if (r % 2 == 0) together();
+    }
+    f.print(1.0);
     for (int d : all)
-      std::printf("%-8d %12.2f %12.2f %8.2f %14.1f\n", d, alone[d].median_ms, together[d].median_ms,
-                  together[d].median_ms / alone[d].median_ms,
-                  static_cast<double>(together[d].peak_reserved) / (1 << 20));
+      std::printf("device %d: peak reserved %.1f MiB alone, %.1f MiB together\n", d,
+                  static_cast<double>(peak_alone[d]) / (1 << 20), static_cast<double>(peak_together[d]) / (1 << 20));
   }
   return 0;
 }
