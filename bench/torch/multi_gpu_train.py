@@ -5,7 +5,7 @@ sova.torch in every rank, all in one call, as an A/B comparison of step time
 that the host's and the GPUs' swings do not decide; prints summary tables.
 
     python3 bench/torch/multi_gpu_train.py --out DIR [--gpus N] [--rounds 6]
-        [--steps 40] [--modes ddp,fsdp] [--budget-s 330]
+        [--steps 30] [--modes ddp,fsdp] [--budget-s 330]
         [--allocators native,sova,sova_nochecks,expandable,sova_recstream,native_again]
 
 How it measures. Every (mode, allocator) pair is a group: one torchrun
@@ -503,6 +503,16 @@ def print_tables(rows: list, gpus: int) -> None:
 
 
 # ---- driver: the run ----------------------------------------------------------
+def nvidia_smi(field: str) -> list | None:
+    """One value of `field` per GPU (nvidia-smi --query-gpu), or None where nvidia-smi does not answer."""
+    try:
+        p = subprocess.run(["nvidia-smi", f"--query-gpu={field}", "--format=csv,noheader"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return [ln.strip() for ln in p.stdout.splitlines() if ln.strip()] if p.returncode == 0 else None
+
+
 def plan_groups(modes: list, allocators: list) -> list:
     """(mode, allocator) in measuring order: DDP-only allocators only under DDP."""
     return [(m, a) for m in modes for a in allocators if not (a in DDP_ONLY and m != "ddp")]
@@ -564,7 +574,7 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--gpus", type=int, default=0, help="ranks (default: every GPU)")
     ap.add_argument("--rounds", type=int, default=6, help="timed rounds, after one untimed warm-up round")
-    ap.add_argument("--steps", type=int, default=40, help="steps of each group in a round")
+    ap.add_argument("--steps", type=int, default=30, help="steps of each group in a round")
     ap.add_argument("--modes", default="ddp,fsdp")
     ap.add_argument("--allocators", default="native,sova,sova_nochecks,expandable,sova_recstream,native_again")
     ap.add_argument("--budget-s", type=float, default=330,
@@ -594,6 +604,11 @@ def main() -> int:
         print(f"multi_gpu_train: needs 2 or more GPUs (asked {args.gpus or 'all'}, CUDA sees "
               f"{torch.cuda.device_count()})", file=sys.stderr)
         return 2
+    modes_of_compute = nvidia_smi("compute_mode")
+    if modes_of_compute and any(m != "Default" for m in modes_of_compute):
+        print(f"multi_gpu_train: the groups share the GPUs, which needs compute mode Default; nvidia-smi says "
+              f"{modes_of_compute}", file=sys.stderr)
+        return 2
     os.makedirs(args.out, exist_ok=True)
     plan = plan_groups(modes, allocators)
     print(f"torch {torch.__version__}, {gpus} GPUs ({torch.cuda.get_device_name(0)}); {len(plan)} groups, "
@@ -614,6 +629,9 @@ def main() -> int:
                 print(f"  {g.name}: FAILED {e}", flush=True)
         print(f"groups started in {time.monotonic() - t_start:.0f} s", flush=True)
         run_rounds(groups, args.rounds, args.steps, args.budget_s, t_start, args.segment_timeout)
+        used = nvidia_smi("memory.used")
+        if used:
+            print(f"GPU memory used with every group's memory still held: {', '.join(used)}", flush=True)
         for g in groups:  # one at a time: the empty+free pairs are host timings
             if g.failure is None:
                 try:

@@ -6,19 +6,20 @@
 #                peer access, frees across devices, release, out of memory,
 #                IPC across devices and processes); fails with fewer than 2 GPUs
 #   torch        DDP and FSDP2 under torchrun on every GPU: native, sova.torch
-#                (stream checks on and off, with c10d's recordStream) and
-#                expandable segments (bench/torch/multi_gpu_train.py)
+#                (stream checks on and off, with c10d's recordStream),
+#                expandable segments and a second native (the A/A noise floor),
+#                in rounds that alternate them (bench/torch/multi_gpu_train.py)
 #   nccl         an all-reduce on sova memory, registered or not, against
 #                ncclMemAlloc's and cudaMalloc's (sova_nccl_allreduce)
-#   bench        one pool per device in one process, alone vs together:
-#                threads and trace replay (sova_multi_device)
+#   bench        one pool per device in one process, alone vs together in
+#                alternating rounds: threads and trace replay (sova_multi_device)
 #   conformance  the conformance tests of sova_gpu_tests on physical GPU 1
 #                (CUDA_VISIBLE_DEVICES=1, and 1,0 with GPU 0 visible beside it)
 #
 #   OUT=DIR tools/device/multi-gpu.sh            every step
 #   STEPS="suite nccl" tools/device/multi-gpu.sh  some, in the order above
 #   BUILDDIR=DIR                                  another build dir (default build-mgpu)
-#   TORCH_ARGS="--steps 80 --modes ddp"           more arguments to multi_gpu_train.py
+#   TORCH_ARGS="--steps 40 --modes ddp"           more arguments to multi_gpu_train.py
 #
 # Logs: $OUT/multi-gpu.log (this script's output: each step's lines and a
 # closing summary), one log per step but the build ($OUT/<step>.log), pip's
@@ -58,7 +59,7 @@ if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then
 else
   echo "tree: $PWD, not a git checkout of its own (a copy)"
 fi
-nvidia-smi --query-gpu=index,name,memory.total,driver_version --format=csv,noheader
+nvidia-smi --query-gpu=index,name,memory.total,driver_version,compute_mode --format=csv,noheader
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU ')
 if [ "${gpus:-0}" -lt 2 ]; then
   echo "multi-gpu.sh: FAILED: needs 2 or more GPUs, nvidia-smi lists ${gpus:-0}" >&2
@@ -137,16 +138,18 @@ if wanted torch; then
   wait "$pip_pid"
   cat /tmp/pip-sova.log
   if python3 -c "import sova.torch" 2>/dev/null; then
-    # Time kept for the steps after it; the torch step starts no round that
-    # would not end within its own limit (a round takes about 130 s on 2 GPUs).
+    # Time kept for the steps after it. The torch step starts its 10 groups
+    # at once, trains a warm-up round, then starts no round that would not
+    # end, with the closing work, within --budget-s (a round is 30 steps of
+    # each group: about 15 s of training at the step times measured on 2 H100s).
     reserve=0
     wanted nccl && reserve=$((reserve + 60))
-    wanted bench && reserve=$((reserve + 45))
+    wanted bench && reserve=$((reserve + 60))
     wanted conformance && reserve=$((reserve + 60))
     torch_limit=$(( $(left) - reserve ))
     [ "$torch_limit" -gt 480 ] && torch_limit=480
     run_step torch "$torch_limit" \
-      "python3 bench/torch/multi_gpu_train.py --out /tmp/mgpu-torch --rounds 4 --budget-s $((torch_limit - 140)) ${TORCH_ARGS:-}"
+      "python3 bench/torch/multi_gpu_train.py --out /tmp/mgpu-torch --rounds 6 --steps 30 --budget-s $((torch_limit - 15)) ${TORCH_ARGS:-}"
     tar -czf "$OUT/torch-runs.tar.gz" -C /tmp mgpu-torch 2>/dev/null
   else
     summary+=("torch: FAILED (import sova.torch failed: pip install . did not work, see above and $OUT/pip.log)")
@@ -157,7 +160,7 @@ if wanted nccl; then
   run_step nccl 100 "$builddir/bench/multigpu/sova_nccl_allreduce --min-mib=1 --max-mib=1024 --iters=10 --reps=5"
 fi
 if wanted bench; then
-  run_step bench 60 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=2 --passes=20"
+  run_step bench 75 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=20 --rounds=6"
 fi
 if wanted conformance; then
   run_step conformance 90 "CUDA_VISIBLE_DEVICES=1 $builddir/test/sova_gpu_tests '[conformance]' --reporter compact &&
