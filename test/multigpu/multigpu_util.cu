@@ -1,5 +1,7 @@
 #include "multigpu/multigpu_util.hpp"
 
+#include "support/tag_kernels.hpp"
+
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -15,48 +17,6 @@ void check(cudaError_t error, const char* what) {
     std::fprintf(stderr, "multigpu: %s failed: %s\n", what, cudaGetErrorString(error));
     std::abort();
   }
-}
-
-__global__ void fill_kernel(std::uint32_t* words, std::size_t count, std::uint32_t tag) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) words[i] = tag;
-}
-
-__global__ void count_wrong_kernel(const std::uint32_t* words, std::size_t count, std::uint32_t tag,
-                                   unsigned long long* wrong) {
-  unsigned long long mine = 0;
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x)
-    mine += words[i] != tag;
-  if (mine != 0) atomicAdd(wrong, mine);
-}
-
-__global__ void spin_kernel(unsigned long long nanoseconds) {
-  unsigned long long start;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  unsigned long long now = start;
-  while (now - start < nanoseconds) {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  }
-}
-
-// Launches `kernel` and aborts, naming `what`, when the launch itself
-// fails. Not a <<<>>> launch followed by cudaGetLastError: that reads the thread's last error,
-// which any earlier runtime call that failed leaves behind until it is read
-// (the tests provoke refusals on purpose, e.g. cudaMemPoolSetAccess with an
-// invalid device), and would blame this launch for it.
-template <typename... Params, typename... Args>
-void launch(const char* what, void (*kernel)(Params...), unsigned blocks, unsigned threads, cudaStream_t stream,
-            Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(blocks);
-  config.blockDim = dim3(threads);
-  config.stream = stream;
-  check(cudaLaunchKernelEx(&config, kernel, args...), what);
-}
-
-unsigned blocks_for(std::size_t count) {
-  const std::size_t blocks = (count + 255) / 256;
-  return static_cast<unsigned>(blocks < 1024 ? (blocks == 0 ? 1 : blocks) : 1024);
 }
 
 }  // namespace
@@ -84,17 +44,13 @@ void DeviceStream::synchronize() const { check(cudaStreamSynchronize(stream_), "
 
 void fill(void* ptr, std::size_t bytes, std::uint32_t tag, const DeviceStream& stream) {
   CurrentDevice current(stream.device());
-  const std::size_t count = bytes / 4;
-  launch("fill_kernel launch", fill_kernel, blocks_for(count), 256, stream, static_cast<std::uint32_t*>(ptr), count,
-         tag);
+  test::launch_fill(ptr, bytes, tag, stream);
 }
 
 void count_wrong_async(const void* ptr, std::size_t bytes, std::uint32_t tag, unsigned long long* wrong,
                        const DeviceStream& stream) {
   CurrentDevice current(stream.device());
-  const std::size_t count = bytes / 4;
-  launch("count_wrong_kernel launch", count_wrong_kernel, blocks_for(count), 256, stream,
-         static_cast<const std::uint32_t*>(ptr), count, tag, wrong);
+  test::launch_count_wrong(ptr, bytes, tag, wrong, stream);
 }
 
 std::uint64_t count_wrong(const void* ptr, std::size_t bytes, std::uint32_t tag, const DeviceStream& stream) {
@@ -112,7 +68,7 @@ std::uint64_t count_wrong(const void* ptr, std::size_t bytes, std::uint32_t tag,
 
 void spin(const DeviceStream& stream, std::chrono::microseconds duration) {
   CurrentDevice current(stream.device());
-  launch("spin_kernel launch", spin_kernel, 1, 1, stream, static_cast<unsigned long long>(duration.count()) * 1000ull);
+  test::launch_busy(stream, duration);
 }
 
 int pointer_device(const void* ptr) {

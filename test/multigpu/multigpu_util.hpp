@@ -1,7 +1,8 @@
 // The multigpu suite's helpers: devices, streams on a given device, and
-// kernels that write and check tags in memory of any device the kernel's
-// device may access. No Catch2 here: nvcc compiles it (multigpu_util.cu);
-// the test cases' device check is in require_devices.hpp.
+// writing and checking tags in memory of any device the stream's device may
+// access (support/tag_kernels.hpp's kernels, launched on the stream's
+// device). No Catch2 here: nvcc compiles it (multigpu_util.cu); the test
+// cases' device check is in require_devices.hpp.
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -1,4 +1,5 @@
-// The gpu suite's TestDevice: kernels write and check tags in device memory.
+// The gpu suite's TestDevice: tag_kernels.hpp's kernels write and check tags in device memory.
+#include "support/tag_kernels.hpp"
 #include "support/test_device.hpp"
 
 #include <cuda_runtime.h>
@@ -15,38 +16,6 @@ void check(cudaError_t error, const char* what) {
     std::fprintf(stderr, "cuda test device: %s failed: %s\n", what, cudaGetErrorString(error));
     std::abort();
   }
-}
-
-__global__ void fill_kernel(std::uint32_t* words, std::size_t count, std::uint32_t tag) {
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-    words[i] = tag;
-  }
-}
-
-__global__ void expect_kernel(const std::uint32_t* words, std::size_t count, std::uint32_t tag,
-                              unsigned long long* wrong) {
-  unsigned long long mine = 0;
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < count; i += gridDim.x * blockDim.x) {
-    mine += words[i] != tag;
-  }
-  if (mine != 0) atomicAdd(wrong, mine);
-}
-
-// Spins for about `nanoseconds` of GPU time (one thread is enough: the point
-// is to keep the stream busy, not the GPU).
-__global__ void busy_kernel(unsigned long long nanoseconds) {
-  unsigned long long start;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  unsigned long long now = start;
-  while (now - start < nanoseconds) {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  }
-}
-
-unsigned blocks_for(std::size_t count) {
-  const std::size_t blocks = (count + 255) / 256;
-  return static_cast<unsigned>(blocks < 1024 ? (blocks == 0 ? 1 : blocks) : 1024);
 }
 
 class CudaTestDevice final : public TestDevice {
@@ -66,19 +35,12 @@ class CudaTestDevice final : public TestDevice {
   }
   void destroy_stream(cudaStream_t stream) override { check(cudaStreamDestroy(stream), "cudaStreamDestroy"); }
   void fill(void* ptr, std::size_t bytes, std::uint32_t tag, cudaStream_t stream) override {
-    const std::size_t count = bytes / 4;
-    fill_kernel<<<blocks_for(count), 256, 0, stream>>>(static_cast<std::uint32_t*>(ptr), count, tag);
-    check(cudaGetLastError(), "fill_kernel launch");
+    launch_fill(ptr, bytes, tag, stream);
   }
   void expect(void* ptr, std::size_t bytes, std::uint32_t tag, cudaStream_t stream) override {
-    const std::size_t count = bytes / 4;
-    expect_kernel<<<blocks_for(count), 256, 0, stream>>>(static_cast<const std::uint32_t*>(ptr), count, tag, wrong_);
-    check(cudaGetLastError(), "expect_kernel launch");
+    launch_count_wrong(ptr, bytes, tag, wrong_, stream);
   }
-  void busy(cudaStream_t stream, std::chrono::microseconds duration) override {
-    busy_kernel<<<1, 1, 0, stream>>>(static_cast<unsigned long long>(duration.count()) * 1000ull);
-    check(cudaGetLastError(), "busy_kernel launch");
-  }
+  void busy(cudaStream_t stream, std::chrono::microseconds duration) override { launch_busy(stream, duration); }
   void synchronize(cudaStream_t stream) override { check(cudaStreamSynchronize(stream), "cudaStreamSynchronize"); }
   void synchronize_device() override { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
   std::uint64_t mismatches() override {
@@ -96,7 +58,7 @@ class CudaTestDevice final : public TestDevice {
   cudaError_t end_capture(cudaStream_t stream, cudaGraph_t* graph) override {
     const cudaError_t result = cudaStreamEndCapture(stream, graph);
     // A refused end (invalidated, unjoined) is the caller's to judge: it must
-    // not stay the runtime's last error, which the next kernel launch's check reads.
+    // not stay the runtime's last error, which a later check of cudaGetLastError reads.
     if (result != cudaSuccess) (void)cudaGetLastError();
     return result;
   }
