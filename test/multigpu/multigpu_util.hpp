@@ -5,6 +5,8 @@
 // cases' device check is in require_devices.hpp.
 #pragma once
 
+#include "support/access_desc.hpp"
+
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -59,6 +61,8 @@ void count_wrong_async(const void* ptr, std::size_t bytes, std::uint32_t tag, un
                        const DeviceStream& stream);
 /// Keeps `stream` busy for about `duration` of GPU time.
 void spin(const DeviceStream& stream, std::chrono::microseconds duration);
+
+using test::access_desc;
 
 /// The device a pointer's memory lives on, as the runtime reports it (-1: not device memory).
 int pointer_device(const void* ptr);

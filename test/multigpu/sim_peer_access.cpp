@@ -5,6 +5,7 @@
 // What a device may do is asked of the simulation's mappings
 // (SimDriver::access_at, as cuMemGetAccess), not of the pool.
 #include "core/sim_pool_fixture.hpp"
+#include "support/access_desc.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -16,14 +17,6 @@ namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr std::size_t kBlock = 32 * MiB;  // a chunk each, as test/conformance/test_remap.cpp's ghost test
-
-cudaMemAccessDesc grant(int device, cudaMemAccessFlags flags) {
-  cudaMemAccessDesc d{};
-  d.location.type = cudaMemLocationTypeDevice;
-  d.location.id = device;
-  d.flags = flags;
-  return d;
-}
 
 }  // namespace
 
@@ -52,7 +45,7 @@ TEST_CASE(
 
   std::vector<void*> blocks{pool.allocate(kBlock, s)};  // mapped before the grant
   CHECK(access(blocks[0], 1) == cudaMemAccessFlagsProtNone);
-  const cudaMemAccessDesc read_only = grant(1, cudaMemAccessFlagsProtRead);
+  const cudaMemAccessDesc read_only = access_desc(1, cudaMemAccessFlagsProtRead);
   REQUIRE(pool.set_access(&read_only, 1) == cudaSuccess);
   CHECK(access(blocks[0], 1) == cudaMemAccessFlagsProtRead);
   CHECK(access(blocks[0], 0) == cudaMemAccessFlagsProtReadWrite);
@@ -86,12 +79,12 @@ TEST_CASE(
   CHECK(all_have(blocks, 1, cudaMemAccessFlagsProtRead));
 
   // Revoked: every block, moved ones included; then read-write for all.
-  const cudaMemAccessDesc none = grant(1, cudaMemAccessFlagsProtNone);
+  const cudaMemAccessDesc none = access_desc(1, cudaMemAccessFlagsProtNone);
   REQUIRE(pool.set_access(&none, 1) == cudaSuccess);
   CHECK(all_have(blocks, 1, cudaMemAccessFlagsProtNone));
   CHECK(all_have(blocks, 0, cudaMemAccessFlagsProtReadWrite));
   CHECK(pool.stats().ghost_mappings == 0);  // a change of access unmaps the ghosts
-  const cudaMemAccessDesc read_write = grant(1, cudaMemAccessFlagsProtReadWrite);
+  const cudaMemAccessDesc read_write = access_desc(1, cudaMemAccessFlagsProtReadWrite);
   REQUIRE(pool.set_access(&read_write, 1) == cudaSuccess);
   CHECK(all_have(blocks, 1, cudaMemAccessFlagsProtReadWrite));
   // And memory grown after it.

@@ -38,14 +38,6 @@ struct OwnedPool {
   operator sovaMemPool_t() const { return pool; }
 };
 
-cudaMemAccessDesc access_for(int device, cudaMemAccessFlags flags) {
-  cudaMemAccessDesc d{};
-  d.location.type = cudaMemLocationTypeDevice;
-  d.location.id = device;
-  d.flags = flags;
-  return d;
-}
-
 }  // namespace
 
 TEST_CASE("multigpu: each device has its own default pool, and its blocks live on that device", "[multigpu]") {
@@ -128,7 +120,7 @@ TEST_CASE("multigpu: a block freed on another device's stream is not reused befo
           "[multigpu][cross_device_free]") {
   SOVA_REQUIRE_DEVICES(2);
   OwnedPool pool1(1);
-  const cudaMemAccessDesc rw0 = access_for(0, cudaMemAccessFlagsProtReadWrite);
+  const cudaMemAccessDesc rw0 = access_desc(0, cudaMemAccessFlagsProtReadWrite);
   REQUIRE(sovaMemPoolSetAccess(pool1, &rw0, 1) == cudaSuccess);
   DeviceStream s0(0), s1(1);
   constexpr size_t kBytes = 16 * kMiB;
@@ -167,14 +159,18 @@ TEST_CASE("multigpu: trim and idle release work on each device alone", "[multigp
   OwnedPool pool0(0), pool1(1);
   DeviceStream s0(0), s1(1);
   constexpr size_t kBytes = 512 * kMiB;
-  void* p0 = nullptr;
-  void* p1 = nullptr;
-  REQUIRE(sovaMallocFromPoolAsync(&p0, kBytes, pool0, s0) == cudaSuccess);
-  REQUIRE(sovaMallocFromPoolAsync(&p1, kBytes, pool1, s1) == cudaSuccess);
-  REQUIRE(sovaFreeAsync(p0, s0) == cudaSuccess);
-  REQUIRE(sovaFreeAsync(p1, s1) == cudaSuccess);
-  s0.synchronize();
-  s1.synchronize();
+  // kBytes from each pool on its device's stream, freed there, both streams waited for.
+  auto allocate_and_free_on_both = [&] {
+    void* p0 = nullptr;
+    void* p1 = nullptr;
+    REQUIRE(sovaMallocFromPoolAsync(&p0, kBytes, pool0, s0) == cudaSuccess);
+    REQUIRE(sovaMallocFromPoolAsync(&p1, kBytes, pool1, s1) == cudaSuccess);
+    REQUIRE(sovaFreeAsync(p0, s0) == cudaSuccess);
+    REQUIRE(sovaFreeAsync(p1, s1) == cudaSuccess);
+    s0.synchronize();
+    s1.synchronize();
+  };
+  allocate_and_free_on_both();
   CHECK(stats_of(pool0).reservedCurrent >= kBytes);
   CHECK(stats_of(pool1).reservedCurrent >= kBytes);
   const size_t free1 = free_memory(1);
@@ -192,12 +188,7 @@ TEST_CASE("multigpu: trim and idle release work on each device alone", "[multigp
   std::uint64_t zero = 0;
   REQUIRE(sovaMemPoolSetAttribute(pool0, cudaMemPoolAttrReleaseThreshold, &zero) == cudaSuccess);
   REQUIRE(sovaMemPoolSetAttribute(pool1, cudaMemPoolAttrReleaseThreshold, &zero) == cudaSuccess);
-  REQUIRE(sovaMallocFromPoolAsync(&p0, kBytes, pool0, s0) == cudaSuccess);
-  REQUIRE(sovaMallocFromPoolAsync(&p1, kBytes, pool1, s1) == cudaSuccess);
-  REQUIRE(sovaFreeAsync(p0, s0) == cudaSuccess);
-  REQUIRE(sovaFreeAsync(p1, s1) == cudaSuccess);
-  s0.synchronize();
-  s1.synchronize();
+  allocate_and_free_on_both();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while ((stats_of(pool0).reservedCurrent != 0 || stats_of(pool1).reservedCurrent != 0) &&
          std::chrono::steady_clock::now() < deadline) {

@@ -19,14 +19,6 @@ using namespace sova::multigpu;
 
 namespace {
 
-cudaMemAccessDesc access_for(int device, cudaMemAccessFlags flags) {
-  cudaMemAccessDesc d{};
-  d.location.type = cudaMemLocationTypeDevice;
-  d.location.id = device;
-  d.flags = flags;
-  return d;
-}
-
 cudaMemLocation device_location(int device) {
   cudaMemLocation l{};
   l.type = cudaMemLocationTypeDevice;
@@ -83,14 +75,14 @@ TEST_CASE("multigpu: no peer access before it is granted, as the runtime's pools
   CHECK(mapped_access(p, 1) == cudaMemAccessFlagsProtReadWrite);
   CHECK(mapped_access(p, 0) == cudaMemAccessFlagsProtNone);  // the driver agrees: not mapped for device 0
   // Revoking the pool's own device is refused, as the runtime refuses it.
-  const cudaMemAccessDesc none1 = access_for(1, cudaMemAccessFlagsProtNone);
+  const cudaMemAccessDesc none1 = access_desc(1, cudaMemAccessFlagsProtNone);
   CHECK(sovaMemPoolSetAccess(pool, &none1, 1) == cudaErrorInvalidDevice);
   CHECK(cudaPeekAtLastError() == cudaSuccess);  // sova's refusal leaves the runtime's last error alone
   CHECK(cudaMemPoolSetAccess(runtime_pool, &none1, 1) == cudaErrorInvalidDevice);
   // The runtime's refusal stays as this thread's last error until read: read
   // it here, or the next check of a kernel launch would report it.
   CHECK(cudaGetLastError() == cudaErrorInvalidDevice);
-  const cudaMemAccessDesc bad = access_for(device_count(), cudaMemAccessFlagsProtRead);
+  const cudaMemAccessDesc bad = access_desc(device_count(), cudaMemAccessFlagsProtRead);
   CHECK(sovaMemPoolSetAccess(pool, &bad, 1) == cudaErrorInvalidDevice);
   CHECK(cudaPeekAtLastError() == cudaSuccess);
   CHECK(mapped_access(p, 1) == cudaMemAccessFlagsProtReadWrite);
@@ -112,7 +104,7 @@ TEST_CASE("multigpu: read-only and read-write grants cover blocks mapped before 
   CHECK(mapped_access(early, 0) == cudaMemAccessFlagsProtNone);
 
   SECTION("read-only") {
-    const cudaMemAccessDesc ro = access_for(0, cudaMemAccessFlagsProtRead);
+    const cudaMemAccessDesc ro = access_desc(0, cudaMemAccessFlagsProtRead);
     REQUIRE(pool.set_access(&ro, 1) == cudaSuccess);
     CHECK(pool_access(pool, 0) == cudaMemAccessFlagsProtRead);
     CHECK(mapped_access(early, 0) == cudaMemAccessFlagsProtRead);
@@ -129,7 +121,7 @@ TEST_CASE("multigpu: read-only and read-write grants cover blocks mapped before 
     pool.deallocate(late, s1);
   }
   SECTION("read-write, then revoked") {
-    const cudaMemAccessDesc rw = access_for(0, cudaMemAccessFlagsProtReadWrite);
+    const cudaMemAccessDesc rw = access_desc(0, cudaMemAccessFlagsProtReadWrite);
     REQUIRE(pool.set_access(&rw, 1) == cudaSuccess);
     CHECK(pool_access(pool, 0) == cudaMemAccessFlagsProtReadWrite);
     void* late = pool.allocate(2 * kGiB, s1);
@@ -142,7 +134,7 @@ TEST_CASE("multigpu: read-only and read-write grants cover blocks mapped before 
     CHECK(count_wrong(late, 2 * kGiB, 0x0DE0'0003u, s1) == 0);
     CHECK(count_wrong(early, 64 * kMiB, 0x0DE0'0004u, s1) == 0);
 
-    const cudaMemAccessDesc none = access_for(0, cudaMemAccessFlagsProtNone);
+    const cudaMemAccessDesc none = access_desc(0, cudaMemAccessFlagsProtNone);
     REQUIRE(pool.set_access(&none, 1) == cudaSuccess);
     CHECK(pool_access(pool, 0) == cudaMemAccessFlagsProtNone);
     CHECK(mapped_access(early, 0) == cudaMemAccessFlagsProtNone);
@@ -168,7 +160,7 @@ TEST_CASE("multigpu: a grant covers chunks moved by remapping and moved back to 
   // be mapped for device 0 too, and device 0's writes land where device 1 reads.
   SOVA_REQUIRE_DEVICES(2);
   sova::Pool pool(pool_on(1, true));
-  const cudaMemAccessDesc rw = access_for(0, cudaMemAccessFlagsProtReadWrite);
+  const cudaMemAccessDesc rw = access_desc(0, cudaMemAccessFlagsProtReadWrite);
   REQUIRE(pool.set_access(&rw, 1) == cudaSuccess);
   DeviceStream s0(0), s1(1);
   constexpr std::size_t kBlock = 32 * kMiB;  // a chunk each
@@ -216,7 +208,7 @@ TEST_CASE("multigpu: a grant covers chunks moved by remapping and moved back to 
     CHECK(count_wrong(blocks[i], kBlock, tag, s0) == 0);
   }
   // Revoked: every mapping, ghosts' included, loses device 0.
-  const cudaMemAccessDesc none = access_for(0, cudaMemAccessFlagsProtNone);
+  const cudaMemAccessDesc none = access_desc(0, cudaMemAccessFlagsProtNone);
   REQUIRE(pool.set_access(&none, 1) == cudaSuccess);
   for (void* p : blocks) CHECK(mapped_access(p, 0) == cudaMemAccessFlagsProtNone);
   for (void* p : blocks) pool.deallocate(p, s1);

@@ -1,6 +1,8 @@
 // Helpers shared by the SimDriver unit tests.
 #pragma once
 
+#include "support/access_desc.hpp"
+
 #include <sova/sim.hpp>
 
 #include <signal.h>
@@ -16,13 +18,7 @@ namespace sova::simtest {
 
 inline constexpr std::size_t kG = std::size_t{2} << 20;  // SimConfig's default granularity
 
-inline cudaMemAccessDesc access_desc(int device, cudaMemAccessFlags flags) {
-  cudaMemAccessDesc d{};
-  d.location.type = cudaMemLocationTypeDevice;
-  d.location.id = device;
-  d.flags = flags;
-  return d;
-}
+using sova::test::access_desc;
 
 inline cudaError_t set_rw(SimDriver& sim, std::uintptr_t va, std::size_t bytes, int device = 0) {
   const cudaMemAccessDesc d = access_desc(device, cudaMemAccessFlagsProtReadWrite);
