@@ -192,6 +192,22 @@ struct RoundFigures {
   }
 };
 
+/// `rounds` rounds, each running `alone(d)` for every device d (one after
+/// another) and `together()` once, alone first in even rounds and together
+/// first in odd ones; each returns its figure(s), recorded in `f`.
+template <typename Alone, typename Together>
+void alternate(int rounds, const std::vector<int>& devices, RoundFigures& f, Alone alone, Together together) {
+  for (int r = 0; r < rounds; ++r) {
+    auto all_at_once = [&] {
+      const std::vector<double> figures = together();
+      for (int d : devices) f.together[d].push_back(figures[d]);
+    };
+    if (r % 2) all_at_once();
+    for (int d : devices) f.alone[d].push_back(alone(d));
+    if (r % 2 == 0) all_at_once();
+  }
+}
+
 bool arg(const char* a, const char* name, std::string* value) {
   const std::size_t n = std::strlen(name);
   if (std::strncmp(a, name, n) != 0 || a[n] != '=') return false;
@@ -243,19 +259,12 @@ int main(int argc, char** argv) {
   std::vector<int> all;
   for (int d = 0; d < n; ++d) all.push_back(d);
 
-  // Round r: alone then together when r is even, together then alone when odd.
   if (which != "replay") {
     std::printf("threads: %d threads per device, %.1f s a run, %d rounds, M pairs/s\n", threads, seconds, rounds);
     RoundFigures f(all.size());
-    for (int r = 0; r < rounds; ++r) {
-      auto together = [&] {
-        const std::vector<double> rates = run_threads(all, threads, seconds);
-        for (int d : all) f.together[d].push_back(rates[d]);
-      };
-      if (r % 2) together();
-      for (int d : all) f.alone[d].push_back(run_threads({d}, threads, seconds)[0]);
-      if (r % 2 == 0) together();
-    }
+    alternate(
+        rounds, all, f, [&](int d) { return run_threads({d}, threads, seconds)[0]; },
+        [&] { return run_threads(all, threads, seconds); });
     f.print(1e-6);
   }
   if (which != "threads") {
@@ -264,22 +273,21 @@ int main(int argc, char** argv) {
                 trace_path.c_str(), trace.ops.size(), trace.streams.size(), passes, rounds);
     RoundFigures f(all.size());
     std::vector<std::uint64_t> peak_alone(all.size()), peak_together(all.size());
-    for (int r = 0; r < rounds; ++r) {
-      auto together = [&] {
-        const std::vector<ReplayFigures> figures = run_replay(all, trace, passes);
-        for (int d : all) {
-          f.together[d].push_back(figures[d].median_ms);
-          peak_together[d] = std::max(peak_together[d], figures[d].peak_reserved);
-        }
-      };
-      if (r % 2) together();
-      for (int d : all) {
-        const ReplayFigures alone = run_replay({d}, trace, passes)[0];
-        f.alone[d].push_back(alone.median_ms);
-        peak_alone[d] = std::max(peak_alone[d], alone.peak_reserved);
-      }
-      if (r % 2 == 0) together();
-    }
+    alternate(
+        rounds, all, f,
+        [&](int d) {
+          const ReplayFigures alone = run_replay({d}, trace, passes)[0];
+          peak_alone[d] = std::max(peak_alone[d], alone.peak_reserved);
+          return alone.median_ms;
+        },
+        [&] {
+          std::vector<double> ms;
+          for (const ReplayFigures& figures : run_replay(all, trace, passes)) {
+            peak_together[ms.size()] = std::max(peak_together[ms.size()], figures.peak_reserved);
+            ms.push_back(figures.median_ms);
+          }
+          return ms;
+        });
     f.print(1.0);
     for (int d : all)
       std::printf("device %d: peak reserved %.1f MiB alone, %.1f MiB together\n", d,

@@ -418,6 +418,12 @@ def per_step(group: Group, key: str, rank: int = 0) -> float:
     return sum(r[rank]["counters"].get(key, 0) for r in group.rounds) / steps if steps else float("nan")
 
 
+def total(values) -> int | None:
+    """The sum, or None where a rank has no such counter (an older adapter; native)."""
+    values = list(values)
+    return None if any(v is None for v in values) else sum(values)
+
+
 def summarize(groups: list, modes: list) -> list:
     """One row per group that finished: its figures and, against native of the same mode, ratios."""
     rows = []
@@ -440,6 +446,8 @@ def summarize(groups: list, modes: list) -> list:
                     "counters_per_step_rank0": {k: per_step(g, k) for k in g.rounds[0][0]["counters"]},
                     "record_stream_calls_per_rank": [x["run_counters"].get("recordStreamCalls") for x in g.final],
                     "record_stream_waits_per_rank": [x["run_counters"].get("recordStreamWaits") for x in g.final],
+                    "record_stream_calls_total": total(x["run_counters"].get("recordStreamCalls") for x in g.final),
+                    "record_stream_waits_total": total(x["run_counters"].get("recordStreamWaits") for x in g.final),
                     "avoid_record_streams": g.final[0]["avoid_record_streams"],
                 })
                 if base is not None and base.final is not None:
