@@ -10,8 +10,9 @@ that the host's and the GPUs' swings do not decide; prints summary tables.
 
 How it measures. Every (mode, allocator) pair is a group: one torchrun
 launch, started once, all groups at the same time, and kept alive. The
-driver then hands out work one group at a time (the others wait idle, their
-GPU memory reserved but no kernel running): first a warm-up round, untimed,
+driver then hands out work one group at a time (turn_taking.py; the others
+wait idle, their GPU memory reserved but no kernel running; the GPUs' compute
+mode must be Default): first a warm-up round, untimed,
 then --rounds rounds in which every group in turn trains --steps steps; the
 order of the groups is reversed every other round (A B C, C B A, ...), so
 a drift within a round falls on every allocator alike. Every round trains
@@ -26,8 +27,8 @@ that would not end, with the closing work, within --budget-s.
 
 `native_again` is a second native group measured last in a round (first in
 a reversed one): its ratio to native is an A/A comparison, the noise floor of
-a difference between two processes of the same allocator; a difference of
-another allocator is shown only where it exceeds that.
+a difference between two processes of the same allocator: another
+allocator's difference to native means something only where it exceeds that.
 
 Per group and rank, after the rounds: losses of every step and the final
 weights as SHA-256 of their bytes (bitwise comparison with native's),
@@ -44,12 +45,14 @@ Allocators:
   sova           sova.torch.enable() (the pluggable allocator, default options)
   sova_nochecks  sova.torch.enable(stream_checks=False): the pool's per-call
                  stream checks off, so the difference to `sova` is their cost (DDP only)
-  sova_recstream sova with TORCH_NCCL_AVOID_RECORD_STREAMS=0: c10d records its
-                 NCCL stream on every collective's tensors through the
-                 allocator's recordStream hook (DDP only)
+  sova_recstream sova with TORCH_NCCL_AVOID_RECORD_STREAMS=0: c10d then records
+                 its NCCL stream on collectives' tensors, through the
+                 allocator's recordStream hook; the calls that reach sova are
+                 counted (DDP only)
 Model: bench/torch/gpt_model.py's GPT (6 layers, d 512, 8 heads, vocab 8192),
-bf16 autocast, batch 8 per rank, sequence length drawn per step from 128..512
-(multiples of 64, the same on every rank), each rank's tokens its own.
+bf16 autocast, batch 8 per rank, sequence length drawn for each step of a
+round from 128..512 (multiples of 64; the same on every rank and in every
+round), each rank's tokens its own.
 Deterministic: torch.use_deterministic_algorithms(True),
 CUBLAS_WORKSPACE_CONFIG=:4096:8, same seeds: every allocator must give
 native's losses and weights bitwise on every rank.
@@ -61,11 +64,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import time
+
+from turn_taking import Group, GroupFailed, serve
 
 ALLOCATORS = ("native", "native_again", "expandable", "sova", "sova_nochecks", "sova_recstream")
 DDP_ONLY = ("sova_nochecks", "sova_recstream")
@@ -75,78 +79,6 @@ SAFE_ENV = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "N
 # adapter, are left out).
 SOVA_COUNTERS = ("allocations", "fastPathHits", "crossStreamReuses", "crossStreamWaits", "eventsRecorded",
                  "recordStreamCalls", "recordStreamWaits", "slowGrown", "deviceSynchronizes", "remapWaits")
-POLL_S = 0.002  # how often a waiting side looks for the other's file
-
-
-# ---- the protocol: files in a group's folder --------------------------------
-# The driver writes cmd-<k>.json (k = 0, 1, ...: {"op": "steps", "count": n,
-# "timed": bool}, {"op": "finish"} or {"op": "exit"}); every rank polls for it
-# (no collective while waiting: a waiting NCCL kernel would spin on the GPU
-# that another group is timing), does it and writes done-<k>-rank<r>.json.
-# A rank writes ready-rank<r>.json once its model is built. Writes go through
-# a rename, so a reader never sees half a file.
-def write_json(path: str, obj) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(obj, f)
-    os.replace(tmp, path)
-
-
-def read_json(path: str):
-    with open(path) as f:
-        return json.load(f)
-
-
-def ready_path(folder: str, rank: int) -> str:
-    return os.path.join(folder, f"ready-rank{rank}.json")
-
-
-def command_path(folder: str, k: int) -> str:
-    return os.path.join(folder, f"cmd-{k}.json")
-
-
-def done_path(folder: str, k: int, rank: int) -> str:
-    return os.path.join(folder, f"done-{k}-rank{rank}.json")
-
-
-def driver_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def serve(folder: str, rank: int, trainer, driver_pid: int) -> None:
-    """A rank's loop: the driver's commands, in order, until "exit". Exits
-    the process when the driver is gone (nothing would ever come)."""
-    write_json(ready_path(folder, rank), {"rank": rank, "pid": os.getpid()})
-    k = 0
-    last_check = time.monotonic()
-    while True:
-        path = command_path(folder, k)
-        if not os.path.exists(path):
-            if time.monotonic() - last_check > 1.0:
-                last_check = time.monotonic()
-                if not driver_alive(driver_pid):
-                    print(f"rank {rank}: the driver (pid {driver_pid}) is gone; exiting", file=sys.stderr)
-                    os._exit(3)
-            time.sleep(POLL_S)
-            continue
-        cmd = read_json(path)
-        if cmd["op"] == "exit":
-            trainer.close()
-            return
-        if cmd["op"] == "steps":
-            result = trainer.run(cmd["count"], cmd["timed"])
-        elif cmd["op"] == "finish":
-            result = trainer.finish()
-        else:
-            raise SystemExit(f"rank {rank}: unknown command {cmd!r}")
-        write_json(done_path(folder, k, rank), result)
-        k += 1
 
 
 # ---- worker: one rank of one group ------------------------------------------
@@ -283,6 +215,13 @@ class Trainer:
                 "run_counters": self.counters() if self.sova is not None else {},
                 "avoid_record_streams": os.environ.get("TORCH_NCCL_AVOID_RECORD_STREAMS", "(unset)")}
 
+    def handle(self, cmd: dict) -> dict:
+        if cmd["op"] == "steps":
+            return self.run(cmd["count"], cmd["timed"])
+        if cmd["op"] == "finish":
+            return self.finish()
+        raise SystemExit(f"rank {self.rank}: unknown command {cmd!r}")
+
     def close(self) -> None:
         self.dist.destroy_process_group()
 
@@ -293,103 +232,32 @@ def worker(mode: str, allocator: str, folder: str, steps_per_round: int, max_rou
 
 
 # ---- driver: the groups -----------------------------------------------------
-class GroupFailed(Exception):
-    pass
+class TrainGroup(Group):
+    """One (mode, allocator) torchrun launch, and what its ranks answered."""
+
+    def __init__(self, mode: str, allocator: str, folder: str, ranks: int, steps_per_round: int, max_rounds: int):
+        super().__init__(f"{mode} {allocator}", folder, ranks,
+                         launch_command(mode, allocator, folder, ranks, steps_per_round, max_rounds),
+                         launch_environment(allocator))
+        self.mode, self.allocator = mode, allocator
+        self.rounds = []   # per timed round: the ranks' answers
+        self.final = None  # the ranks' answers to "finish"
 
 
-class Group:
-    """One (mode, allocator) torchrun launch and the driver's side of its protocol."""
+def launch_environment(allocator: str) -> dict:
+    env = dict(os.environ, **SAFE_ENV, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1")
+    env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
+    if allocator == "expandable":
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    if allocator == "sova_recstream":
+        env["TORCH_NCCL_AVOID_RECORD_STREAMS"] = "0"
+    return env
 
-    def __init__(self, mode: str, allocator: str, folder: str, ranks: int):
-        self.mode, self.allocator, self.folder, self.ranks = mode, allocator, folder, ranks
-        self.proc = None
-        self.log = None
-        self.next_k = 0
-        self.failure = None   # why the group stopped, or None
-        self.rounds = []      # per timed round: the ranks' results
-        self.final = None     # the ranks' finish results
 
-    @property
-    def name(self) -> str:
-        return f"{self.mode} {self.allocator}"
-
-    def environment(self) -> dict:
-        env = dict(os.environ, **SAFE_ENV, CUBLAS_WORKSPACE_CONFIG=":4096:8", PYTHONUNBUFFERED="1")
-        env.pop("PYTORCH_CUDA_ALLOC_CONF", None)
-        if self.allocator == "expandable":
-            env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-        if self.allocator == "sova_recstream":
-            env["TORCH_NCCL_AVOID_RECORD_STREAMS"] = "0"
-        return env
-
-    def command(self, steps_per_round: int, max_rounds: int) -> list:
-        return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={self.ranks}",
-                os.path.abspath(__file__), "--worker", self.mode, self.allocator, self.folder,
-                str(steps_per_round), str(max_rounds), str(os.getpid())]
-
-    def start(self, steps_per_round: int, max_rounds: int) -> None:
-        os.makedirs(self.folder, exist_ok=True)
-        for f in os.listdir(self.folder):  # a previous call's files would read as answers
-            if f.endswith(".json") or f.endswith(".tmp"):
-                os.remove(os.path.join(self.folder, f))
-        self.log = open(os.path.join(self.folder, "log.txt"), "w")
-        # Same process group as the driver: a timeout's signal to the group reaches the ranks too.
-        self.proc = subprocess.Popen(self.command(steps_per_round, max_rounds), env=self.environment(),
-                                     stdout=self.log, stderr=subprocess.STDOUT)
-
-    def log_tail(self) -> str:
-        try:
-            with open(os.path.join(self.folder, "log.txt")) as f:
-                lines = [ln.strip() for ln in f if ln.strip()]
-        except OSError:
-            return "?"
-        errors = [ln for ln in lines if "Error" in ln or "error" in ln]
-        return ((errors or lines or ["?"])[-1])[-240:]
-
-    def wait_for(self, paths: list, timeout: float, what: str) -> list:
-        deadline = time.monotonic() + timeout
-        while True:
-            if all(os.path.exists(p) for p in paths):
-                return [read_json(p) for p in paths]
-            if self.proc is not None and self.proc.poll() is not None:
-                raise GroupFailed(f"{what}: exited {self.proc.returncode}: {self.log_tail()}")
-            if time.monotonic() > deadline:
-                raise GroupFailed(f"{what}: no answer within {timeout:.0f} s")
-            time.sleep(POLL_S)
-
-    def wait_ready(self, timeout: float) -> None:
-        self.wait_for([ready_path(self.folder, r) for r in range(self.ranks)], timeout, "start")
-
-    def send(self, cmd: dict, timeout: float) -> list:
-        k = self.next_k
-        self.next_k += 1
-        write_json(command_path(self.folder, k), cmd)
-        if cmd["op"] == "exit":
-            return []
-        return self.wait_for([done_path(self.folder, k, r) for r in range(self.ranks)], timeout, cmd["op"])
-
-    def fail(self, why: str) -> None:
-        """Stops the group: told to exit (ranks that still answer do), then
-        signalled if it has not within a few seconds."""
-        self.failure = why
-        if self.proc is not None and self.proc.poll() is None:
-            self.send({"op": "exit"}, 0)
-        self.stop(grace_s=5)
-
-    def stop(self, grace_s: float) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            try:
-                self.proc.wait(timeout=grace_s)
-            except subprocess.TimeoutExpired:
-                self.proc.send_signal(signal.SIGTERM)  # torchrun passes it to its ranks
-                try:
-                    self.proc.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait()
-        if self.log is not None:
-            self.log.close()
-            self.log = None
+def launch_command(mode: str, allocator: str, folder: str, ranks: int, steps_per_round: int, max_rounds: int) -> list:
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={ranks}",
+            os.path.abspath(__file__), "--worker", mode, allocator, folder,
+            str(steps_per_round), str(max_rounds), str(os.getpid())]
 
 
 # ---- driver: figures --------------------------------------------------------
@@ -407,12 +275,12 @@ def paired_ratios(values: list, base: list) -> list:
     return [v / b for v, b in zip(values, base)]
 
 
-def bitwise_equal(group: Group, base: Group) -> bool:
+def bitwise_equal(group: TrainGroup, base: TrainGroup) -> bool:
     return all(g["losses_sha"] == b["losses_sha"] and g["weights_sha"] == b["weights_sha"]
                for g, b in zip(group.final, base.final))
 
 
-def per_step(group: Group, key: str, rank: int = 0) -> float:
+def per_step(group: TrainGroup, key: str, rank: int = 0) -> float:
     """A counter's growth per timed step on one rank."""
     steps = sum(r[rank]["count"] for r in group.rounds)
     return sum(r[rank]["counters"].get(key, 0) for r in group.rounds) / steps if steps else float("nan")
@@ -619,15 +487,20 @@ def main() -> int:
         return 2
     os.makedirs(args.out, exist_ok=True)
     plan = plan_groups(modes, allocators)
+    try:  # NCCL keeps some state of every communicator in /dev/shm: all groups' at once here
+        st = os.statvfs("/dev/shm")
+        shm = f"/dev/shm {st.f_bavail * st.f_frsize / 2**30:.1f} GiB free"
+    except OSError:
+        shm = "no /dev/shm"
     print(f"torch {torch.__version__}, {gpus} GPUs ({torch.cuda.get_device_name(0)}); {len(plan)} groups, "
           f"a warm-up round and up to {args.rounds} rounds of {args.steps} steps each, "
-          f"order reversed every other round", flush=True)
+          f"order reversed every other round; {shm}", flush=True)
 
     t_start = time.monotonic()
-    groups = [Group(m, a, os.path.join(args.out, f"{m}_{a}"), gpus) for m, a in plan]
+    groups = [TrainGroup(m, a, os.path.join(args.out, f"{m}_{a}"), gpus, args.steps, args.rounds) for m, a in plan]
     try:
         for g in groups:
-            g.start(args.steps, args.rounds)
+            g.start()
             time.sleep(0.3)  # torchrun's rendezvous ports: one launch at a time
         for g in groups:
             try:
