@@ -27,7 +27,9 @@ import subprocess
 import sys
 import time
 
-POLL_S = 0.002  # how often a waiting side looks for the other's file
+POLL_S = 0.002       # how often a waiting side looks for the other's file
+IDLE_POLL_S = 0.02   # how often a rank looks once it has waited IDLE_AFTER_S: many idle ranks, little host noise
+IDLE_AFTER_S = 0.2
 
 
 def write_json(path: str, obj) -> None:
@@ -71,16 +73,17 @@ def serve(folder: str, rank: int, handler, driver_pid: int) -> None:
     timeout leaves no rank holding a GPU."""
     write_json(ready_path(folder, rank), {"rank": rank, "pid": os.getpid()})
     k = 0
-    last_check = time.monotonic()
+    last_check = waiting_since = time.monotonic()
     while True:
         path = command_path(folder, k)
         if not os.path.exists(path):
-            if time.monotonic() - last_check > 1.0:
-                last_check = time.monotonic()
+            now = time.monotonic()
+            if now - last_check > 1.0:
+                last_check = now
                 if not process_alive(driver_pid):
                     print(f"rank {rank}: the driver (pid {driver_pid}) is gone; exiting", file=sys.stderr)
                     os._exit(3)
-            time.sleep(POLL_S)
+            time.sleep(POLL_S if now - waiting_since < IDLE_AFTER_S else IDLE_POLL_S)
             continue
         cmd = read_json(path)
         if cmd["op"] == "exit":
@@ -88,6 +91,7 @@ def serve(folder: str, rank: int, handler, driver_pid: int) -> None:
             return
         write_json(done_path(folder, k, rank), handler.handle(cmd))
         k += 1
+        waiting_since = time.monotonic()
 
 
 # ---- the driver's side ----------------------------------------------------------
