@@ -213,6 +213,11 @@ class SOVA_API Driver {
   /// (cudaHostAlloc with cudaHostAllocPortable). cudaErrorMemoryAllocation
   /// when the host has too little.
   virtual cudaError_t host_alloc(std::size_t bytes, void** out) noexcept;
+  /// host_alloc with `device`'s context current, from a thread that may have
+  /// none: a sleep pins on threads of its own, where the runtime would pick
+  /// device 0's context (creating it on a device the process may not use).
+  /// Default: host_alloc.
+  virtual cudaError_t host_alloc_on(int device, std::size_t bytes, void** out) noexcept;
   /// Frees what host_alloc gave (cudaFreeHost): no copy may still use it.
   virtual cudaError_t host_free(void* ptr) noexcept;
   /// Copies `bytes` from `src` to `dst` in the order of `stream`

@@ -136,7 +136,7 @@ cudaError_t PoolSleep::pin_more(const std::vector<std::size_t>& sizes,
     return cudaErrorMemoryAllocation;
   }
   for (std::size_t bytes : sizes) slabs_.push_back(Slab{nullptr, bytes});  // reserved: no throw
-  const cudaError_t error = pin_slabs(driver_, sizes, pinned, [&](std::size_t i) {
+  const cudaError_t error = pin_slabs(driver_, device_, sizes, pinned, [&](std::size_t i) {
     slabs_[held + i].ptr = pinned[i];
     return on_pinned(held + i);
   });

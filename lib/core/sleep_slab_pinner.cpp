@@ -15,9 +15,11 @@ namespace {
 
 /// What the pinning threads and the calling thread share, under `mu`.
 struct PinWork {
-  PinWork(Driver& d, const std::vector<std::size_t>& s, std::vector<void*>& p) : driver(d), sizes(s), pinned(p) {}
+  PinWork(Driver& dr, int dev, const std::vector<std::size_t>& s, std::vector<void*>& p)
+      : driver(dr), device(dev), sizes(s), pinned(p) {}
 
   Driver& driver;
+  const int device;
   const std::vector<std::size_t>& sizes;
   std::vector<void*>& pinned;
   std::mutex mu;
@@ -34,7 +36,7 @@ struct PinWork {
       const std::size_t slab = next++;
       lock.unlock();
       void* p = nullptr;
-      const cudaError_t e = driver.host_alloc(sizes[slab], &p);
+      const cudaError_t e = driver.host_alloc_on(device, sizes[slab], &p);
       lock.lock();
       ++settled;
       if (e == cudaSuccess) {
@@ -52,12 +54,12 @@ struct PinWork {
 
 }  // namespace
 
-cudaError_t pin_slabs(Driver& driver, const std::vector<std::size_t>& sizes, std::vector<void*>& pinned,
+cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>& sizes, std::vector<void*>& pinned,
                       const std::function<cudaError_t(std::size_t)>& on_pinned) noexcept {
   try {
     pinned.assign(sizes.size(), nullptr);
     if (sizes.empty()) return cudaSuccess;
-    PinWork work(driver, sizes, pinned);
+    PinWork work(driver, device, sizes, pinned);
     work.ready.reserve(sizes.size());
     std::vector<std::thread> threads;
     if (sizes.size() > 1) {

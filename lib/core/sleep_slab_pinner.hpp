@@ -16,11 +16,11 @@
 
 namespace sova::detail {
 
-/// At most this many threads pin at once (more gain little: the kernel's
-/// page pinning and the memory bus are shared).
+/// At most this many threads pin at once: the bound on the threads one
+/// sleep starts (each pins a slab at a time).
 inline constexpr std::size_t kMaxPinThreads = 8;
 
-/// Pins one slab of each of `sizes` through `driver.host_alloc`, on up to
+/// Pins one slab of each of `sizes` through `driver.host_alloc_on(device)`, on up to
 /// kMaxPinThreads threads (on the calling thread alone for a single slab, or
 /// when no thread can be started). `pinned` is resized to sizes.size() and
 /// gets each slab's pointer (nullptr for a slab not pinned).
@@ -31,7 +31,7 @@ inline constexpr std::size_t kMaxPinThreads = 8;
 /// Returns the first error, once every thread has stopped; the slabs pinned
 /// are then still in `pinned`, for the caller to free. Thread safety: the
 /// driver's host_alloc is called from several threads at once.
-cudaError_t pin_slabs(Driver& driver, const std::vector<std::size_t>& sizes, std::vector<void*>& pinned,
+cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>& sizes, std::vector<void*>& pinned,
                       const std::function<cudaError_t(std::size_t slab)>& on_pinned) noexcept;
 
 }  // namespace sova::detail

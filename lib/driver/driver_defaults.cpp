@@ -62,6 +62,7 @@ cudaError_t Driver::stream_destroy(cudaStream_t) noexcept { return cudaErrorNotS
 namespace sova {
 
 cudaError_t Driver::host_alloc(std::size_t, void**) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::host_alloc_on(int, std::size_t bytes, void** out) noexcept { return host_alloc(bytes, out); }
 cudaError_t Driver::host_free(void*) noexcept { return cudaErrorNotSupported; }
 cudaError_t Driver::memcpy_async(void*, const void*, std::size_t, cudaStream_t) noexcept {
   return cudaErrorNotSupported;

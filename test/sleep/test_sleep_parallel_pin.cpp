@@ -84,7 +84,7 @@ TEST_CASE("pin_slabs: every slab pinned once, each handed on on the calling thre
   std::vector<int> handed(sizes.size(), 0);
   bool on_caller = true;
   const std::thread::id caller = std::this_thread::get_id();
-  REQUIRE(pin_slabs(sim, sizes, pinned, [&](std::size_t slab) {
+  REQUIRE(pin_slabs(sim, 0, sizes, pinned, [&](std::size_t slab) {
             on_caller = on_caller && std::this_thread::get_id() == caller;
             ++handed[slab];
             return pinned[slab] != nullptr ? cudaSuccess : cudaErrorUnknown;
@@ -101,7 +101,7 @@ TEST_CASE("pin_slabs: an error from on_pinned stops the pinning; the slabs pinne
   const std::vector<std::size_t> sizes(20, 64 * KiB);
   std::vector<void*> pinned;
   int calls = 0;
-  CHECK(pin_slabs(sim, sizes, pinned, [&](std::size_t) {
+  CHECK(pin_slabs(sim, 0, sizes, pinned, [&](std::size_t) {
           return ++calls == 2 ? cudaErrorInvalidValue : cudaSuccess;
         }) == cudaErrorInvalidValue);
   CHECK(calls == 2);  // none handed on after the error

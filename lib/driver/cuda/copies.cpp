@@ -11,16 +11,30 @@
 
 namespace sova::cuda_detail {
 
-cudaError_t CudaDriver::host_alloc(std::size_t bytes, void** out) noexcept {
-  if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
-  void* p = nullptr;
-  RelaxedCapture relaxed;               // pinning never invalidates another stream's capture (relaxed_capture.hpp)
-  ScopedContext context{AnyContext{}};  // the thread's context if it has one (pinned memory is portable)
+namespace {
+/// cudaHostAlloc within `context` (made current by the caller).
+cudaError_t pin_host(const ScopedContext& context, std::size_t bytes, void** out) noexcept {
   if (context.status() != cudaSuccess) return context.status();
+  void* p = nullptr;
   const cudaError_t err = quiet([&] { return cudaHostAlloc(&p, bytes, cudaHostAllocPortable); });
   if (err != cudaSuccess) return err;
   *out = p;
   return cudaSuccess;
+}
+}  // namespace
+
+cudaError_t CudaDriver::host_alloc(std::size_t bytes, void** out) noexcept {
+  if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
+  RelaxedCapture relaxed;               // pinning never invalidates another stream's capture (relaxed_capture.hpp)
+  ScopedContext context{AnyContext{}};  // the thread's context if it has one (pinned memory is portable)
+  return pin_host(context, bytes, out);
+}
+
+cudaError_t CudaDriver::host_alloc_on(int device, std::size_t bytes, void** out) noexcept {
+  if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
+  RelaxedCapture relaxed;
+  ScopedContext context(device);  // the pool's device's, whatever the thread had
+  return pin_host(context, bytes, out);
 }
 
 cudaError_t CudaDriver::host_free(void* ptr) noexcept {
