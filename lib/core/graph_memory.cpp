@@ -197,14 +197,19 @@ void GraphMemory::collect() noexcept {
       for (void* block : graph.blocks) {
         auto b = blocks_.find(block);
         if (b == blocks_.end()) continue;
+        // Allocated in the graph and freed neither in it nor since: the
+        // caller's still, as cudaMallocAsync's are once their graph is gone.
+        // It stays allocated in the pool, an ordinary block its owner frees.
+        const bool callers = b->second.live && !b->second.caller_freed;
         held_bytes_ -= b->second.bytes;
         blocks_.erase(b);
         held_blocks_.fetch_sub(1, std::memory_order_relaxed);
-      }
-      try {
-        blocks.insert(blocks.end(), graph.blocks.begin(), graph.blocks.end());
-      } catch (...) {
-        // Cannot list them: they stay out of the pool (a leak, never an early reuse).
+        if (callers) continue;
+        try {
+          blocks.push_back(block);
+        } catch (...) {
+          // Cannot list it: it stays out of the pool (a leak, never an early reuse).
+        }
       }
       end_capture_locked(graph);
       graphs_.erase(it);

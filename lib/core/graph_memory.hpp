@@ -23,7 +23,12 @@
 //    a CUDA user object). The callback only queues the capture's id; the
 //    next call into GraphMemory (collect(), which the pool's allocate and free
 //    reach cheaply) returns the graph's blocks to the pool as frees known
-//    complete.
+//    complete — all but those still the caller's (allocated in the graph,
+//    freed neither in it nor since): as with cudaMallocAsync, destroying a
+//    graph does not free what it allocated and did not free. Those stay
+//    allocated in the pool, ordinary blocks that the caller's free returns
+//    (a tensor may outlive the graph that made it). The release may come
+//    before or after such a free: either order ends with the block free once.
 //
 // Thread safety: every method may be called from any thread; one mutex over
 // the tables, never held across a call into the source. The release

@@ -236,6 +236,10 @@ TEST_CASE("capture: an allocation that fails for memory returns the error and le
   g.destroy();
   device.synchronize(s);
   CHECK(held_by_graphs(pool, 0) == 0);
+  // Not freed in the graph: the caller's until freed, graph gone or not.
+  CHECK(pool.stats().used_current == before.used_current + 40 * kMiB);
+  pool.deallocate(p, s);
+  device.synchronize(s);
   CHECK(pool.stats().used_current == before.used_current);
   pool.check_invariants();
 }

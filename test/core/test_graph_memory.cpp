@@ -122,15 +122,19 @@ TEST_CASE("graph memory: blocks are held by the graph until it and its executabl
   REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
   CHECK(graphs.has_released());
   graphs.collect();
-  CHECK(source.given_back() == 2);
-  CHECK(source.outstanding() == 0);
+  // `a` (freed by the caller) goes back; `b` (never freed) stays allocated:
+  // the caller's still, as a cudaMallocAsync block outlives its graph.
+  CHECK(source.given_back() == 1);
+  CHECK(source.outstanding() == 1);
   const GraphMemoryStats stats = graphs.stats();
   CHECK(stats.held_bytes == 0);
   CHECK(stats.held_bytes_high == 4000);
   CHECK(stats.graphs == 0);
   CHECK(stats.released_graphs == 1);
-  // Released: the pointer is not graph memory any more (the pool judges it).
+  // Released: the pointers are not graph memory any more (the pool judges
+  // them: b's free is an ordinary free of a live block, a's a double free).
   CHECK_FALSE(graphs.deallocate(b, s, &result));
+  CHECK_FALSE(graphs.deallocate(a, s, &result));
   graphs.reset_high();
   CHECK(graphs.stats().held_bytes_high == 0);
 }
@@ -166,14 +170,18 @@ TEST_CASE("graph memory: a free in the capture makes the block reusable by later
   CHECK(c != a);
   CHECK(graphs.stats().graphs == 2);
   cudaGraph_t graph2 = second.end();
-  CHECK(graphs.capture_in_progress());                // the first capture ended (a second began on s); the second?
+  CHECK(graphs.capture_in_progress());         // the first capture ended (a second began on s); the second?
+  REQUIRE(graphs.deallocate(c, s, &result));  // the caller's free after its capture
   REQUIRE(sim.graph_destroy(graph2) == cudaSuccess);  // out of order: the second first
   graphs.collect();
   CHECK(source.given_back() == 1);
   CHECK_FALSE(graphs.capture_in_progress());  // its graph is released: over
   REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
   graphs.collect();
-  CHECK(source.given_back() == 3);
+  // a (freed, reused as `small`, freed after the capture) comes back; `big`,
+  // never freed, stays the caller's.
+  CHECK(source.given_back() == 2);
+  CHECK(source.outstanding() == 1);
   CHECK(graphs.stats().held_bytes == 0);
 }
 
@@ -192,7 +200,10 @@ TEST_CASE("graph memory: a failed allocation changes nothing and leaves the capt
   REQUIRE(sim.stream_capture_info(s, &info) == cudaSuccess);
   CHECK(info.status == cudaStreamCaptureStatusActive);
   REQUIRE(graphs.allocate(&p, 64, s) == cudaSuccess);
-  REQUIRE(sim.graph_destroy(capture.end()) == cudaSuccess);
+  cudaGraph_t graph = capture.end();
+  cudaError_t result = cudaErrorUnknown;
+  REQUIRE(graphs.deallocate(p, s, &result));
+  REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
   graphs.collect();
   CHECK(source.outstanding() == 0);
 }
@@ -214,7 +225,11 @@ TEST_CASE("graph memory: an invalidated capture is reported, and its graph's blo
   CHECK(result == cudaErrorStreamCaptureInvalidated);
   cudaGraph_t graph = nullptr;
   CHECK(sim.end_capture(s, &graph) == cudaErrorStreamCaptureInvalidated);
-  graphs.collect();  // the failed capture's graph is gone: its memory comes back
+  // The failed capture's graph is gone; what it handed out is the caller's
+  // until freed, as after any capture (unwinding code frees it).
+  REQUIRE(graphs.deallocate(p, s, &result));
+  CHECK(result == cudaSuccess);
+  graphs.collect();
   CHECK(source.given_back() == 1);
   CHECK(source.outstanding() == 0);
 }
@@ -281,6 +296,8 @@ TEST_CASE("graph memory: in a capture forked over several streams, a free is reu
   CHECK(graphs.capture_in_progress());
   graphs.outside_capture(side);
   CHECK_FALSE(graphs.capture_in_progress());
+  for (void* p : on_side) REQUIRE(graphs.deallocate(p, side, &result));  // the caller's frees
+  REQUIRE(graphs.deallocate(c, origin, &result));
   REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
   graphs.collect();
   CHECK(source.given_back() == 4);
