@@ -1,22 +1,12 @@
 // C API: sovaMemPoolGetStats — figures against what the test allocated, the
 // size rule of the extensible struct, and bad input changing nothing.
 #include "capi/capi_test_util.hpp"
+#include "support/capi_stats.hpp"
 
 #include <cstddef>
 
 using namespace sova::capi_test;
-
-namespace {
-
-sovaMemPoolStats stats_of(sovaMemPool_t pool) {
-  sovaMemPoolStats s;
-  std::memset(&s, 0, sizeof s);
-  s.structSize = sizeof s;
-  REQUIRE(sovaMemPoolGetStats(pool, &s) == cudaSuccess);
-  return s;
-}
-
-}  // namespace
+using sova::test::stats_of;
 
 TEST_CASE("capi: sovaMemPoolGetStats counts what was allocated", "[capi]") {
   ScopedPool pool;

@@ -3,6 +3,7 @@
 // frees on another device's stream, trim and idle release per device, and
 // out of memory on one device while the other works.
 #include "multigpu/require_devices.hpp"
+#include "support/capi_stats.hpp"
 
 #include <sova/sova.h>
 
@@ -13,16 +14,9 @@
 #include <vector>
 
 using namespace sova::multigpu;
+using sova::test::stats_of;
 
 namespace {
-
-sovaMemPoolStats stats_of(sovaMemPool_t pool) {
-  sovaMemPoolStats s;
-  std::memset(&s, 0, sizeof s);
-  s.structSize = sizeof s;
-  REQUIRE(sovaMemPoolGetStats(pool, &s) == cudaSuccess);
-  return s;
-}
 
 /// A pool of `device` destroyed at scope exit.
 struct OwnedPool {

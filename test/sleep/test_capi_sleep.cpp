@@ -1,21 +1,15 @@
 // C API: sovaMemPoolSleep / Wake / IsAsleep / ReleaseSleepHostMemory on the
 // process's simulation: a round trip, the statistics, the codes and messages.
 #include "capi/capi_test_util.hpp"
+#include "support/capi_stats.hpp"
 
 #include <cstring>
 #include <string>
 
 using namespace sova::capi_test;
+using sova::test::stats_of;
 
 namespace {
-
-sovaMemPoolStats stats_of(sovaMemPool_t pool) {
-  sovaMemPoolStats s;
-  std::memset(&s, 0, sizeof s);
-  s.structSize = sizeof s;
-  REQUIRE(sovaMemPoolGetStats(pool, &s) == cudaSuccess);
-  return s;
-}
 
 int asleep(sovaMemPool_t pool) {
   int value = -1;
