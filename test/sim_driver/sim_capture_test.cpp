@@ -324,6 +324,15 @@ TEST_CASE("sim capture: waits that cross a capture's boundary are refused and in
     CHECK(status_of(origin) == cudaStreamCaptureStatusInvalidated);
     CHECK(finish(origin) == cudaErrorStreamCaptureInvalidated);
   }
+  SECTION("an invalidated capture is not joined, and its streams' waits fail") {
+    REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+    REQUIRE(sim.event_record(event, origin) == cudaSuccess);
+    CHECK(sim.stream_query(origin) == cudaErrorStreamCaptureUnsupported);  // invalidates
+    CHECK(sim.stream_wait_event(side, event) == cudaErrorInvalidValue);
+    CHECK(status_of(side) == cudaStreamCaptureStatusNone);
+    CHECK(sim.stream_wait_event(origin, event) == cudaErrorStreamCaptureInvalidated);
+    CHECK(finish(origin) == cudaErrorStreamCaptureInvalidated);
+  }
   SECTION("the legacy stream cannot join") {
     REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess);
     REQUIRE(sim.event_record(event, origin) == cudaSuccess);

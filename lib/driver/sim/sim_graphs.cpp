@@ -227,6 +227,10 @@ bool SimGraphs::wait_event(cudaStream_t stream, EventHandle event, bool recorded
   if (streams_->id(stream, &sid) != cudaSuccess) return false;  // the caller reports the bad handle
   std::lock_guard<std::mutex> lock(mu_);
   std::shared_ptr<Capture> mine = capture_of(sid);
+  if (mine != nullptr && mine->invalidated) {
+    *result = cudaErrorStreamCaptureInvalidated;  // the waiter's capture is invalidated already
+    return true;
+  }
   auto captured = captured_events_.find(event);
   if (captured == captured_events_.end()) {
     if (mine == nullptr) return false;  // an ordinary wait
@@ -248,6 +252,10 @@ bool SimGraphs::wait_event(cudaStream_t stream, EventHandle event, bool recorded
     invalidate_locked(*mine);
     invalidate_locked(*theirs);
     *result = cudaErrorStreamCaptureMerge;
+    return true;
+  }
+  if (mine == nullptr && theirs->invalidated) {
+    *result = cudaErrorInvalidValue;  // nothing to join
     return true;
   }
   if (mine == nullptr && (stream == nullptr || stream == cudaStreamLegacy)) {

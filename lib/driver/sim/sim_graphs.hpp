@@ -25,7 +25,10 @@
 //     no-op); a wait on a captured event whose capture is over, and a query
 //     or synchronize of a captured event, is cudaErrorCapturedEvent. Each
 //     invalidates the captures involved that are in progress. The legacy
-//     stream cannot join (cudaErrorStreamCaptureImplicit).
+//     stream cannot join (cudaErrorStreamCaptureImplicit). A stream whose
+//     capture is invalidated gets cudaErrorStreamCaptureInvalidated for any
+//     wait; a stream outside capture cannot join an invalidated capture
+//     (cudaErrorInvalidValue).
 //   * end(stream) must be called on the origin stream (the one begin was
 //     called on): on a joined stream it is cudaErrorStreamCaptureUnmatched
 //     and invalidates the capture. On the origin it takes every stream of
