@@ -446,6 +446,7 @@ def run_rounds(groups: list, rounds: int, steps: int, budget_s: float, t_start: 
 
 
 def main() -> int:
+    t_start = time.monotonic()  # --budget-s counts from here (importing torch included)
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--gpus", type=int, default=0, help="ranks (default: every GPU)")
@@ -496,7 +497,6 @@ def main() -> int:
           f"a warm-up round and up to {args.rounds} rounds of {args.steps} steps each, "
           f"order reversed every other round; {shm}", flush=True)
 
-    t_start = time.monotonic()
     groups = [TrainGroup(m, a, os.path.join(args.out, f"{m}_{a}"), gpus, args.steps, args.rounds) for m, a in plan]
     try:
         for g in groups:
