@@ -34,13 +34,31 @@ serve(sys.argv[2], RANK, Handler(), int(sys.argv[3]))
 """
 
 
+# The launch: `ranks` ranks; when one fails, or the launch is sent SIGTERM,
+# the ranks are killed and the launch exits 1, as torchrun does; 0 when every
+# rank ended well.
+LAUNCHER = """
+import signal, subprocess, sys, time
+script, ranks, folder, pid = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+procs = [subprocess.Popen([sys.executable, "-c", script, str(r), folder, pid]) for r in range(ranks)]
+def stop(*_):
+    for p in procs:
+        p.kill()
+    sys.exit(1)
+signal.signal(signal.SIGTERM, stop)
+while True:
+    codes = [p.poll() for p in procs]
+    if any(c not in (None, 0) for c in codes):
+        stop()
+    if all(c == 0 for c in codes):
+        sys.exit(0)
+    time.sleep(0.02)
+"""
+
+
 def launch(folder, ranks, driver_pid=None):
-    """A group of `ranks` rank processes; the launch ends when one fails (as torchrun does)."""
-    script = RANK.format(bench=BENCH)
-    pid = driver_pid or os.getpid()
-    ranks_cmd = " ".join(f"{sys.executable} -c \"$S\" {r} {folder} {pid} &" for r in range(ranks))
-    command = ["bash", "-c", f"S=$1; {ranks_cmd} wait -n; rc=$?; [ $rc = 0 ] && wait -n; rc2=$?; "
-               "[ $rc = 0 ] && [ $rc2 = 0 ] && exit 0; kill $(jobs -p) 2>/dev/null; exit 1", "group", script]
+    command = [sys.executable, "-c", LAUNCHER, RANK.format(bench=BENCH), str(ranks), str(folder),
+               str(driver_pid or os.getpid())]
     return Group("test", str(folder), ranks, command, dict(os.environ))
 
 
