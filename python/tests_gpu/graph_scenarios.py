@@ -110,7 +110,8 @@ def cuda_graph(mode: str) -> dict:
         g.replay()
         eager = model(static_in)
         assert torch.equal(static_out, eager), "a replay differs from eager execution"
-        outs.append(static_out.cpu())
+        outs.append(static_out.detach().cpu())   # detached: a copy with autograd history would keep
+        # the graph's saved activations (its memory) alive
     torch.cuda.synchronize()
     del g, static_out, eager
     gc.collect()
@@ -174,7 +175,7 @@ def graph_in_sova_mem_pool(mode: str) -> dict:
         static_in.copy_(cpu_randn(gen, 32, 64))
         g.replay()
         assert torch.equal(static_out, model(static_in)), "a replay differs from eager execution"
-        outs.append(static_out.clone())
+        outs.append(static_out.detach().clone())   # no autograd history into the graph's pool
     torch.cuda.synchronize()
     del g, static_out
     gc.collect()

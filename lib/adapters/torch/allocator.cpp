@@ -286,8 +286,10 @@ int sova_torch_record_stream(void* ptr, cudaStream_t stream) {
     set_last_error("sova_torch_record_stream: NULL pointer");
     return cudaErrorInvalidValue;
   }
+  // Counted on the current device (PyTorch's callers hold a device guard):
+  // asking the stream's device could invalidate a capture that records it.
   int device = -1;
-  if (sova::process_driver().stream_device(stream, &device) == cudaSuccess && device >= 0 && device < kMaxDevices)
+  if (sova::process_driver().current_device(&device) == cudaSuccess && device >= 0 && device < kMaxDevices)
     state().devices[device].record_stream_calls.fetch_add(1, std::memory_order_relaxed);
   try {
     record_stream(ptr, stream);

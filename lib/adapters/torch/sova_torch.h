@@ -111,7 +111,7 @@ typedef struct sovaTorchStats {
   uint64_t deferredFrees;     /**< frees deferred because their stream was being captured */
   uint64_t freeErrors;        /**< frees refused for another reason */
   uint64_t recordStreamCalls; /**< recordStream calls that reached sova (Tensor.record_stream,
-                                   c10d and other C++ callers), on this device's streams */
+                                   c10d and other C++ callers) with this device current */
 } sovaTorchStats;
 /** Device without a pool yet: cudaSuccess and zeros (pool.structSize kept).
  * Device out of range, NULL stats: cudaErrorInvalidValue. */
