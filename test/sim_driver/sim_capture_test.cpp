@@ -193,6 +193,63 @@ TEST_CASE("sim capture: a stream that waits on a captured event joins the captur
   sim.event_destroy(join);
 }
 
+TEST_CASE("sim capture: a launch runs a graph's branches at once, each node after its dependencies",
+          "[sim][capture]") {
+  SimDriver sim;
+  cudaStream_t origin = sim.create_stream();
+  cudaStream_t side = sim.create_stream();
+  cudaStream_t launch_on = sim.create_stream();
+  EventHandle fork = nullptr, join = nullptr;
+  REQUIRE(sim.event_create(&fork) == cudaSuccess);
+  REQUIRE(sim.event_create(&join) == cudaSuccess);
+  // Each branch's node waits (2 s at most) to see the other's started: only
+  // branches run at once both see it.
+  std::atomic<bool> side_started{false}, origin_started{false}, before_launch{false};
+  std::atomic<int> saw_other{0}, saw_before{0}, saw_side_done{0};
+  std::atomic<bool> side_done{false};
+  auto wait_for = [](const std::atomic<bool>& flag) {
+    for (int i = 0; i < 2000 && !flag.load(); ++i) std::this_thread::sleep_for(1ms);
+    return flag.load();
+  };
+  REQUIRE(sim.begin_capture(origin, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(sim.event_record(fork, origin) == cudaSuccess);
+  REQUIRE(sim.stream_wait_event(side, fork) == cudaSuccess);
+  sim.launch(side, [&] {
+    if (before_launch.load()) saw_before.fetch_add(1);  // after the launch stream's earlier work
+    side_started = true;
+    if (wait_for(origin_started)) saw_other.fetch_add(1);
+  });
+  sim.launch(side, [&] { side_done = true; });
+  sim.launch(origin, [&] {
+    origin_started = true;
+    if (wait_for(side_started)) saw_other.fetch_add(1);
+  });
+  REQUIRE(sim.event_record(join, side) == cudaSuccess);
+  REQUIRE(sim.stream_wait_event(origin, join) == cudaSuccess);
+  sim.launch(origin, [&] {
+    if (side_done.load()) saw_side_done.fetch_add(1);  // after the join
+  });
+  cudaGraph_t graph = nullptr;
+  REQUIRE(sim.end_capture(origin, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(sim.graph_instantiate(&exec, graph) == cudaSuccess);
+
+  sim.delay(launch_on, 20ms);
+  sim.launch(launch_on, [&] { before_launch = true; });
+  REQUIRE(sim.graph_launch(exec, launch_on) == cudaSuccess);
+  std::atomic<bool> after{false};
+  sim.launch(launch_on, [&] { after = side_done.load(); });  // after every branch
+  REQUIRE(sim.stream_synchronize(launch_on) == cudaSuccess);
+  CHECK(saw_before == 1);
+  CHECK(saw_other == 2);
+  CHECK(saw_side_done == 1);
+  CHECK(after);
+  sim.graph_exec_destroy(exec);  // its lane goes with it; the launch is done
+  sim.graph_destroy(graph);
+  sim.event_destroy(fork);
+  sim.event_destroy(join);
+}
+
 TEST_CASE("sim capture: end fails with cudaErrorStreamCaptureUnjoined when a forked stream is not joined back",
           "[sim][capture]") {
   SimDriver sim;

@@ -6,6 +6,7 @@
 #include "core/raw_enum.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 namespace sova::sim {
@@ -33,15 +34,20 @@ struct SimGraphs::UserObject {
   ~UserObject() { callback(context); }
 };
 
-/// What a graph or an executable holds: its nodes, in capture order, and
-/// its references to user objects.
-struct SimGraphs::Body {
-  std::vector<Item> nodes;
-  std::vector<std::shared_ptr<UserObject>> objects;
-};
-
 /// Nodes are indices into the body's nodes.
 using NodeSet = std::vector<std::size_t>;
+
+/// What a graph or an executable holds: its nodes, in capture order, with
+/// their dependencies and branches, and its references to user objects.
+struct SimGraphs::Body {
+  std::vector<Item> nodes;
+  std::vector<NodeSet> deps;        // per node: the nodes it depends on
+  std::vector<std::size_t> branch;  // per node: the capture's stream that recorded it (0: the origin)
+  std::size_t branches = 1;         // streams of the capture
+  int device = 0;
+  std::vector<cudaStream_t> lanes;  // an executable's: where branches 1.. run at launch
+  std::vector<std::shared_ptr<UserObject>> objects;
+};
 
 struct SimGraphs::Capture {
   unsigned long long id = 0;
@@ -52,10 +58,10 @@ struct SimGraphs::Capture {
   std::uintptr_t graph = 0;  // handle of the graph being built (in graphs_)
   BodyPtr body;
   unsigned long long origin = 0;  // id of the stream begin was called on
-  std::vector<NodeSet> deps;      // per node: the nodes it depends on
   /// Per stream of the capture (the origin and those that joined): the
-  /// nodes its next node will depend on.
+  /// nodes its next node will depend on, and its branch number.
   std::map<unsigned long long, NodeSet> tails;
+  std::map<unsigned long long, std::size_t> branches;
 };
 
 /// An event last recorded on a capturing stream: that stream's tail then.
@@ -78,6 +84,9 @@ SimGraphs::~SimGraphs() {
     graphs.swap(graphs_);
     execs.swap(execs_);
   }
+  for (auto& [handle, body] : execs) {
+    for (cudaStream_t lane : body->lanes) streams_->destroy(lane);  // fails harmlessly after shutdown
+  }
 }
 
 std::shared_ptr<SimGraphs::Capture> SimGraphs::capture_of(unsigned long long stream_id) {
@@ -89,11 +98,13 @@ void SimGraphs::invalidate_locked(Capture& c) {
   if (c.invalidated) return;
   c.invalidated = true;
   c.body->nodes.clear();  // nothing of it will ever run
-  c.deps.clear();
+  c.body->deps.clear();
+  c.body->branch.clear();
 }
 
 bool SimGraphs::joined_locked(const Capture& c) {
-  std::vector<bool> reached(c.deps.size(), false);
+  const std::vector<NodeSet>& deps = c.body->deps;
+  std::vector<bool> reached(deps.size(), false);
   auto origin = c.tails.find(c.origin);
   NodeSet todo = origin == c.tails.end() ? NodeSet{} : origin->second;
   while (!todo.empty()) {
@@ -101,7 +112,7 @@ bool SimGraphs::joined_locked(const Capture& c) {
     todo.pop_back();
     if (reached[node]) continue;
     reached[node] = true;
-    todo.insert(todo.end(), c.deps[node].begin(), c.deps[node].end());
+    todo.insert(todo.end(), deps[node].begin(), deps[node].end());
   }
   for (const auto& [sid, tail] : c.tails) {
     for (std::size_t node : tail) {
@@ -124,8 +135,10 @@ cudaError_t SimGraphs::begin(cudaStream_t stream, cudaStreamCaptureMode mode) {
   c->thread = std::this_thread::get_id();
   c->device = device;
   c->body = std::make_shared<Body>();
+  c->body->device = device;
   c->origin = sid;
   c->tails[sid];
+  c->branches[sid] = 0;
   std::lock_guard<std::mutex> lock(mu_);
   if (captures_.count(sid) != 0) return cudaErrorIllegalState;  // already capturing (or joined)
   c->graph = kHandleBase + kHandleStride * ++next_handle_;
@@ -199,9 +212,11 @@ bool SimGraphs::capture_item(cudaStream_t stream, Item& item) {
   if (c == nullptr) return false;
   if (c->invalidated) return true;
   NodeSet& tail = c->tails[sid];
-  c->deps.push_back(tail);
-  tail.assign(1, c->body->nodes.size());
-  c->body->nodes.push_back(Item{{}, item.delay, std::move(item.work)});
+  Body& body = *c->body;
+  body.deps.push_back(tail);
+  body.branch.push_back(c->branches[sid]);
+  tail.assign(1, body.nodes.size());
+  body.nodes.push_back(Item{{}, item.delay, std::move(item.work)});
   return true;
 }
 
@@ -270,6 +285,7 @@ bool SimGraphs::wait_event(cudaStream_t stream, EventHandle event, bool recorded
   if (mine == nullptr) {
     captures_.emplace(sid, theirs);  // the stream joins the capture
     capturing_.fetch_add(1);
+    if (theirs->branches.emplace(sid, theirs->body->branches).second) ++theirs->body->branches;
   }
   *result = cudaSuccess;
   return true;
@@ -334,16 +350,40 @@ cudaError_t SimGraphs::unsafe_call() {
 
 cudaError_t SimGraphs::instantiate(cudaGraphExec_t* exec, cudaGraph_t graph) {
   if (exec == nullptr) return cudaErrorInvalidValue;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = graphs_.find(reinterpret_cast<std::uintptr_t>(graph));
-  if (it == graphs_.end()) return cudaErrorInvalidValue;
-  for (auto& [sid, c] : captures_) {
-    if (c->graph == it->first) return cudaErrorInvalidValue;  // still being captured
-  }
   auto body = std::make_shared<Body>();
-  body->objects = it->second->objects;  // an executable keeps the graph's user objects alive
-  body->nodes.reserve(it->second->nodes.size());
-  for (const Item& node : it->second->nodes) body->nodes.push_back(Item{{}, node.delay, node.work});
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = graphs_.find(reinterpret_cast<std::uintptr_t>(graph));
+    if (it == graphs_.end()) return cudaErrorInvalidValue;
+    for (auto& [sid, c] : captures_) {
+      if (c->graph == it->first) return cudaErrorInvalidValue;  // still being captured
+    }
+    const Body& source = *it->second;
+    body->objects = source.objects;  // an executable keeps the graph's user objects alive
+    body->nodes.reserve(source.nodes.size());
+    for (const Item& node : source.nodes) body->nodes.push_back(Item{{}, node.delay, node.work});
+    body->deps = source.deps;
+    body->device = source.device;
+    // Branches with nodes, numbered again from 1 (0: the origin, which runs
+    // on the launch stream): each runs on a lane of its own.
+    std::vector<std::size_t> renumbered(source.branches, 0);
+    body->branches = 1;
+    body->branch.reserve(source.branch.size());
+    for (std::size_t b : source.branch) {
+      if (b != 0 && renumbered[b] == 0) renumbered[b] = body->branches++;
+      body->branch.push_back(renumbered[b]);
+    }
+  }
+  // Lanes: streams of the simulation, made outside the lock.
+  for (std::size_t lane = 1; lane < body->branches; ++lane) {
+    cudaStream_t made = streams_->create(body->device, false);
+    if (made == nullptr) {
+      for (cudaStream_t s : body->lanes) streams_->destroy(s);
+      return cudaErrorInvalidResourceHandle;  // after shutdown
+    }
+    body->lanes.push_back(made);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   const std::uintptr_t handle = kHandleBase + kHandleStride * ++next_handle_;
   execs_.emplace(handle, std::move(body));
   *exec = reinterpret_cast<cudaGraphExec_t>(handle);
@@ -359,22 +399,49 @@ cudaError_t SimGraphs::launch(cudaGraphExec_t exec, cudaStream_t stream) {
     body = it->second;
   }
   if (cudaError_t e = conflicting_use(stream); e != cudaSuccess) return e;  // no launch into a capture here
-  // An empty graph still orders the stream: one marker item.
-  const std::size_t count = body->nodes.empty() ? 1 : body->nodes.size();
-  for (std::size_t i = 0; i < count; ++i) {
+  // Each item holds the body: the user objects live until the last runs.
+  auto node_item = [&body](std::size_t i) {
     Item item;
-    if (!body->nodes.empty()) {
-      item.delay = body->nodes[i].delay;
-      // Each item holds the body: the user objects live until the last runs.
-      item.work = [body, i] {
-        if (body->nodes[i].work) body->nodes[i].work();
-      };
-    } else {
-      item.work = [body] {};
+    item.delay = body->nodes[i].delay;
+    item.work = [body, i] {
+      if (body->nodes[i].work) body->nodes[i].work();
+    };
+    return item;
+  };
+  if (body->lanes.empty()) {
+    // One branch: its nodes in order on the launch stream. An empty graph
+    // still orders the stream: one marker item.
+    if (body->nodes.empty()) return streams_->submit(stream, Item{{}, {}, [body] {}});
+    for (std::size_t i = 0; i < body->nodes.size(); ++i) {
+      if (cudaError_t e = streams_->submit(stream, node_item(i)); e != cudaSuccess) return e;
     }
-    if (cudaError_t e = streams_->submit(stream, std::move(item)); e != cudaSuccess) return e;
+    return cudaSuccess;
   }
-  return cudaSuccess;
+  // Several branches: the origin's nodes on the launch stream, each other
+  // branch's on its lane, after the launch stream's earlier work; a node
+  // waits for the nodes of other branches it depends on (those of its own
+  // branch precede it on its stream); the launch stream's later work waits
+  // for every branch.
+  Point start;
+  if (cudaError_t e = streams_->submit(stream, Item{}, &start); e != cudaSuccess) return e;
+  std::vector<Point> at(body->nodes.size());
+  std::vector<std::optional<Point>> last(body->branches);
+  for (std::size_t i = 0; i < body->nodes.size(); ++i) {
+    const std::size_t branch = body->branch[i];
+    Item item = node_item(i);
+    if (branch != 0 && !last[branch]) item.waits.push_back(start);
+    for (std::size_t dep : body->deps[i]) {
+      if (body->branch[dep] != branch) item.waits.push_back(at[dep]);
+    }
+    cudaStream_t target = branch == 0 ? stream : body->lanes[branch - 1];
+    if (cudaError_t e = streams_->submit(target, std::move(item), &at[i]); e != cudaSuccess) return e;
+    last[branch] = at[i];
+  }
+  Item join;
+  for (std::size_t branch = 1; branch < body->branches; ++branch) {
+    if (last[branch]) join.waits.push_back(*last[branch]);
+  }
+  return streams_->submit(stream, std::move(join));
 }
 
 cudaError_t SimGraphs::destroy_graph(cudaGraph_t graph) {
@@ -400,6 +467,7 @@ cudaError_t SimGraphs::destroy_exec(cudaGraphExec_t exec) {
   dropped = std::move(it->second);
   execs_.erase(it);
   lock.unlock();
+  for (cudaStream_t lane : dropped->lanes) streams_->destroy(lane);  // queued launches still run
   dropped.reset();
   return cudaSuccess;
 }

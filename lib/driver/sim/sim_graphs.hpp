@@ -37,9 +37,13 @@
 //     was invalidated, cudaErrorStreamCaptureUnjoined if a joined stream was
 //     not joined back (a node of its tail is not the origin's tail or an
 //     ancestor of it: its last work is not waited on by the origin).
-// Nodes are replayed at launch serially, in capture order, which is one of
-// the orders the graph's dependencies allow; branches do not overlap, so
-// the simulation does not show races between a graph's branches.
+// A launch runs the graph's branches at once, as a GPU may: the nodes the
+// origin recorded run on the launch stream, those of each other stream of
+// the capture (that recorded any) on a lane of the executable's own (a
+// stream of the simulation made at instantiate, destroyed with the
+// executable); a node starts after its dependencies, the first of a lane
+// after the launch stream's earlier work, and the launch stream's later
+// work waits for every lane.
 //
 // Modes. Each host thread has a capture mode (exchange_mode; global until
 // changed, shared by every simulation, as the runtime's). A "potentially
@@ -54,9 +58,9 @@
 // nothing, and invalidates the captures that prohibited it.
 //
 // Graphs. instantiate copies a graph's nodes into an executable graph;
-// launch enqueues them on a stream, in order, as items of that stream; the
-// graph and every executable may be destroyed at any time (queued launches
-// still run). User objects (retain_release_callback) are owned by the graph
+// launch enqueues them as items of the launch stream and its lanes (above);
+// the graph and every executable may be destroyed at any time (queued
+// launches still run). User objects (retain_release_callback) are owned by the graph
 // and shared by its executables and their queued launches: the callback runs
 // once the last of them is gone — on the stream worker that finished the last
 // launch, or on the thread that destroyed the last handle.
