@@ -5,10 +5,10 @@
 // GPU's real capture.
 //
 // Every block gets a tag written and checked by the graph's own kernels at
-// every launch. On a GPU the branches of a graph run at the same time: a
-// block handed to two branches that the graph does not order shows up as
-// mismatches there; the simulation replays a graph's nodes one at a time, so
-// on it the tests check the addresses sova hands out against its rules.
+// every launch. The branches of a graph run at the same time (on a GPU, and
+// in the simulation): a block handed to two branches that the graph does not
+// order shows up as mismatches; the tests also check the addresses sova hands
+// out against its rules.
 #include "conformance/graph_fixture.hpp"
 
 #include <algorithm>
