@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <iterator>
 #include <vector>
 
 using namespace sova;
