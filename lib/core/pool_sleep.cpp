@@ -105,9 +105,15 @@ void PoolSleep::slab_sizes_to_pin(std::size_t bytes, std::vector<std::size_t>& s
   // More slabs than this is more host memory than any host has (64 TiB of
   // 1 GiB slabs): refused as a failed allocation, before any rounding overflows.
   if ((bytes - capacity) / slab_bytes_ >= kMaxSlabs) throw std::bad_alloc();
+  // At least two slabs per pinning thread (sleep_slab_pinner.hpp), so that
+  // each thread pins several and the copies into the first start while the
+  // rest are pinned; no smaller than kSleepMinSlabBytes, no larger than
+  // slab_bytes_.
+  auto round_up = [](std::size_t n) { return (n + kSlabRounding - 1) / kSlabRounding * kSlabRounding; };
+  const std::size_t piece =
+      std::min(slab_bytes_, std::max(kSleepMinSlabBytes, round_up((bytes - capacity) / (2 * kMaxPinThreads))));
   while (capacity < bytes) {
-    const std::size_t want = (bytes - capacity + kSlabRounding - 1) / kSlabRounding * kSlabRounding;
-    sizes.push_back(std::min(want, slab_bytes_));
+    sizes.push_back(std::min(round_up(bytes - capacity), piece));
     capacity += sizes.back();
   }
 }

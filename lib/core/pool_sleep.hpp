@@ -46,6 +46,10 @@ namespace sova::detail {
 /// Pinned host memory is taken in slabs of at most this size: a 32 GiB
 /// backup pins 32 slabs once, and a small pool pins no more than it needs.
 inline constexpr std::size_t kSleepSlabBytes = std::size_t{1} << 30;
+/// Slabs pinned together are cut at least this small (a smaller need takes
+/// one slab of its size): a 1 GiB backup pins 16 slabs of 64 MiB, so that
+/// the pinning threads share it and copies start after the first 64 MiB.
+inline constexpr std::size_t kSleepMinSlabBytes = std::size_t{64} << 20;
 
 class PoolSleep {
  public:

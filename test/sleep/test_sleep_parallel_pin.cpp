@@ -230,3 +230,45 @@ TEST_CASE("Pool::reserve_sleep_backup pins ahead: the first sleep pins nothing",
   for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
   sim.destroy_stream(stream);
 }
+
+TEST_CASE("a pool's first sleep pins a backup over 64 MiB in 64 MiB slabs; any one failing changes nothing",
+          "[sleep][pin]") {
+  // 150 MiB + 1000 bytes of live blocks: slabs of 64, 64 and 24 MiB (the
+  // rest rounded up to 2 MiB), pinned on three threads.
+  for (int n = 0; n <= 3; ++n) {
+    DYNAMIC_SECTION("host_alloc " << n << " failing (0: none)") {
+      SimConfig c;
+      c.total_memory = std::size_t{512} << 20;
+      SimDriver sim(c);
+      PoolOptions o;
+      o.driver = &sim;
+      Pool pool(o);
+      cudaStream_t stream = sim.create_stream();
+      std::vector<Filled> blocks;
+      for (const std::size_t size : {1000 * std::size_t{1}, 150 * MiB}) {
+        blocks.push_back(Filled{pool.allocate(size, stream), size, static_cast<std::uint32_t>(size)});
+        fill(blocks.back());
+      }
+      const std::uint64_t reserved = pool.stats().reserved_current;
+      sim.fail_host_alloc_at(n);
+      const cudaError_t error = pool.sleep(SleepMode::backup, stream);
+      sim.fail_host_alloc_at(0);
+      if (n == 0) {
+        REQUIRE(error == cudaSuccess);
+        CHECK(pool.stats().sleep_host_bytes == 152 * MiB);
+        CHECK(sim.counters().pinned_host_bytes == 152 * MiB);
+        REQUIRE(pool.wake(stream) == cudaSuccess);
+        REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
+      } else {
+        CHECK(error == cudaErrorMemoryAllocation);
+        REQUIRE_FALSE(pool.asleep());
+        CHECK(pool.stats().sleep_host_bytes == 0);
+        CHECK(sim.counters().pinned_host_bytes == 0);
+      }
+      CHECK(pool.stats().reserved_current == reserved);
+      CHECK(all_intact(blocks));
+      for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
+      sim.destroy_stream(stream);
+    }
+  }
+}
