@@ -67,7 +67,10 @@ def install(verbose: bool = False) -> str:
     otherwise. Returns the library's path."""
     path = build(verbose)
     _capi.torch_lib()  # libsova_torch.so first, so the backend binds to this copy
-    lib = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+    # RTLD_LOCAL (ctypes' default): nothing looks the backend's symbols up by
+    # name, and made global they broke Triton's compiler in the same process
+    # (torch.compile failed in ConvertTritonGPUToLLVM with a cold Inductor cache).
+    lib = ctypes.CDLL(path)
     fn = lib.sova_torch_native_install
     fn.restype, fn.argtypes = ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t]
     message = ctypes.create_string_buffer(1024)
