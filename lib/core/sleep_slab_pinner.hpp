@@ -1,11 +1,14 @@
 // pin_slabs: pinned host memory for a sleep's backup, taken on several host
 // threads at once.
 //
-// Why: pinning (cudaHostAlloc) is bound by the CPU in the kernel, at about
-// 3 GiB/s per thread, far below the link (about 50 GiB/s): a first sleep
-// that pins its slabs one after another runs at the pinning rate. Pinning on
-// several threads, and copying into each slab as soon as it is pinned,
-// overlaps pinning with pinning and pinning with copying.
+// Why: pinning (cudaHostAlloc) runs at 2-3 GiB/s, far below the link (about
+// 50 GiB/s): a first sleep that pins its slabs one after another runs at the
+// pinning rate. Pinning on several threads, and copying into each slab as
+// soon as it is pinned, overlaps pinning with pinning and pinning with
+// copying. Measured on an H200 host, the driver's pinning did not scale with
+// threads (the first sleep stayed at 2.2-2.4 GiB/s, docs/benchmarks.md): only
+// the copies' overlap remains there; Pool::reserve_sleep_backup is what keeps
+// the cost off a step.
 #pragma once
 
 #include <sova/driver.hpp>
