@@ -8,7 +8,8 @@
 # sova_bench and sova_driver_time in build-ab/ of both trees (a base that
 # predates sova_driver_time needs bench/replay/driver_time.cpp, timed_driver.hpp
 # and bench/meson.build copied in), then AB_ROUNDS times (default 2), the trees
-# alternating within each round:
+# alternating within each round, which tree goes first alternating between
+# rounds (a tree always run first was always slower in the warm pair once):
 #   - the warm pair (pair/ at 256 B and 4 KiB: sova's pool with and without the
 #     stream checks, the C API);
 #   - threads_mixed/ for the pool and the C API at 8 and 16 threads, AB_REPS
@@ -36,12 +37,14 @@ show() {
 filter=${AB_FILTER:-'^(threads_mixed/(sova_pool|sova_capi)/classes:(16|64)/real_time/threads:(8|16)|pair/(sova_pool|sova_pool_unchecked|sova_capi)/(256|4096)/real_time)$'}
 traces=${AB_TRACES:-$(ls bench/traces/*.csv.gz | xargs -n1 basename | sed 's/\.csv\.gz$//')}
 for round in $(seq ${AB_ROUNDS:-2}); do
-  for tree in . ab-base; do
+  order=". ab-base"
+  ((round % 2 == 0)) && order="ab-base ."
+  for tree in $order; do
     timeout 200 ${AB_PIN:-} $tree/build-ab/bench/sova_bench --benchmark_filter="$filter" --benchmark_min_time=0.2s \
       --benchmark_repetitions=${AB_REPS:-5} 2>&1 | show $tree
   done
   for t in $traces; do
-    for tree in . ab-base; do
+    for tree in $order; do
       timeout 60 ${AB_PIN:-} $tree/build-ab/bench/sova_driver_time bench/traces/$t.csv.gz --passes=${AB_PASSES:-30} ${AB_ARGS:-} |
         awk -v tree=$tree -v t=$t '/^replay/ {r=$2; e=$6} /^slow path/ {print tree, t, r " us", e, $0}' |
         sed -E 's/fast-path hits.*//'
