@@ -10,19 +10,21 @@
 #
 # The lent machines have no network: carry PyTorch's and RMM's wheels and
 # meson-python in .carry/torch-whl/ and .carry/rmm-whl/ (python_env.sh), and
-# RMM's headers in .rmm/ (tools/fetch-rmm). TOTAL_S (default 515) bounds the call.
+# RMM's headers in .rmm/ (tools/fetch-rmm). TOTAL_S (default 560) bounds the call;
+# python/tests_gpu takes about 200 s on the H100 (its graph cases compile with
+# torch.compile and build the native backend once).
 set -o pipefail
 t0=$SECONDS
-total=${TOTAL_S:-515}
+total=${TOTAL_S:-560}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 source tools/device/python_env.sh
 use_carried_wheels .carry/torch-whl .carry/rmm-whl
 echo "=== gpu suite"
-timeout 300 tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -25
+timeout 200 tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -25
 [ -n "${OUT:-}" ] && cp build/meson-logs/testlog-gpu.txt "$OUT/" 2>/dev/null
 echo "=== python: pip install . and python/tests_gpu $((SECONDS - t0)) s"
 pip_install_sova 90
-(cd /tmp && timeout 100 python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15)
+(cd /tmp && timeout 280 python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15)
 echo "=== compute-sanitizer $((SECONDS - t0)) s"
 left=$((total - (SECONDS - t0)))
 if [ $left -gt 20 ]; then
