@@ -47,15 +47,7 @@ template <class A>
 void BM_pair_beside_graph(benchmark::State& state) {
   run_case<A>(state, [&state](A& a) {
     HeldGraph<A> graph(a);
-    const auto bytes = static_cast<std::size_t>(state.range(0));
-    Stream stream(a.sim);
-    a.deallocate(a.allocate(bytes, stream.get()), stream.get());  // warm
-    for (auto _ : state) {
-      void* p = a.allocate(bytes, stream.get());
-      benchmark::DoNotOptimize(p);
-      a.deallocate(p, stream.get());
-    }
-    stream.sync();
+    pair_loop(state, a);
   });
 }
 
