@@ -73,6 +73,25 @@ inline void follow(TestDevice& device, cudaStream_t follower, cudaStream_t leade
   REQUIRE(device.driver().stream_wait_event(follower, event) == cudaSuccess);
 }
 
+/// Launches `g` `launches` times on `stream`; every `every`th launch, an
+/// eager block of 1 MiB on `eager` meanwhile, which must be neither of the
+/// graph's blocks `a` and `b` and reads back what was written (mismatches on
+/// the device's counter).
+inline void launch_beside_eager(TestDevice& device, Pool& pool, Graph& g, cudaStream_t stream, cudaStream_t eager,
+                                int launches, int every, const void* a, const void* b) {
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  for (int i = 0; i < launches; ++i) {
+    g.launch(stream);
+    if (i % every == 0) {
+      void* e = pool.allocate(bytes, eager);
+      CHECK((e != a && e != b));
+      device.fill(e, bytes, 0xEEu, eager);
+      device.expect(e, bytes, 0xEEu, eager);
+      pool.deallocate(e, eager);
+    }
+  }
+}
+
 /// The capture status and id of `stream`.
 inline CaptureInfo capture_of(TestDevice& device, cudaStream_t stream) {
   CaptureInfo info;

@@ -54,17 +54,8 @@ TEST_CASE("capture: an alloc-kernel-free sequence captured once runs 1000 launch
   CHECK(pool.graph_memory_stats().held_blocks == 2);
   CHECK(held_by_graphs(pool, 1 * kMiB + 64 * kKiB) == 1 * kMiB + 64 * kKiB);
 
-  for (int i = 0; i < 1000; ++i) {
-    g.launch(s);
-    if (i % 50 == 0) {
-      // Eager work meanwhile, on another stream: never gets the graph's memory.
-      void* e = pool.allocate(1 * kMiB, eager);
-      CHECK((e != a && e != b));
-      device.fill(e, 1 * kMiB, 0xEEu, eager);
-      device.expect(e, 1 * kMiB, 0xEEu, eager);
-      pool.deallocate(e, eager);
-    }
-  }
+  // Eager work meanwhile, on another stream: never gets the graph's memory.
+  launch_beside_eager(device, pool, g, s, eager, 1000, 50, a, b);
   device.synchronize(s);
   device.synchronize(eager);
   CHECK(device.mismatches() == 0);

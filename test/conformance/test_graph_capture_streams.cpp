@@ -74,17 +74,8 @@ TEST_CASE("capture over streams: a block allocated on a forked stream and freed 
   CHECK(pool.graph_memory_stats().held_blocks == 2);
   CHECK(held_by_graphs(pool, 1 * kMiB + 64 * kKiB) == 1 * kMiB + 64 * kKiB);
 
-  for (int i = 0; i < 200; ++i) {
-    g.launch(origin);
-    if (i % 20 == 0) {
-      // Eager work meanwhile, on another stream: never gets the graph's memory.
-      void* e = pool.allocate(1 * kMiB, eager);
-      CHECK((e != a && e != b));
-      device.fill(e, 1 * kMiB, 0xEEu, eager);
-      device.expect(e, 1 * kMiB, 0xEEu, eager);
-      pool.deallocate(e, eager);
-    }
-  }
+  // Eager work meanwhile, on another stream: never gets the graph's memory.
+  launch_beside_eager(device, pool, g, origin, eager, 200, 20, a, b);
   device.synchronize(origin);
   device.synchronize(eager);
   CHECK(device.mismatches() == 0);
