@@ -65,6 +65,10 @@ struct Block {
   bool in_free_index = false;
   std::atomic<BlockState> state{BlockState::free};
   bool overflowed = false;  ///< cached in SizeBins' overflow list (host memory ran out)
+  /// Live blocks taken as CUDA graph memory (PoolGraphs::take): their free is
+  /// GraphMemory's to judge first. A flag on the block, so that no other free
+  /// looks in the graphs' table; cleared at the block's ordinary free.
+  std::atomic<bool> graph_memory{false};
 };
 
 /// Orders free blocks by size, then address: the heap's best-fit sets.

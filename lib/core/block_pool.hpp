@@ -30,6 +30,7 @@ class BlockPool {
     block->size = block->requested = 0;
     block->epoch = 0;
     block->state.store(BlockState::free, std::memory_order_relaxed);
+    block->graph_memory.store(false, std::memory_order_relaxed);
     block->bin_next = free_;
     free_ = block;
     --in_use_;

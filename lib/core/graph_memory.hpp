@@ -80,11 +80,9 @@ class GraphMemory {
   cudaError_t allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept;
   /// Whether `ptr` is graph memory; if so, handles its free on `stream` and
   /// stores the result in `*result` (cudaErrorInvalidValue for a second free).
-  /// Cheap (one atomic load) while graphs hold nothing.
+  /// Cheap (one atomic load) while graphs hold nothing. The pool asks only
+  /// for blocks flagged at take (Block::graph_memory).
   bool deallocate(void* ptr, cudaStream_t stream, cudaError_t* result) noexcept;
-  /// Whether graphs hold any block: deallocate can say no at once otherwise
-  /// (the pool's free checks this inline).
-  bool holds_blocks() const noexcept { return held_blocks_.load(std::memory_order_relaxed) != 0; }
 
   /// Whether a graph was released since the last collect().
   bool has_released() const noexcept { return inbox_->pending.load(std::memory_order_acquire); }

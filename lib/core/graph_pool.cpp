@@ -37,6 +37,7 @@ cudaError_t PoolGraphs::take(std::size_t bytes, void** out) noexcept {
     core_.deallocate(block, stream);
     return e;
   }
+  core_.mark_graph_memory(block);
   *out = block;
   return cudaSuccess;
 }

@@ -170,16 +170,17 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
 
 cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (ptr == nullptr) return cudaSuccess;
-  // A graph's block: the graph keeps its memory (one atomic load while graphs hold none).
-  if (graphs_.memory().holds_blocks()) {
-    if (cudaError_t result = cudaSuccess; graphs_.memory().deallocate(ptr, stream, &result)) return result;
-  }
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address)) return cudaErrorInvalidValue;
   const std::size_t offset = address - arena_.base();
   if (offset % kAlignment != 0) return cudaErrorInvalidValue;
   Block* block = heap_.find(offset);
   if (block == nullptr) return cudaErrorInvalidValue;  // not a block start: interior or never handed out
+  // A graph's block: the graph keeps its memory (graph_memory.hpp). Other
+  // blocks never look in the graphs' table, however many graphs live.
+  if (block->graph_memory.load(std::memory_order_relaxed)) {
+    if (cudaError_t result = cudaSuccess; graphs_.memory().deallocate(ptr, stream, &result)) return result;
+  }
   StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   // No identity check here: a free on a reused handle is stamped with the
@@ -198,6 +199,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
     state->lock.unlock();
     return cudaErrorInvalidValue;  // double free, or a block not live
   }
+  block->graph_memory.store(false, std::memory_order_relaxed);  // a graph's block the graph let go
   block->stream = state;
   block->epoch = state->epoch;
   state->open_epoch_has_frees = true;
@@ -216,6 +218,12 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (fence) streams_.record_fence_locked(state, stream);
   state->lock.unlock();
   return cudaSuccess;
+}
+
+void PoolCore::mark_graph_memory(void* ptr) noexcept {
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (!arena_.contains(address)) return;
+  if (Block* block = heap_.find(address - arena_.base())) block->graph_memory.store(true, std::memory_order_relaxed);
 }
 
 cudaError_t PoolCore::refuse_capture(cudaStream_t stream) noexcept {

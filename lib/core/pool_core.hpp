@@ -122,6 +122,9 @@ class PoolCore {
   Driver& driver() const noexcept { return driver_; }
   /// Allocations and frees under graph capture (graph_memory.hpp).
   GraphMemory& graph_memory() noexcept { return graphs_.memory(); }
+  /// Flags the live block at `ptr` (just allocated by PoolGraphs::take) as
+  /// graph memory: deallocate then asks GraphMemory first (Block::graph_memory).
+  void mark_graph_memory(void* ptr) noexcept;
 
   // ---- sleep and wake (pool_core_sleep.cpp; PoolSleep says how) -------------
   cudaError_t sleep(SleepMode mode, cudaStream_t stream) noexcept;
