@@ -241,8 +241,16 @@ def mem_pool():
     it, so torch.cuda.memory_stats() counts it and a failed sova allocation
     becomes PyTorch's own out-of-memory error (sova's message:
     sova.torch.last_error()). Segments asked for during a graph capture are
-    ordinary sova memory, not graph memory (sova_torch_malloc_segment)."""
+    ordinary sova memory, not graph memory (sova_torch_malloc_segment).
+    Refused under enable()'s pluggable backend: PyTorch 2.11's
+    CUDAPluggableAllocator has no pools, so no torch.cuda.MemPool can work
+    there ("does not yet support createOrIncrefPool"); use
+    enable(backend="native"), or PyTorch's allocator with this pool."""
     global _pool_allocator
+    if _backend == "pluggable":
+        raise SovaError("sova.torch.mem_pool: not available under enable()'s pluggable backend, which has no "
+                        "pools (PyTorch's CUDAPluggableAllocator refuses every torch.cuda.MemPool); use "
+                        "enable(backend=\"native\"), or PyTorch's own allocator with mem_pool()")
     torch = _torch()
     if not hasattr(torch.cuda, "MemPool"):
         raise SovaError("sova.torch.mem_pool: this PyTorch has no torch.cuda.MemPool")

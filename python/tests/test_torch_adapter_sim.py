@@ -144,3 +144,19 @@ def test_history_is_a_pytorch_snapshot():
     free(before, 2 * MiB)
     print("ok")
     """)
+
+
+def test_mem_pool_is_refused_under_the_pluggable_backend():
+    # enable() needs PyTorch; what it leaves behind for the pluggable backend
+    # (the backend's name) is set directly. PyTorch's CUDAPluggableAllocator
+    # refuses every MemPool (seen on the GPU: nccl_mem_pool.py's pluggable
+    # run); sova says why and what to use, before touching PyTorch.
+    out = run_py(PRELUDE + """
+    st._backend = "pluggable"
+    try:
+        st.mem_pool()
+    except sova.SovaError as e:
+        print("refused:", e)
+    """)
+    assert "refused: sova.torch.mem_pool: not available under enable()'s pluggable backend" in out
+    assert 'backend="native"' in out

@@ -28,7 +28,7 @@ source bench/bench_lib.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 build_ab_trees sova_bench sova_driver_time
 show() {
-  awk -v tree=$1 '/^(threads_mixed|pair)\// && !/_(mean|median|stddev|cv) / {
+  awk -v tree=$1 '/^(threads_mixed|pair|pair_beside_graph)\// && !/_(mean|median|stddev|cv) / {
     printf "%s %s %s %s", tree, $1, $2, $3
     for (i = 4; i <= NF; i++) if ($i ~ /^(pairs|slow_per_pair|heap_all_per_pair|reserved_MiB|stranded_MiB)=/) printf " %s", $i
     print ""
