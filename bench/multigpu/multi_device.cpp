@@ -10,6 +10,7 @@
 //
 //   sova_multi_device [--devices=N] [--case=threads|replay|all] [--threads=T]
 //                     [--seconds=S] [--trace=FILE.csv[.gz]] [--passes=P] [--rounds=R]
+//                     [--pin=FIRST_CORE]
 //
 //   threads  T host threads per device (default 4), each with its own stream
 //            of that device, allocate+free pairs of small blocks (256 B ..
@@ -20,12 +21,17 @@
 //            device's pool, each trace stream a stream of that device;
 //            milliseconds per pass (median of the passes) and the pool's peak reserved.
 // R defaults to 5. N defaults to every device CUDA sees; fewer than 2 is an
-// error (exit 2).
+// error (exit 2). --pin pins every worker thread to a core of its own, the
+// same core alone and together (device d's thread t on FIRST_CORE + d*T + t;
+// a replay thread on FIRST_CORE + d), so that a thread's core, and the
+// scheduler's placement of it, is no difference between the two.
 #include "replay/trace.hpp"
 
 #include <sova/pool.hpp>
 
 #include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <atomic>
@@ -57,6 +63,22 @@ cudaStream_t make_stream(int device) {
   return s;
 }
 
+/// --pin's first core; negative: threads not pinned.
+int g_first_core = -1;
+
+/// Pins the calling thread to core g_first_core + slot (when --pin was given).
+void pin_to_slot(int slot) {
+  if (g_first_core < 0) return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(g_first_core + slot, &set);
+  if (int e = pthread_setaffinity_np(pthread_self(), sizeof set, &set); e != 0) {
+    std::fprintf(stderr, "sova_multi_device: cannot pin a thread to core %d: %s\n", g_first_core + slot,
+                 std::strerror(e));
+    std::exit(1);
+  }
+}
+
 constexpr std::size_t kSmallSizes[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
 
 /// pairs per second of `threads` threads on each device in `devices`, all at once.
@@ -74,6 +96,7 @@ std::vector<double> run_threads(const std::vector<int>& devices, int threads, do
   for (std::size_t i = 0; i < devices.size(); ++i) {
     for (int t = 0; t < threads; ++t) {
       workers.emplace_back([&, i, t] {
+        pin_to_slot(devices[i] * threads + t);
         cudaStream_t s = make_stream(devices[i]);
         sova::Pool& pool = *pools[i];
         for (std::size_t b : kSmallSizes) pool.deallocate(pool.allocate(b, s), s);  // warm
@@ -119,6 +142,7 @@ std::vector<ReplayFigures> run_replay(const std::vector<int>& devices, const sov
   for (std::size_t i = 0; i < devices.size(); ++i) {
     workers.emplace_back([&, i] {
       const int device = devices[i];
+      pin_to_slot(device);
       sova::PoolOptions o;
       o.device = device;
       sova::Pool pool(o);
@@ -218,7 +242,7 @@ bool arg(const char* a, const char* name, std::string* value) {
 int usage(const char* why) {
   std::fprintf(stderr,
                "sova_multi_device: %s\nusage: sova_multi_device [--devices=N] [--case=threads|replay|all] "
-               "[--threads=T] [--seconds=S] [--trace=FILE] [--passes=P] [--rounds=R]\n",
+               "[--threads=T] [--seconds=S] [--trace=FILE] [--passes=P] [--rounds=R] [--pin=FIRST_CORE]\n",
                why);
   return 2;
 }
@@ -246,6 +270,8 @@ int main(int argc, char** argv) {
       passes = std::atoi(v.c_str());
     else if (arg(argv[i], "--rounds", &v))
       rounds = std::atoi(v.c_str());
+    else if (arg(argv[i], "--pin", &v))
+      g_first_core = std::atoi(v.c_str());
     else
       return usage((std::string("unknown argument ") + argv[i]).c_str());
   }
@@ -258,6 +284,16 @@ int main(int argc, char** argv) {
   }
   std::vector<int> all;
   for (int d = 0; d < n; ++d) all.push_back(d);
+  if (g_first_core >= 0) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    if (g_first_core + n * threads > cores) {
+      std::fprintf(stderr, "sova_multi_device: --pin=%d needs cores %d..%d, the host has %d\n", g_first_core,
+                   g_first_core, g_first_core + n * threads - 1, cores);
+      return 2;
+    }
+    std::printf("threads pinned: device d's thread t on core %d + d*%d + t, replay threads on core %d + d\n",
+                g_first_core, threads, g_first_core);
+  }
 
   if (which != "replay") {
     std::printf("threads: %d threads per device, %.1f s a run, %d rounds, M pairs/s\n", threads, seconds, rounds);

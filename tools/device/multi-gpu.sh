@@ -17,7 +17,8 @@
 #   nccl         an all-reduce on sova memory, registered or not, against
 #                ncclMemAlloc's and cudaMalloc's (sova_nccl_allreduce)
 #   bench        one pool per device in one process, alone vs together in
-#                alternating rounds: threads and trace replay (sova_multi_device)
+#                alternating rounds: threads and trace replay (sova_multi_device),
+#                every thread pinned to a core of its own from core 2 on
 #   conformance  the conformance tests of sova_gpu_tests on physical GPU 1
 #                (CUDA_VISIBLE_DEVICES=1, and 1,0 with GPU 0 visible beside it)
 #
@@ -174,7 +175,7 @@ if wanted nccl; then
   run_step nccl 100 "$builddir/bench/multigpu/sova_nccl_allreduce --min-mib=1 --max-mib=1024 --iters=10 --reps=5"
 fi
 if wanted bench; then
-  run_step bench 75 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8"
+  run_step bench 75 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8 --pin=2"
 fi
 if wanted conformance; then
   run_step conformance 90 "CUDA_VISIBLE_DEVICES=1 $builddir/test/sova_gpu_tests '[conformance]' --reporter compact &&
