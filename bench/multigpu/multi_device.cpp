@@ -10,7 +10,7 @@
 //
 //   sova_multi_device [--devices=N] [--case=threads|replay|all] [--threads=T]
 //                     [--seconds=S] [--trace=FILE.csv[.gz]] [--passes=P] [--rounds=R]
-//                     [--pin=FIRST_CORE]
+//                     [--pin=FIRST_CORE] [--allocator=sova|driver]
 //
 //   threads  T host threads per device (default 4), each with its own stream
 //            of that device, allocate+free pairs of small blocks (256 B ..
@@ -25,6 +25,11 @@
 // same core alone and together (device d's thread t on FIRST_CORE + d*T + t;
 // a replay thread on FIRST_CORE + d), so that a thread's core, and the
 // scheduler's placement of it, is no difference between the two.
+// --allocator=driver runs the same cases on a cudaMemPool_t per device
+// (cudaMallocFromPoolAsync / cudaFreeAsync, release threshold at its
+// maximum, as sova keeps its memory between passes): the baseline that tells
+// what the host and the driver take from running devices together, which no
+// allocator avoids, from what sova's pools would add.
 #include "replay/trace.hpp"
 
 #include <sova/pool.hpp>
@@ -65,6 +70,55 @@ cudaStream_t make_stream(int device) {
 
 /// --pin's first core; negative: threads not pinned.
 int g_first_core = -1;
+/// --allocator=driver: the runtime's pools instead of sova's.
+bool g_driver_pools = false;
+
+/// One device's allocator under test: a sova::Pool, or with --allocator=driver
+/// a cudaMemPool_t of that device.
+class DevicePool {
+ public:
+  explicit DevicePool(int device) {
+    if (!g_driver_pools) {
+      sova::PoolOptions o;
+      o.device = device;
+      sova_ = std::make_unique<sova::Pool>(o);
+      return;
+    }
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    check(cudaMemPoolCreate(&driver_, &props), "cudaMemPoolCreate");
+    std::uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(driver_, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  }
+  ~DevicePool() {
+    if (driver_ != nullptr) cudaMemPoolDestroy(driver_);
+  }
+  DevicePool(const DevicePool&) = delete;
+  DevicePool& operator=(const DevicePool&) = delete;
+
+  void* allocate(std::size_t bytes, cudaStream_t s) {
+    if (sova_) return sova_->allocate(bytes, s);
+    void* p = nullptr;
+    check(cudaMallocFromPoolAsync(&p, bytes, driver_, s), "cudaMallocFromPoolAsync");
+    return p;
+  }
+  void deallocate(void* p, cudaStream_t s) {
+    if (sova_) return sova_->deallocate(p, s);
+    check(cudaFreeAsync(p, s), "cudaFreeAsync");
+  }
+  std::uint64_t peak_reserved() const {
+    if (sova_) return sova_->stats().reserved_high;
+    std::uint64_t high = 0;
+    check(cudaMemPoolGetAttribute(driver_, cudaMemPoolAttrReservedMemHigh, &high), "cudaMemPoolGetAttribute");
+    return high;
+  }
+
+ private:
+  std::unique_ptr<sova::Pool> sova_;
+  cudaMemPool_t driver_ = nullptr;
+};
 
 /// Pins the calling thread to core g_first_core + slot (when --pin was given).
 void pin_to_slot(int slot) {
@@ -83,12 +137,8 @@ constexpr std::size_t kSmallSizes[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 
 
 /// pairs per second of `threads` threads on each device in `devices`, all at once.
 std::vector<double> run_threads(const std::vector<int>& devices, int threads, double seconds) {
-  std::vector<std::unique_ptr<sova::Pool>> pools;
-  for (int d : devices) {
-    sova::PoolOptions o;
-    o.device = d;
-    pools.push_back(std::make_unique<sova::Pool>(o));
-  }
+  std::vector<std::unique_ptr<DevicePool>> pools;
+  for (int d : devices) pools.push_back(std::make_unique<DevicePool>(d));
   std::vector<std::atomic<std::uint64_t>> pairs(devices.size());
   std::atomic<int> ready{0};
   std::atomic<bool> go{false}, stop{false};
@@ -98,7 +148,7 @@ std::vector<double> run_threads(const std::vector<int>& devices, int threads, do
       workers.emplace_back([&, i, t] {
         pin_to_slot(devices[i] * threads + t);
         cudaStream_t s = make_stream(devices[i]);
-        sova::Pool& pool = *pools[i];
+        DevicePool& pool = *pools[i];
         for (std::size_t b : kSmallSizes) pool.deallocate(pool.allocate(b, s), s);  // warm
         std::size_t next = static_cast<std::size_t>(t) % std::size(kSmallSizes);
         std::uint64_t n = 0;
@@ -143,9 +193,7 @@ std::vector<ReplayFigures> run_replay(const std::vector<int>& devices, const sov
     workers.emplace_back([&, i] {
       const int device = devices[i];
       pin_to_slot(device);
-      sova::PoolOptions o;
-      o.device = device;
-      sova::Pool pool(o);
+      DevicePool pool(device);
       std::vector<cudaStream_t> streams;
       for (std::size_t k = 0; k < trace.streams.size(); ++k) streams.push_back(make_stream(device));
       std::vector<void*> slots(trace.slots, nullptr);
@@ -167,7 +215,7 @@ std::vector<ReplayFigures> run_replay(const std::vector<int>& devices, const sov
       }
       std::sort(ms.begin(), ms.end());
       figures[i].median_ms = ms[ms.size() / 2];
-      figures[i].peak_reserved = pool.stats().reserved_high;
+      figures[i].peak_reserved = pool.peak_reserved();
       for (cudaStream_t s : streams) check(cudaStreamDestroy(s), "cudaStreamDestroy");
     });
   }
@@ -242,7 +290,8 @@ bool arg(const char* a, const char* name, std::string* value) {
 int usage(const char* why) {
   std::fprintf(stderr,
                "sova_multi_device: %s\nusage: sova_multi_device [--devices=N] [--case=threads|replay|all] "
-               "[--threads=T] [--seconds=S] [--trace=FILE] [--passes=P] [--rounds=R] [--pin=FIRST_CORE]\n",
+               "[--threads=T] [--seconds=S] [--trace=FILE] [--passes=P] [--rounds=R] [--pin=FIRST_CORE]\n"
+               "       [--allocator=sova|driver]\n",
                why);
   return 2;
 }
@@ -272,6 +321,8 @@ int main(int argc, char** argv) {
       rounds = std::atoi(v.c_str());
     else if (arg(argv[i], "--pin", &v))
       g_first_core = std::atoi(v.c_str());
+    else if (arg(argv[i], "--allocator", &v) && (v == "sova" || v == "driver"))
+      g_driver_pools = v == "driver";
     else
       return usage((std::string("unknown argument ") + argv[i]).c_str());
   }
@@ -284,6 +335,7 @@ int main(int argc, char** argv) {
   }
   std::vector<int> all;
   for (int d = 0; d < n; ++d) all.push_back(d);
+  std::printf("allocator: %s, one per device\n", g_driver_pools ? "the runtime's cudaMemPool_t" : "sova::Pool");
   if (g_first_core >= 0) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     if (g_first_core + n * threads > cores) {

@@ -18,7 +18,8 @@
 #                ncclMemAlloc's and cudaMalloc's (sova_nccl_allreduce)
 #   bench        one pool per device in one process, alone vs together in
 #                alternating rounds: threads and trace replay (sova_multi_device),
-#                every thread pinned to a core of its own from core 2 on
+#                every thread pinned to a core of its own from core 2 on; then the
+#                same on the runtime's pools (--allocator=driver), the baseline
 #   conformance  the conformance tests of sova_gpu_tests on physical GPU 1
 #                (CUDA_VISIBLE_DEVICES=1, and 1,0 with GPU 0 visible beside it)
 #
@@ -154,7 +155,7 @@ if wanted torch; then
     reserve=0
     wanted torch_nccl && reserve=$((reserve + 120))
     wanted nccl && reserve=$((reserve + 60))
-    wanted bench && reserve=$((reserve + 60))
+    wanted bench && reserve=$((reserve + 130))
     wanted conformance && reserve=$((reserve + 60))
     torch_limit=$(( $(left) - reserve ))
     [ "$torch_limit" -gt 480 ] && torch_limit=480
@@ -175,7 +176,8 @@ if wanted nccl; then
   run_step nccl 100 "$builddir/bench/multigpu/sova_nccl_allreduce --min-mib=1 --max-mib=1024 --iters=10 --reps=5"
 fi
 if wanted bench; then
-  run_step bench 75 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8 --pin=2"
+  run_step bench 130 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8 --pin=2 &&
+    $builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8 --pin=2 --allocator=driver"
 fi
 if wanted conformance; then
   run_step conformance 90 "CUDA_VISIBLE_DEVICES=1 $builddir/test/sova_gpu_tests '[conformance]' --reporter compact &&
