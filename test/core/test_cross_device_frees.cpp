@@ -10,6 +10,7 @@
 // handed to another stream before that work has run.
 #include "core/sim_pool_fixture.hpp"
 #include "support/scoped_current_device.hpp"
+#include "support/two_device_sim.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -22,12 +23,6 @@ using namespace sova::test;
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
-
-SimConfig two_devices() {
-  SimConfig config = small_sim();
-  config.device_count = 2;
-  return config;
-}
 
 PoolOptions device_one_pool(SimDriver& sim) {
   PoolOptions options = options_on(sim);
@@ -51,7 +46,7 @@ std::shared_ptr<std::atomic<bool>> slow_reader(SimDriver& sim, cudaStream_t stre
 }  // namespace
 
 TEST_CASE("trim_to waits for the device of the stream a block was freed on", "[core][devices][cross-device]") {
-  SimDriver sim(two_devices());
+  SimDriver sim(two_device_sim());
   Pool pool(device_one_pool(sim));
   cudaStream_t s1 = sim.create_stream(false, 1);
   cudaStream_t s0 = sim.create_stream(false, 0);
@@ -72,7 +67,7 @@ TEST_CASE("trim_to waits for the device of the stream a block was freed on", "[c
 
 TEST_CASE("a free on device 0's legacy stream is not completed by device 1's legacy stream",
           "[core][devices][cross-device]") {
-  SimDriver sim(two_devices());
+  SimDriver sim(two_device_sim());
   Pool pool(device_one_pool(sim));
   cudaStream_t s1 = sim.create_stream(false, 1);
   void* p = pool.allocate(4 * MiB, s1);
@@ -97,7 +92,7 @@ TEST_CASE("a free on device 0's legacy stream is not completed by device 1's leg
 }
 
 TEST_CASE("the out-of-memory synchronize waits for the device of the freeing stream", "[core][devices][cross-device]") {
-  SimDriver sim(two_devices());
+  SimDriver sim(two_device_sim());
   Pool pool(device_one_pool(sim));
   cudaStream_t s1 = sim.create_stream(false, 1);
   cudaStream_t s0 = sim.create_stream(false, 0);
@@ -116,7 +111,7 @@ TEST_CASE("the out-of-memory synchronize waits for the device of the freeing str
 }
 
 TEST_CASE("destroying a pool waits for the device of a stream a block was freed on", "[core][devices][cross-device]") {
-  SimDriver sim(two_devices());
+  SimDriver sim(two_device_sim());
   cudaStream_t s1 = sim.create_stream(false, 1);
   cudaStream_t s0 = sim.create_stream(false, 0);
   std::shared_ptr<std::atomic<bool>> done;
@@ -135,7 +130,7 @@ TEST_CASE("destroying a pool waits for the device of a stream a block was freed 
 
 TEST_CASE("stream 0 with another device current is another stream: its frees are not handed to the first",
           "[core][devices][cross-device]") {
-  SimDriver sim(two_devices());
+  SimDriver sim(two_device_sim());
   PoolOptions options = options_on(sim);
   options.release_threshold = ~std::uint64_t{0};
   Pool pool(options);                     // device 0

@@ -6,7 +6,9 @@
 // every fence of a pool on another device: frees on one stream then reached
 // another only through a device synchronize.
 #include "core/sim_pool_fixture.hpp"
+#include "support/access_desc.hpp"
 #include "support/scoped_current_device.hpp"
+#include "support/two_device_sim.hpp"
 
 #include <atomic>
 #include <thread>
@@ -19,17 +21,11 @@ namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
-SimConfig two_devices() {
-  SimConfig config = small_sim();
-  config.device_count = 2;
-  return config;
-}
-
 }  // namespace
 
 TEST_CASE("a pool on device 1 fences its frees on device 1 from a thread whose current device is 0",
           "[core][devices][issue16]") {
-  SimDriver sim(two_devices());
+  SimDriver sim(two_device_sim());
   ScopedCurrentDevice current(sim, 0);
   PoolOptions options = options_on(sim);
   options.device = 1;
@@ -65,7 +61,7 @@ TEST_CASE("a pool on device 1 fences its frees on device 1 from a thread whose c
 }
 
 TEST_CASE("a pool used from threads with different current devices", "[core][devices][issue16]") {
-  SimDriver sim(two_devices());
+  SimDriver sim(two_device_sim());
   PoolOptions options = options_on(sim);
   options.device = 1;
   Pool pool(options);
@@ -105,23 +101,13 @@ TEST_CASE("a pool used from threads with different current devices", "[core][dev
 
 TEST_CASE("peer access granted to a pool covers chunks mapped later, by growth and by remapping",
           "[core][devices][issue16]") {
-  SimDriver sim(two_devices());
-  PoolOptions options = options_on(sim);
-  options.remap = true;
-  options.release_threshold = ~std::uint64_t{0};
-  Pool pool(options);
+  SimDriver sim(two_device_sim());
+  Pool pool(peer_access_pool_options(sim));
   cudaStream_t s = sim.create_stream(false, 0);
-  auto access = [&](const void* p, int device) {
-    cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
-    CHECK(sim.access_at(reinterpret_cast<std::uintptr_t>(p), device, &flags) == cudaSuccess);
-    return flags;
-  };
+  auto access = [&](const void* p, int device) { return access_on(sim, p, device); };
   void* first = pool.allocate(2 * MiB, s);  // mapped before the grant
   CHECK(access(first, 1) == cudaMemAccessFlagsProtNone);
-  cudaMemAccessDesc peer{};
-  peer.location.type = cudaMemLocationTypeDevice;
-  peer.location.id = 1;
-  peer.flags = cudaMemAccessFlagsProtReadWrite;
+  const cudaMemAccessDesc peer = access_desc(1, cudaMemAccessFlagsProtReadWrite);
   REQUIRE(pool.set_access(&peer, 1) == cudaSuccess);
   CHECK(access(first, 1) == cudaMemAccessFlagsProtReadWrite);  // what is mapped now
   cudaMemAccessFlags reported = cudaMemAccessFlagsProtNone;

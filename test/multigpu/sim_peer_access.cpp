@@ -4,8 +4,8 @@
 // their ghost mappings; revoking and granting again reach every mapping.
 // What a device may do is asked of the simulation's mappings
 // (SimDriver::access_at, as cuMemGetAccess), not of the pool.
-#include "core/sim_pool_fixture.hpp"
 #include "support/access_desc.hpp"
+#include "support/two_device_sim.hpp"
 
 #include <cstdint>
 #include <vector>
@@ -23,19 +23,10 @@ constexpr std::size_t kBlock = 32 * MiB;  // a chunk each, as test/conformance/t
 TEST_CASE(
     "multigpu on the simulation: a read-only grant covers growth, remapping and ghosts; revoked and granted again",
     "[core][devices][access]") {
-  SimConfig config = small_sim(std::size_t{1} << 30);
-  config.device_count = 2;
-  SimDriver sim(config);
-  PoolOptions options = options_on(sim);
-  options.remap = true;
-  options.release_threshold = ~std::uint64_t{0};
-  Pool pool(options);
+  SimDriver sim(two_device_sim(std::size_t{1} << 30));
+  Pool pool(peer_access_pool_options(sim));
   cudaStream_t s = sim.create_stream(false, 0);
-  auto access = [&](const void* p, int device) {
-    cudaMemAccessFlags flags = cudaMemAccessFlagsProtReadWrite;
-    REQUIRE(sim.access_at(reinterpret_cast<std::uintptr_t>(p), device, &flags) == cudaSuccess);
-    return flags;
-  };
+  auto access = [&](const void* p, int device) { return access_on(sim, p, device); };
   auto all_have = [&](const std::vector<void*>& blocks, int device, cudaMemAccessFlags want) {
     for (const void* p : blocks) {
       if (access(p, device) != want) return false;
