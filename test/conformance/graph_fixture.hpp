@@ -1,6 +1,6 @@
 // Shared helpers for the conformance suite's capture tests (sim and GPU):
 // a captured graph with its executable, what graphs hold of a pool, and
-// events for forking and joining a capture's streams.
+// streams and events for forking and joining a capture's streams.
 #pragma once
 
 #include "conformance/pool_fixture.hpp"
@@ -8,7 +8,9 @@
 #include <sova/graphs.hpp>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <thread>
 
 namespace sova::test {
@@ -71,6 +73,55 @@ class ScopedEvent {
 inline void follow(TestDevice& device, cudaStream_t follower, cudaStream_t leader, EventHandle event) {
   REQUIRE(device.driver().event_record(event, leader) == cudaSuccess);
   REQUIRE(device.driver().stream_wait_event(follower, event) == cudaSuccess);
+}
+
+/// An origin stream and `sides` side streams to fork into its capture, with
+/// one event for the fork and one a side for its join; all destroyed at scope
+/// exit (the streams after the pool's work on them).
+class ForkedStreams {
+ public:
+  ForkedStreams(TestDevice& device, std::size_t sides) : device_(device), origin_(device), fork_(device) {
+    for (std::size_t i = 0; i < sides; ++i) {
+      sides_.emplace_back(device);
+      joins_.emplace_back(device);
+    }
+  }
+  ForkedStreams(const ForkedStreams&) = delete;
+  ForkedStreams& operator=(const ForkedStreams&) = delete;
+
+  cudaStream_t origin() const { return origin_; }
+  cudaStream_t side(std::size_t i) const { return sides_.at(i); }
+
+  /// Every side follows the origin's work so far (the one fork event,
+  /// recorded for each): with the origin capturing, forks the sides into its
+  /// capture.
+  void fork() {
+    for (const ScopedStream& side : sides_) follow(device_, side, origin_, fork_);
+  }
+  /// The origin follows every side's work so far, each through its own join
+  /// event: joins the sides back, as a capture's end requires.
+  void join() {
+    for (std::size_t i = 0; i < sides_.size(); ++i) follow(device_, origin_, sides_[i], joins_[i]);
+  }
+
+ private:
+  TestDevice& device_;
+  ScopedStream origin_;
+  std::deque<ScopedStream> sides_;  // deques: streams and events cannot move
+  ScopedEvent fork_;
+  std::deque<ScopedEvent> joins_;
+};
+
+/// The end of a graph test, once its launches of `g` are queued on `stream`:
+/// they ran with no mismatch on the device's counter, and destroying `g`
+/// gives every block the graphs held back to `pool`, whose invariants hold.
+inline void destroy_expecting_all_back(TestDevice& device, Pool& pool, Graph& g, cudaStream_t stream) {
+  device.synchronize(stream);
+  CHECK(device.mismatches() == 0);
+  g.destroy();
+  device.synchronize(stream);
+  CHECK(held_by_graphs(pool, 0) == 0);
+  pool.check_invariants();
 }
 
 /// Launches `g` `launches` times on `stream`; every `every`th launch, an

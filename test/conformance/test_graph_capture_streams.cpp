@@ -36,16 +36,15 @@ TEST_CASE("capture over streams: a block allocated on a forked stream and freed 
   TestDevice& device = test_device();
   device.reset_mismatches();
   Pool pool(options_on(device));
-  ScopedStream origin(device);
-  ScopedStream side(device);
+  ForkedStreams streams(device, 1);
+  const cudaStream_t origin = streams.origin();
+  const cudaStream_t side = streams.side(0);
   ScopedStream eager(device);
-  ScopedEvent fork(device);
-  ScopedEvent join(device);
   const PoolStats before = pool.stats();
 
   Graph g(device);
   REQUIRE(device.begin_capture(origin, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  follow(device, side, origin, fork);
+  streams.fork();
   // The forked stream is part of the origin's capture.
   const CaptureInfo of_origin = capture_of(device, origin);
   const CaptureInfo of_side = capture_of(device, side);
@@ -58,7 +57,7 @@ TEST_CASE("capture over streams: a block allocated on a forked stream and freed 
   CHECK(b != a);
   device.fill(b, 64 * kKiB, 0xB2u, origin);
   device.expect(a, 1 * kMiB, 0xA1u, side);
-  follow(device, origin, side, join);
+  streams.join();
   device.expect(a, 1 * kMiB, 0xA1u, origin);
   pool.deallocate(a, origin);
   void* c = pool.allocate(512 * kKiB, origin);  // after a's free, on the stream of the free: a's block
@@ -76,14 +75,9 @@ TEST_CASE("capture over streams: a block allocated on a forked stream and freed 
 
   // Eager work meanwhile, on another stream: never gets the graph's memory.
   launch_beside_eager(device, pool, g, origin, eager, 200, 20, a, b);
-  device.synchronize(origin);
   device.synchronize(eager);
-  CHECK(device.mismatches() == 0);
-  g.destroy();
-  device.synchronize(origin);
-  CHECK(held_by_graphs(pool, 0) == 0);
+  destroy_expecting_all_back(device, pool, g, origin);
   CHECK(pool.stats().live_blocks == before.live_blocks);
-  pool.check_invariants();
 }
 
 TEST_CASE("capture over streams: a block freed on a forked stream is reused there only, never by a branch beside it",
@@ -91,16 +85,15 @@ TEST_CASE("capture over streams: a block freed on a forked stream is reused ther
   TestDevice& device = test_device();
   device.reset_mismatches();
   Pool pool(options_on(device));
-  ScopedStream origin(device);
-  ScopedStream side(device);
-  ScopedEvent fork(device);
-  ScopedEvent join(device);
+  ForkedStreams streams(device, 1);
+  const cudaStream_t origin = streams.origin();
+  const cudaStream_t side = streams.side(0);
 
   Graph g(device);
   REQUIRE(device.begin_capture(origin, cudaStreamCaptureModeGlobal) == cudaSuccess);
   void* a = pool.allocate(1 * kMiB, origin);
   device.fill(a, 1 * kMiB, 0xA1u, origin);
-  follow(device, side, origin, fork);  // side's work follows a's fill
+  streams.fork();  // side's work follows a's fill
   // From here the two streams are branches the graph does not order.
   void* c = pool.allocate(1 * kMiB, origin);
   device.fill(c, 1 * kMiB, 0xC3u, origin);
@@ -120,7 +113,7 @@ TEST_CASE("capture over streams: a block freed on a forked stream is reused ther
   // The blocks live at once on the two branches are distinct.
   const std::set<void*> live{b, c, d};
   CHECK(live.size() == 3);
-  follow(device, origin, side, join);
+  streams.join();
   device.expect(b, 1 * kMiB, 0xB2u, origin);
   pool.deallocate(b, origin);
   pool.deallocate(c, origin);
@@ -130,12 +123,7 @@ TEST_CASE("capture over streams: a block freed on a forked stream is reused ther
   CHECK(held_by_graphs(pool, 3 * kMiB) == 3 * kMiB);
 
   for (int i = 0; i < 200; ++i) g.launch(origin);
-  device.synchronize(origin);
-  CHECK(device.mismatches() == 0);
-  g.destroy();
-  device.synchronize(origin);
-  CHECK(held_by_graphs(pool, 0) == 0);
-  pool.check_invariants();
+  destroy_expecting_all_back(device, pool, g, origin);
 }
 
 TEST_CASE("capture over streams: two forked streams allocate at once from two threads; no block is shared",
@@ -143,13 +131,8 @@ TEST_CASE("capture over streams: two forked streams allocate at once from two th
   TestDevice& device = test_device();
   device.reset_mismatches();
   Pool pool(options_on(device));
-  ScopedStream origin(device);
-  ScopedStream side0(device);
-  ScopedStream side1(device);
-  const cudaStream_t sides[2] = {side0, side1};
-  ScopedEvent fork(device);
-  ScopedEvent join0(device);
-  ScopedEvent join1(device);
+  ForkedStreams streams(device, 2);
+  const cudaStream_t origin = streams.origin();
 
   struct Block {
     void* ptr;
@@ -168,12 +151,11 @@ TEST_CASE("capture over streams: two forked streams allocate at once from two th
   // into it.
   void* first = pool.allocate(256 * kKiB, origin);
   device.fill(first, 256 * kKiB, 0x7F00u, origin);
-  follow(device, side0, origin, fork);
-  follow(device, side1, origin, fork);
+  streams.fork();
   std::vector<std::thread> threads;
   for (int t = 0; t < 2; ++t) {
     threads.emplace_back([&, t] {
-      const cudaStream_t stream = sides[t];
+      const cudaStream_t stream = streams.side(t);
       std::deque<Block> mine;
       for (int i = 0; i < 24; ++i) {
         const std::size_t bytes = (1 + (i * 3 + t) % 4) * 256 * kKiB;
@@ -197,8 +179,7 @@ TEST_CASE("capture over streams: two forked streams allocate at once from two th
   for (auto& thread : threads) thread.join();
   REQUIRE(handed[0].size() == 24);
   REQUIRE(handed[1].size() == 24);
-  follow(device, origin, side0, join0);
-  follow(device, origin, side1, join1);
+  streams.join();
   for (const auto& blocks : live) {
     for (const Block& b : blocks) {
       device.expect(b.ptr, b.bytes, b.tag, origin);
@@ -227,12 +208,7 @@ TEST_CASE("capture over streams: two forked streams allocate at once from two th
   CHECK(pool.graph_memory_stats().held_blocks < 1 + handed[0].size() + handed[1].size());
 
   for (int i = 0; i < 50; ++i) g.launch(origin);
-  device.synchronize(origin);
-  CHECK(device.mismatches() == 0);
-  g.destroy();
-  device.synchronize(origin);
-  CHECK(held_by_graphs(pool, 0) == 0);
-  pool.check_invariants();
+  destroy_expecting_all_back(device, pool, g, origin);
 }
 
 TEST_CASE("capture over streams: a destroyed graph gives back every block of every branch",
@@ -240,18 +216,15 @@ TEST_CASE("capture over streams: a destroyed graph gives back every block of eve
   TestDevice& device = test_device();
   device.reset_mismatches();
   Pool pool(options_on(device));
-  ScopedStream origin(device);
-  ScopedStream side0(device);
-  ScopedStream side1(device);
-  ScopedEvent fork(device);
-  ScopedEvent join0(device);
-  ScopedEvent join1(device);
+  ForkedStreams streams(device, 2);
+  const cudaStream_t origin = streams.origin();
+  const cudaStream_t side0 = streams.side(0);
+  const cudaStream_t side1 = streams.side(1);
   const PoolStats before = pool.stats();
 
   Graph g(device);
   REQUIRE(device.begin_capture(origin, cudaStreamCaptureModeGlobal) == cudaSuccess);
-  follow(device, side0, origin, fork);
-  follow(device, side1, origin, fork);
+  streams.fork();
   // The capture's first allocation is on a forked stream.
   void* freed = pool.allocate(2 * kMiB, side0);
   device.fill(freed, 2 * kMiB, 0x21u, side0);
@@ -263,8 +236,7 @@ TEST_CASE("capture over streams: a destroyed graph gives back every block of eve
   device.fill(kept1, 5 * kMiB, 0x51u, side1);
   void* on_origin = pool.allocate(1 * kMiB, origin);
   device.fill(on_origin, 1 * kMiB, 0x10u, origin);
-  follow(device, origin, side0, join0);
-  follow(device, origin, side1, join1);
+  streams.join();
   device.expect(on_origin, 1 * kMiB, 0x10u, origin);
   pool.deallocate(on_origin, origin);
   g.end(origin);
