@@ -1,7 +1,7 @@
 // Pool::sleep / wake on the simulation: contents back bit-exact at the same
 // addresses, the device's memory given back, stream order kept, frees and
 // allocations while asleep, many cycles without growth, two pools, peers.
-#include "sleep/sleep_test_util.hpp"
+#include "sleep/sleep_checks.hpp"
 
 #include <sova/error.hpp>
 
@@ -58,10 +58,9 @@ TEST_CASE("sleep with backup gives the memory back; wake restores every byte at 
   CHECK(pool.stats().reserved_current == reserved);
   CHECK(pool.stats().asleep_bytes == 0);
   CHECK(device_free(sim) == free_before_pool - reserved);
-  CHECK(all_intact(blocks));  // same pointers: the addresses did not change
+  check_intact(blocks);  // same pointers: the addresses did not change
   pool.check_invariants();
-  for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-  sim.destroy_stream(stream);
+  free_blocks_and_stream(pool, sim, stream, blocks);
 }
 
 TEST_CASE("sleep waits for the caller's stream only; wake orders the restore before later work there", "[sleep]") {
@@ -129,10 +128,8 @@ TEST_CASE("sleep and wake are idempotent", "[sleep]") {
   CHECK(sim.counters().copies == copies);
   REQUIRE(pool.wake(stream) == cudaSuccess);
   CHECK(pool.wake(stream) == cudaSuccess);
-  REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
-  CHECK(all_intact(blocks));
-  for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-  sim.destroy_stream(stream);
+  check_intact_once_synchronized(sim, stream, blocks);
+  free_blocks_and_stream(pool, sim, stream, blocks);
 }
 
 TEST_CASE("while asleep allocations are refused with cudaErrorNotPermitted and frees are final", "[sleep]") {
@@ -166,8 +163,7 @@ TEST_CASE("while asleep allocations are refused with cudaErrorNotPermitted and f
   pool.check_invariants();
 
   REQUIRE(pool.wake(stream) == cudaSuccess);
-  REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
-  CHECK(all_intact(blocks));
+  check_intact_once_synchronized(sim, stream, blocks);
   CHECK(sim.counters().copies > copies_before);
   CHECK(sim.counters().bytes_copied > 0);
   // Awake, the pool allocates again, the freed memory among it.
@@ -175,8 +171,7 @@ TEST_CASE("while asleep allocations are refused with cudaErrorNotPermitted and f
   CHECK(again != nullptr);
   pool.deallocate(again, stream);
   pool.check_invariants();
-  for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-  sim.destroy_stream(stream);
+  free_blocks_and_stream(pool, sim, stream, blocks);
 }
 
 TEST_CASE("a thousand cycles grow neither host nor device memory", "[sleep]") {
@@ -201,13 +196,11 @@ TEST_CASE("a thousand cycles grow neither host nor device memory", "[sleep]") {
       for (const Filled& f : blocks) fill(f);
     }
   }
-  REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
-  CHECK(all_intact(blocks));
+  check_intact_once_synchronized(sim, stream, blocks);
   CHECK(sim.counters().mappings == pool.stats().chunks_mapped - pool.stats().chunks_unmapped);
   CHECK(pool.release_sleep_host_memory() == cudaSuccess);
   CHECK(sim.counters().pinned_host_bytes == 0);
-  for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-  sim.destroy_stream(stream);
+  free_blocks_and_stream(pool, sim, stream, blocks);
 }
 
 TEST_CASE("two pools sleep and wake independently", "[sleep]") {
@@ -222,17 +215,15 @@ TEST_CASE("two pools sleep and wake independently", "[sleep]") {
   CHECK(a.asleep());
   CHECK_FALSE(b.asleep());
   CHECK(sim.counters().physical_bytes == reserved_b);
-  CHECK(all_intact(in_b));
+  check_intact(in_b);
   void* more = b.allocate(8 * MiB, stream);  // the other pool keeps working
   b.deallocate(more, stream);
   REQUIRE(b.sleep(SleepMode::backup, stream) == cudaSuccess);
   REQUIRE(a.wake(stream) == cudaSuccess);
-  REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
-  CHECK(all_intact(in_a));
+  check_intact_once_synchronized(sim, stream, in_a);
   CHECK(b.asleep());
   REQUIRE(b.wake(stream) == cudaSuccess);
-  REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
-  CHECK(all_intact(in_b));
+  check_intact_once_synchronized(sim, stream, in_b);
   for (const Filled& f : in_a) a.deallocate(f.ptr, stream);
   for (const Filled& f : in_b) b.deallocate(f.ptr, stream);
   sim.destroy_stream(stream);
@@ -280,11 +271,9 @@ TEST_CASE("remapped chunks and their ghost mappings all go to sleep", "[sleep]")
   CHECK(sim.counters().physical_bytes == 0);
   CHECK(pool.stats().ghost_mappings == 0);
   REQUIRE(pool.wake(stream) == cudaSuccess);
-  REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
-  CHECK(intact(big));
+  check_intact_once_synchronized(sim, stream, {big});
   pool.check_invariants();
-  pool.deallocate(big.ptr, stream);
-  sim.destroy_stream(stream);
+  free_blocks_and_stream(pool, sim, stream, {big});
 }
 
 TEST_CASE("a pool destroyed while asleep leaves nothing with the driver", "[sleep]") {
@@ -297,10 +286,7 @@ TEST_CASE("a pool destroyed while asleep leaves nothing with the driver", "[slee
     REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
     CHECK(sim.counters().pinned_host_bytes > 0);
   }
-  CHECK(sim.counters().physical_bytes == 0);
-  CHECK(sim.counters().mappings == 0);
-  CHECK(sim.counters().reservations == 0);
-  CHECK(sim.counters().pinned_host_bytes == 0);
+  check_nothing_left_with_driver(sim);
   CHECK(device_free(sim) == free_before_pool);
   sim.destroy_stream(stream);
 }

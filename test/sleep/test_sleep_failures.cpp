@@ -1,7 +1,7 @@
 // A driver failure at every step of sleep and of wake leaves the pool either
 // awake as it was or asleep, never half; nothing is leaked; a later call
 // finishes the job and every byte comes back.
-#include "sleep/sleep_test_util.hpp"
+#include "sleep/sleep_checks.hpp"
 
 #include <functional>
 #include <string>
@@ -73,7 +73,7 @@ TEST_CASE("a driver failure at any step of sleep leaves the pool awake or asleep
           check_consistent(sim, pool, reserved);
           if (error != cudaSuccess && !pool.asleep()) {
             // Awake as it was: every byte where it was, and the pool allocates.
-            CHECK(all_intact(blocks));
+            check_intact(blocks);
             void* p = pool.allocate(1000, stream);
             pool.deallocate(p, stream);
           }
@@ -82,16 +82,13 @@ TEST_CASE("a driver failure at any step of sleep leaves the pool awake or asleep
           CHECK(pool.asleep());
           CHECK(sim.counters().physical_bytes == 0);
           REQUIRE(pool.wake(stream) == cudaSuccess);
-          REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
+          // Awake again: every byte back, the driver's view agreeing.
+          check_intact_once_synchronized(sim, stream, blocks);
           check_consistent(sim, pool, reserved);
-          CHECK(all_intact(blocks));
-          for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-          sim.destroy_stream(stream);
+          free_blocks_and_stream(pool, sim, stream, blocks);
         }
         // The pool gone, nothing of it is left with the driver.
-        CHECK(sim.counters().physical_bytes == 0);
-        CHECK(sim.counters().mappings == 0);
-        CHECK(sim.counters().pinned_host_bytes == 0);
+        check_nothing_left_with_driver(sim);
       }
     }
   }
@@ -121,15 +118,13 @@ TEST_CASE("a driver failure at any step of wake leaves the pool asleep with noth
             REQUIRE(pool.wake(stream) == cudaSuccess);
           }
           CHECK_FALSE(pool.asleep());
-          REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
+          // Awake at last: every byte back, the driver's view agreeing.
+          check_intact_once_synchronized(sim, stream, blocks);
           check_consistent(sim, pool, reserved);
-          CHECK(all_intact(blocks));
-          for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-          sim.destroy_stream(stream);
+          free_blocks_and_stream(pool, sim, stream, blocks);
         }
-        CHECK(sim.counters().physical_bytes == 0);
-        CHECK(sim.counters().mappings == 0);
-        CHECK(sim.counters().pinned_host_bytes == 0);
+        // The pool gone, nothing of it is left with the driver.
+        check_nothing_left_with_driver(sim);
       }
     }
   }
@@ -145,11 +140,10 @@ TEST_CASE("sleep with backup where the driver has no host copies is refused and 
   sim.fail_host_alloc_at(1, cudaErrorNotSupported);
   CHECK(pool.sleep(SleepMode::backup, stream) == cudaErrorNotSupported);
   CHECK_FALSE(pool.asleep());
-  CHECK(all_intact(blocks));
+  check_intact(blocks);
   CHECK(pool.sleep(SleepMode::discard, stream) == cudaSuccess);  // discard needs no copy
   CHECK(pool.wake(stream) == cudaSuccess);
   CHECK(pool.sleep(static_cast<SleepMode>(7), stream) == cudaErrorInvalidValue);
   CHECK_FALSE(pool.asleep());
-  for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-  sim.destroy_stream(stream);
+  free_blocks_and_stream(pool, sim, stream, blocks);
 }

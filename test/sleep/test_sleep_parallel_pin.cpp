@@ -4,7 +4,7 @@
 // host memory it held before and nothing leaked; reserve_host_memory pins
 // ahead so that the sleep pins nothing. PoolSleep over an Arena directly,
 // with 2 MiB slabs, so that a backup of 24 MiB needs 12 of them.
-#include "sleep/sleep_test_util.hpp"
+#include "sleep/sleep_checks.hpp"
 
 #include "arena/arena.hpp"
 #include "core/pool_sleep.hpp"
@@ -67,7 +67,7 @@ struct Backed {
   void check_awake_intact() {
     REQUIRE_FALSE(sleep->asleep());  // (asleep, its memory is unmapped: nothing may touch it)
     CHECK(sim.counters().physical_bytes == kBacked);
-    CHECK(all_intact(blocks));
+    check_intact(blocks);
   }
 };
 
@@ -123,13 +123,13 @@ TEST_CASE("a first sleep over many slabs backs up and restores every byte; later
   CHECK(b.sleep->host_bytes() == kBackupSlabs * kSlab);
   CHECK(b.sim.counters().pinned_host_bytes == kBackupSlabs * kSlab);
   REQUIRE(b.wake() == cudaSuccess);
-  CHECK(all_intact(b.blocks));
+  check_intact(b.blocks);
   for (int cycle = 0; cycle < 3; ++cycle) {
     b.sim.fail_host_alloc_at(1);  // a pin would fail the sleep: there is none
     REQUIRE(b.sleep_backup() == cudaSuccess);
     b.sim.fail_host_alloc_at(0);
     REQUIRE(b.wake() == cudaSuccess);
-    CHECK(all_intact(b.blocks));
+    check_intact(b.blocks);
     CHECK(b.sim.counters().pinned_host_bytes == kBackupSlabs * kSlab);
   }
 }
@@ -153,7 +153,7 @@ TEST_CASE("a failure of any host_alloc of a parallel pin leaves the pool awake, 
         REQUIRE(b.sleep_backup() == cudaSuccess);
         CHECK(b.sim.counters().physical_bytes == 0);
         REQUIRE(b.wake() == cudaSuccess);
-        CHECK(all_intact(b.blocks));
+        check_intact(b.blocks);
         CHECK(b.sim.counters().pinned_host_bytes == kBackupSlabs * kSlab);
       }
     }
@@ -179,7 +179,7 @@ TEST_CASE("a copy failing while slabs are still being pinned leaves the pool awa
       }
       REQUIRE(b.sleep_backup() == cudaSuccess);
       REQUIRE(b.wake() == cudaSuccess);
-      CHECK(all_intact(b.blocks));
+      check_intact(b.blocks);
     }
   }
 }
@@ -207,7 +207,7 @@ TEST_CASE("reserve_host_memory pins ahead, all or nothing", "[sleep][pin]") {
   REQUIRE(b.sleep_backup() == cudaSuccess);
   b.sim.fail_host_alloc_at(0);
   REQUIRE(b.wake() == cudaSuccess);
-  CHECK(all_intact(b.blocks));
+  check_intact(b.blocks);
   CHECK(b.sim.counters().pinned_host_bytes == kBacked);
 }
 
@@ -225,10 +225,8 @@ TEST_CASE("Pool::reserve_sleep_backup pins ahead: the first sleep pins nothing",
   REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
   sim.fail_host_alloc_at(0);
   REQUIRE(pool.wake(stream) == cudaSuccess);
-  REQUIRE(sim.stream_synchronize(stream) == cudaSuccess);
-  CHECK(all_intact(blocks));
-  for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-  sim.destroy_stream(stream);
+  check_intact_once_synchronized(sim, stream, blocks);
+  free_blocks_and_stream(pool, sim, stream, blocks);
 }
 
 TEST_CASE("a pool's first sleep pins a backup over 64 MiB in 64 MiB slabs; any one failing changes nothing",
@@ -266,9 +264,8 @@ TEST_CASE("a pool's first sleep pins a backup over 64 MiB in 64 MiB slabs; any o
         CHECK(sim.counters().pinned_host_bytes == 0);
       }
       CHECK(pool.stats().reserved_current == reserved);
-      CHECK(all_intact(blocks));
-      for (const Filled& f : blocks) pool.deallocate(f.ptr, stream);
-      sim.destroy_stream(stream);
+      check_intact(blocks);
+      free_blocks_and_stream(pool, sim, stream, blocks);
     }
   }
 }
