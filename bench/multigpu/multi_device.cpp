@@ -333,6 +333,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "sova_multi_device: needs 2 or more devices (asked %d, CUDA sees %d)\n", n, found);
     return 2;
   }
+  // Line-buffered even into a pipe or file: a run cut short by a time limit
+  // keeps the tables it finished.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::vector<int> all;
   for (int d = 0; d < n; ++d) all.push_back(d);
   std::printf("allocator: %s, one per device\n", g_driver_pools ? "the runtime's cudaMemPool_t" : "sova::Pool");

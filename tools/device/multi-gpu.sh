@@ -18,8 +18,11 @@
 #                ncclMemAlloc's and cudaMalloc's (sova_nccl_allreduce)
 #   bench        one pool per device in one process, alone vs together in
 #                alternating rounds: threads and trace replay (sova_multi_device),
-#                every thread pinned to a core of its own from core 2 on; then the
-#                same on the runtime's pools (--allocator=driver), the baseline
+#                every thread pinned to a core of its own from core 2 on
+#   bench_driver the same on the runtime's pools (--allocator=driver): the
+#                baseline that tells the host's share of an interference; not
+#                among the default steps (a call's 10 minutes do not hold it
+#                beside the others): STEPS="bench bench_driver"
 #   conformance  the conformance tests of sova_gpu_tests on physical GPU 1
 #                (CUDA_VISIBLE_DEVICES=1, and 1,0 with GPU 0 visible beside it)
 #
@@ -56,7 +59,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONUNBUFFERED=1
 exec > >(tee "$OUT/multi-gpu.log") 2>&1
 
-logs_outside_out="build torch_nccl"  # in multi-gpu.log only
+logs_outside_out="build torch_nccl bench_driver"  # in multi-gpu.log only
 source tools/device/steps.sh
 
 # ---- devices ----------------------------------------------------------------
@@ -155,7 +158,8 @@ if wanted torch; then
     reserve=0
     wanted torch_nccl && reserve=$((reserve + 120))
     wanted nccl && reserve=$((reserve + 60))
-    wanted bench && reserve=$((reserve + 130))
+    wanted bench && reserve=$((reserve + 75))
+    wanted bench_driver && reserve=$((reserve + 90))
     wanted conformance && reserve=$((reserve + 60))
     torch_limit=$(( $(left) - reserve ))
     [ "$torch_limit" -gt 480 ] && torch_limit=480
@@ -176,8 +180,10 @@ if wanted nccl; then
   run_step nccl 100 "$builddir/bench/multigpu/sova_nccl_allreduce --min-mib=1 --max-mib=1024 --iters=10 --reps=5"
 fi
 if wanted bench; then
-  run_step bench 130 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8 --pin=2 &&
-    $builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8 --pin=2 --allocator=driver"
+  run_step bench 75 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=8 --pin=2"
+fi
+if wanted bench_driver; then
+  run_step bench_driver 90 "$builddir/bench/multigpu/sova_multi_device --case=all --threads=4 --seconds=1 --passes=200 --rounds=6 --pin=2 --allocator=driver"
 fi
 if wanted conformance; then
   run_step conformance 90 "CUDA_VISIBLE_DEVICES=1 $builddir/test/sova_gpu_tests '[conformance]' --reporter compact &&
