@@ -4,6 +4,7 @@
 // none of cudaMemAccessFlags', reported them, and then every growth failed
 // with cudaErrorInvalidValue when the driver was handed them.
 #include "core/sim_pool_fixture.hpp"
+#include "support/two_device_sim.hpp"
 
 #include <cstring>
 
@@ -11,9 +12,7 @@ using namespace sova;
 using namespace sova::test;
 
 TEST_CASE("set_access refuses flags that are none of the enum's, on an empty pool", "[core][access][issue17]") {
-  SimConfig config = small_sim();
-  config.device_count = 2;
-  SimDriver sim(config);
+  SimDriver sim(two_device_sim());
   Pool pool(options_on(sim));
   cudaStream_t s = sim.create_stream();
 

@@ -4,6 +4,7 @@
 // whose map() refuses to map over a live mapping, so a ghost left in the way
 // fails the test.
 #include "core/sim_pool_fixture.hpp"
+#include "support/two_device_sim.hpp"
 
 #include "arena/arena.hpp"
 
@@ -141,9 +142,7 @@ TEST_CASE("arena: a chunk keeps its two newest ghosts; releasing it unmaps them 
 }
 
 TEST_CASE("arena: a change of peer access unmaps every ghost", "[core][arena][remap][ghost][devices]") {
-  SimConfig config = small_sim();
-  config.device_count = 2;
-  SimDriver sim(config);
+  SimDriver sim(two_device_sim());
   Arena arena(sim, 0, kG, 200 * kG, 0, 4 * kG);
   REQUIRE(arena.commit(0, 2 * kG) == cudaSuccess);
   const std::int32_t slot = only_chunk_in(arena, 0, 2);
