@@ -2,7 +2,8 @@
 // once the stream's work is done, the blocks and the stream are given back,
 // and a destroyed pool leaves nothing with the driver. Each failure names
 // what failed (the block, the counter) and the line of the case that asked,
-// so a case that ends in them reads as what it proves.
+// so a case that ends in them reads as what it proves. Most cases start with
+// filled_pool.hpp.
 #pragma once
 
 #include "sleep/sleep_test_util.hpp"

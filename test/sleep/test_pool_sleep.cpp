@@ -1,7 +1,9 @@
 // Pool::sleep / wake on the simulation: contents back bit-exact at the same
 // addresses, the device's memory given back, stream order kept, frees and
 // allocations while asleep, many cycles without growth, two pools, peers.
+#include "sleep/filled_pool.hpp"
 #include "sleep/sleep_checks.hpp"
+#include "support/two_device_sim.hpp"
 
 #include <sova/error.hpp>
 
@@ -12,12 +14,12 @@
 
 using namespace sova;
 using namespace sova::sleep_test;
+using sova::test::two_device_sim;
 
 namespace {
 
-SimConfig sim_config(int devices = 1) {
+SimConfig sim_config() {
   SimConfig c;
-  c.device_count = devices;
   c.total_memory = std::size_t{256} << 20;
   return c;
 }
@@ -33,10 +35,8 @@ PoolOptions on(SimDriver& sim) {
 TEST_CASE("sleep with backup gives the memory back; wake restores every byte at the same address", "[sleep]") {
   SimDriver sim(sim_config());
   const std::size_t free_before_pool = device_free(sim);
-  Pool pool(on(sim));
-  cudaStream_t stream = sim.create_stream();
-  std::vector<Filled> blocks = allocate_filled(pool, stream);
-  const std::uint64_t reserved = pool.stats().reserved_current;
+  FilledPool start(sim);
+  auto& [pool, stream, blocks, reserved] = start;
   REQUIRE(reserved > 0);
   REQUIRE(device_free(sim) == free_before_pool - reserved);
 
@@ -117,9 +117,8 @@ TEST_CASE("sleep with discard copies nothing; the memory is usable after wake", 
 
 TEST_CASE("sleep and wake are idempotent", "[sleep]") {
   SimDriver sim(sim_config());
-  Pool pool(on(sim));
-  cudaStream_t stream = sim.create_stream();
-  std::vector<Filled> blocks = allocate_filled(pool, stream);
+  FilledPool start(sim);
+  auto& [pool, stream, blocks, reserved] = start;
   CHECK(pool.wake(stream) == cudaSuccess);  // awake: nothing to do
   REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
   const std::size_t copies = sim.counters().copies;
@@ -134,9 +133,8 @@ TEST_CASE("sleep and wake are idempotent", "[sleep]") {
 
 TEST_CASE("while asleep allocations are refused with cudaErrorNotPermitted and frees are final", "[sleep]") {
   SimDriver sim(sim_config());
-  Pool pool(on(sim));
-  cudaStream_t stream = sim.create_stream();
-  std::vector<Filled> blocks = allocate_filled(pool, stream);
+  FilledPool start(sim);
+  auto& [pool, stream, blocks, reserved] = start;
   // A block freed before the sleep sits in the stream's cache: it is not
   // live, and sleeps without a copy.
   void* cached = pool.allocate(2 * MiB, stream);
@@ -177,10 +175,8 @@ TEST_CASE("while asleep allocations are refused with cudaErrorNotPermitted and f
 TEST_CASE("a thousand cycles grow neither host nor device memory", "[sleep]") {
   SimDriver sim(sim_config());
   const std::size_t free_before_pool = device_free(sim);
-  Pool pool(on(sim));
-  cudaStream_t stream = sim.create_stream();
-  std::vector<Filled> blocks = allocate_filled(pool, stream);
-  const std::uint64_t reserved = pool.stats().reserved_current;
+  FilledPool start(sim);
+  auto& [pool, stream, blocks, reserved] = start;
   REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
   REQUIRE(pool.wake(stream) == cudaSuccess);
   const std::size_t host = sim.counters().pinned_host_bytes;
@@ -230,7 +226,7 @@ TEST_CASE("two pools sleep and wake independently", "[sleep]") {
 }
 
 TEST_CASE("wake gives back the access granted to peers", "[sleep]") {
-  SimDriver sim(sim_config(2));
+  SimDriver sim(two_device_sim());
   Pool pool(on(sim));
   cudaStream_t stream = sim.create_stream();
   void* p = pool.allocate(6 * MiB, stream);

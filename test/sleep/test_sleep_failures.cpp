@@ -1,6 +1,7 @@
 // A driver failure at every step of sleep and of wake leaves the pool either
 // awake as it was or asleep, never half; nothing is leaked; a later call
 // finishes the job and every byte comes back.
+#include "sleep/filled_pool.hpp"
 #include "sleep/sleep_checks.hpp"
 
 #include <functional>
@@ -31,12 +32,6 @@ void disarm(SimDriver& sim) {
   for (const FailureKind& k : kKinds) k.arm(sim, 0);
 }
 
-PoolOptions on(SimDriver& sim) {
-  PoolOptions o;
-  o.driver = &sim;
-  return o;
-}
-
 SimConfig sim_config() {
   SimConfig c;
   c.total_memory = std::size_t{256} << 20;
@@ -53,90 +48,83 @@ void check_consistent(SimDriver& sim, Pool& pool, std::uint64_t reserved_awake) 
   pool.check_invariants();
 }
 
-}  // namespace
-
-TEST_CASE("a driver failure at any step of sleep leaves the pool awake or asleep, nothing leaked", "[sleep]") {
+/// Runs `steps` once for each kind of failure armed at each of the first six
+/// calls of its kind, each run in a section of its own on a fresh simulation;
+/// after each run, whose pools are destroyed by then, checks that nothing of
+/// them is left with the driver.
+void at_each_failure(const std::function<void(SimDriver&, const FailureKind&, int)>& steps) {
   for (const FailureKind& kind : kKinds) {
     for (int n = 1; n <= 6; ++n) {
       DYNAMIC_SECTION(kind.name << " failing at call " << n) {
         SimDriver sim(sim_config());
-        {
-          Pool pool(on(sim));
-          cudaStream_t stream = sim.create_stream();
-          std::vector<Filled> blocks = allocate_filled(pool, stream);
-          const std::uint64_t reserved = pool.stats().reserved_current;
-          kind.arm(sim, n);
-          const cudaError_t error = pool.sleep(SleepMode::backup, stream);
-          disarm(sim);
-          if (n == 1 && kind.in_sleep) CHECK(error != cudaSuccess);
-          if (n == 1 && std::string(kind.name) == "unmap") CHECK(pool.asleep());  // the copies were done: asleep
-          check_consistent(sim, pool, reserved);
-          if (error != cudaSuccess && !pool.asleep()) {
-            // Awake as it was: every byte where it was, and the pool allocates.
-            check_intact(blocks);
-            void* p = pool.allocate(1000, stream);
-            pool.deallocate(p, stream);
-          }
-          // A second sleep finishes whatever the first left undone.
-          REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
-          CHECK(pool.asleep());
-          CHECK(sim.counters().physical_bytes == 0);
-          REQUIRE(pool.wake(stream) == cudaSuccess);
-          // Awake again: every byte back, the driver's view agreeing.
-          check_intact_once_synchronized(sim, stream, blocks);
-          check_consistent(sim, pool, reserved);
-          free_blocks_and_stream(pool, sim, stream, blocks);
-        }
-        // The pool gone, nothing of it is left with the driver.
+        steps(sim, kind, n);
         check_nothing_left_with_driver(sim);
       }
     }
   }
 }
 
-TEST_CASE("a driver failure at any step of wake leaves the pool asleep with nothing made", "[sleep]") {
-  for (const FailureKind& kind : kKinds) {
-    for (int n = 1; n <= 6; ++n) {
-      DYNAMIC_SECTION(kind.name << " failing at call " << n) {
-        SimDriver sim(sim_config());
-        {
-          Pool pool(on(sim));
-          cudaStream_t stream = sim.create_stream();
-          std::vector<Filled> blocks = allocate_filled(pool, stream);
-          const std::uint64_t reserved = pool.stats().reserved_current;
-          REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
-          const std::size_t mappings_asleep = sim.counters().mappings;
-          kind.arm(sim, n);
-          const cudaError_t error = pool.wake(stream);
-          disarm(sim);
-          if (n == 1 && kind.in_wake) CHECK(error != cudaSuccess);
-          check_consistent(sim, pool, reserved);
-          if (error != cudaSuccess) {
-            CHECK(pool.asleep());
-            CHECK(sim.counters().physical_bytes == 0);
-            CHECK(sim.counters().mappings == mappings_asleep);
-            REQUIRE(pool.wake(stream) == cudaSuccess);
-          }
-          CHECK_FALSE(pool.asleep());
-          // Awake at last: every byte back, the driver's view agreeing.
-          check_intact_once_synchronized(sim, stream, blocks);
-          check_consistent(sim, pool, reserved);
-          free_blocks_and_stream(pool, sim, stream, blocks);
-        }
-        // The pool gone, nothing of it is left with the driver.
-        check_nothing_left_with_driver(sim);
-      }
+}  // namespace
+
+TEST_CASE("a driver failure at any step of sleep leaves the pool awake or asleep, nothing leaked", "[sleep]") {
+  at_each_failure([](SimDriver& sim, const FailureKind& kind, int n) {
+    FilledPool start(sim);
+    auto& [pool, stream, blocks, reserved] = start;
+    kind.arm(sim, n);
+    const cudaError_t error = pool.sleep(SleepMode::backup, stream);
+    disarm(sim);
+    if (n == 1 && kind.in_sleep) CHECK(error != cudaSuccess);
+    if (n == 1 && std::string(kind.name) == "unmap") CHECK(pool.asleep());  // the copies were done: asleep
+    check_consistent(sim, pool, reserved);
+    if (error != cudaSuccess && !pool.asleep()) {
+      // Awake as it was: every byte where it was, and the pool allocates.
+      check_intact(blocks);
+      void* p = pool.allocate(1000, stream);
+      pool.deallocate(p, stream);
     }
-  }
+    // A second sleep finishes whatever the first left undone.
+    REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
+    CHECK(pool.asleep());
+    CHECK(sim.counters().physical_bytes == 0);
+    REQUIRE(pool.wake(stream) == cudaSuccess);
+    // Awake again: every byte back, the driver's view agreeing.
+    check_intact_once_synchronized(sim, stream, blocks);
+    check_consistent(sim, pool, reserved);
+    free_blocks_and_stream(pool, sim, stream, blocks);
+  });
+}
+
+TEST_CASE("a driver failure at any step of wake leaves the pool asleep with nothing made", "[sleep]") {
+  at_each_failure([](SimDriver& sim, const FailureKind& kind, int n) {
+    FilledPool start(sim);
+    auto& [pool, stream, blocks, reserved] = start;
+    REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
+    const std::size_t mappings_asleep = sim.counters().mappings;
+    kind.arm(sim, n);
+    const cudaError_t error = pool.wake(stream);
+    disarm(sim);
+    if (n == 1 && kind.in_wake) CHECK(error != cudaSuccess);
+    check_consistent(sim, pool, reserved);
+    if (error != cudaSuccess) {
+      CHECK(pool.asleep());
+      CHECK(sim.counters().physical_bytes == 0);
+      CHECK(sim.counters().mappings == mappings_asleep);
+      REQUIRE(pool.wake(stream) == cudaSuccess);
+    }
+    CHECK_FALSE(pool.asleep());
+    // Awake at last: every byte back, the driver's view agreeing.
+    check_intact_once_synchronized(sim, stream, blocks);
+    check_consistent(sim, pool, reserved);
+    free_blocks_and_stream(pool, sim, stream, blocks);
+  });
 }
 
 TEST_CASE("sleep with backup where the driver has no host copies is refused and changes nothing", "[sleep]") {
   // A driver written before sleep answers cudaErrorNotSupported (the Driver
   // defaults): as the sim's host_alloc failing so.
   SimDriver sim(sim_config());
-  Pool pool(on(sim));
-  cudaStream_t stream = sim.create_stream();
-  std::vector<Filled> blocks = allocate_filled(pool, stream);
+  FilledPool start(sim);
+  auto& [pool, stream, blocks, reserved] = start;
   sim.fail_host_alloc_at(1, cudaErrorNotSupported);
   CHECK(pool.sleep(SleepMode::backup, stream) == cudaErrorNotSupported);
   CHECK_FALSE(pool.asleep());
