@@ -151,8 +151,8 @@ def worker(backend: str, sizes_mib: list, iters: int, reps: int, out: str) -> No
             except Exception as e:
                 results[f"{name}_pool_reg"]["deregister_error"] = str(e)[:200]
     if backend != "pytorch":
-        results["sova_stats"] = {k: v for k, v in sova.torch.raw_stats(local).items()
-                                 if k in ("allocations", "segmentAllocations", "reserved", "peakReserved")}
+        # sova.torch's own allocations (the process allocator's, and the pool's segments).
+        results["sova_stats"] = {"allocations": sova.torch.raw_stats(local)["allocations"]}
     dist.barrier()
     with open(os.path.join(out, f"{backend}.rank{rank}.json"), "w") as f:
         json.dump({"rank": rank, "world": world, "backend": backend, "torch": torch.__version__,
