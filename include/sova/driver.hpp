@@ -93,7 +93,9 @@ class SOVA_API Driver {
   virtual cudaError_t device_info(int device, DeviceInfo* out) noexcept = 0;
   /// Free and total device memory (cudaMemGetInfo on that device).
   virtual cudaError_t memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept = 0;
-  /// Waits until all work on all streams of the device is complete.
+  /// Waits until all work on all streams of the device is complete. A device
+  /// the process has not used (no active primary context) has no work to
+  /// wait for: cudaSuccess, and no context is made for it.
   virtual cudaError_t device_synchronize(int device) noexcept = 0;
 
   // ---- virtual address space (cuMemAddressReserve / cuMemAddressFree) ----
@@ -175,7 +177,10 @@ class SOVA_API Driver {
   /// The device `stream` belongs to (cuStreamGetDevice): the device whose
   /// current pool cudaMallocAsync allocates from. For 0, cudaStreamLegacy and
   /// cudaStreamPerThread, which name a stream of the current device, the
-  /// current device. The driver's error for an invalid handle.
+  /// current device. The driver's error for an invalid handle. Allowed on a
+  /// stream under capture, and leaves the capture valid (unlike stream_id:
+  /// cuStreamGetDevice refuses, the CUDA driver answers from the stream's
+  /// context). Not for fast paths (three driver calls on the CUDA driver).
   virtual cudaError_t stream_device(cudaStream_t stream, int* device) noexcept = 0;
 
   // ---- graph capture -----------------------------------------------------

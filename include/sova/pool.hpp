@@ -112,6 +112,13 @@ class SOVA_API Pool {
   /// pool's heap lock and may walk every block: not for hot paths.
   std::string describe_pointer(const void* ptr) const;
   int device() const noexcept;
+  /// The device this pool found `stream` on when it last had reason to ask
+  /// (the stream's first use here, or its handle found reused by a new
+  /// stream, at an allocation outside capture); -1 where it has not asked (a
+  /// first use under capture, or check_streams off on a system of several
+  /// devices). No driver call: what the C API's cudaMallocAsync routing checks
+  /// its own cache against (docs/multi-gpu.md, "Which device a stream is on").
+  int stream_device(cudaStream_t stream) noexcept;
   Driver& driver() const noexcept;
   /// What the driver reports for the physical memory under `ptr` (a live
   /// block's start): location, handle types, whether it is compressed

@@ -4,8 +4,10 @@
 // Budget: a malloc/free pair costs ~50-100 ns, most of it in Pool. What this
 // layer adds: one ReadSection per call (two thread-private stores, ~1 ns);
 // one atomic load per table (the device's current pool, the handle's slot);
-// for sovaMallocAsync, where the driver has several devices, its stream_device
-// (cuStreamGetDevice; for the special handles cudaGetDevice); for a free,
+// for sovaMallocAsync, where the driver has several devices, the stream's
+// device from a process-wide cache (stream_devices.hpp: one load; for the
+// special handles the current device, cached per thread) and afterwards the
+// pool's own view of the stream's device (a thread-local compare); for a free,
 // Pool::contains over the listed pools but the last (none when there is one
 // pool). No lock, no write to a line other threads write, no allocation.
 // Measured on the sim, host of 2 cores: ~5 ns per pair over Pool's own
@@ -16,6 +18,7 @@
 #include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
+#include "capi/stream_devices.hpp"
 
 #include <sova/sova.h>
 
@@ -32,10 +35,13 @@ inline cudaStream_t per_thread_if_zero(cudaStream_t stream) noexcept {
 }
 
 /// First allocation on a device (or before any pool exists): creates the
-/// device's default pool, then allocates from its current pool.
-[[gnu::noinline]] cudaError_t malloc_first_use(void** ptr, std::size_t size, cudaStream_t stream) noexcept {
-  int device = 0;
-  if (const cudaError_t err = pools_driver()->stream_device(stream, &device); err != cudaSuccess) return err;
+/// device's default pool, then allocates from its current pool. `device`:
+/// the stream's, or -1 when not asked yet (no pool existed).
+[[gnu::noinline]] cudaError_t malloc_first_use(void** ptr, std::size_t size, cudaStream_t stream,
+                                               int device) noexcept {
+  if (device < 0) {
+    if (const cudaError_t err = stream_device_of(*pools_driver(), stream, &device); err != cudaSuccess) return err;
+  }
   if (const cudaError_t err = check_device(device, cudaErrorInvalidDevice); err != cudaSuccess) return err;
   PoolEntry* fallback = nullptr;
   if (const cudaError_t err = ensure_default_pool(device, &fallback); err != cudaSuccess) return err;
@@ -44,6 +50,24 @@ inline cudaStream_t per_thread_if_zero(cudaStream_t stream) noexcept {
   // Never null once the default exists; the default is never deleted.
   if (e == nullptr) e = fallback;
   return e->pool.try_allocate(ptr, size, stream);
+}
+
+/// `*ptr` came from `e`, the pool of the device the cache named for `stream`,
+/// but that pool found the handle to name a stream of `device` (a destroyed
+/// stream's handle, reused on another device): gives the block back (nothing
+/// was ordered on it yet), corrects the cache and allocates from `device`'s
+/// current pool. Ends `section`.
+[[gnu::noinline]] cudaError_t malloc_on_other_device(PoolEntry* e, void** ptr, std::size_t size, cudaStream_t stream,
+                                                     int device, ReadSection& section) noexcept {
+  (void)e->pool.try_deallocate(*ptr, stream);
+  *ptr = nullptr;
+  section.leave();
+  g_stream_devices.remember(stream, device);
+  {
+    ReadSection again;
+    if (PoolEntry* other = g_state.devices.current(device)) return other->pool.try_allocate(ptr, size, stream);
+  }
+  return malloc_first_use(ptr, size, stream, device);
 }
 
 inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t stream) noexcept {
@@ -60,21 +84,29 @@ inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t str
     // stream checks (and not at all where a pool has them off, as
     // sovaMallocFromPoolAsync never asks).
     int device = 0;
-    err = g_state.one_device.load(std::memory_order_relaxed) ? cudaSuccess : driver->stream_device(stream, &device);
+    const bool one_device = g_state.one_device.load(std::memory_order_relaxed);
+    err = one_device ? cudaSuccess : stream_device_of(*driver, stream, &device);
     if (err == cudaSuccess) [[likely]] {
       ReadSection section;
       if (PoolEntry* e = g_state.devices.current(device)) [[likely]] {
         err = e->pool.try_allocate(ptr, size, stream);
-        if (err == cudaSuccess) [[likely]]
-          return err;
+        if (err == cudaSuccess) [[likely]] {
+          if (one_device || is_implicit_stream(stream)) return err;
+          // The pool checked the stream's id: where the handle now names a
+          // stream of another device, it asked which (Pool::stream_device).
+          const int seen = e->pool.stream_device(stream);
+          if (seen < 0 || seen == device) [[likely]]
+            return err;
+          return malloc_on_other_device(e, ptr, size, stream, seen, section);
+        }
         *ptr = nullptr;
         return err;
       }
       section.leave();
-      err = malloc_first_use(ptr, size, stream);
+      err = malloc_first_use(ptr, size, stream, device);
     }
   } else {
-    err = malloc_first_use(ptr, size, stream);
+    err = malloc_first_use(ptr, size, stream, -1);
   }
   if (err != cudaSuccess) *ptr = nullptr;
   return err;

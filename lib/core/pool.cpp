@@ -141,6 +141,7 @@ PoolStats Pool::stats() const { return core_->stats(); }
 bool Pool::contains(const void* ptr) const noexcept { return core_->contains(ptr); }
 std::size_t Pool::block_size(const void* ptr) const noexcept { return core_->block_size(ptr); }
 int Pool::device() const noexcept { return core_->device(); }
+int Pool::stream_device(cudaStream_t stream) noexcept { return core_->stream_device(stream); }
 Driver& Pool::driver() const noexcept { return core_->driver(); }
 void Pool::check_invariants() const { core_->check_invariants(); }
 

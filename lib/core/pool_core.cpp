@@ -128,7 +128,14 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     // released graphs goes back to the heap (inline: two atomic loads).
     bool capturing = false;
     if (const cudaError_t error = driver_.stream_is_capturing(stream, &capturing); error != cudaSuccess) return error;
-    if (capturing) return graphs_.memory().allocate(ptr, bytes, stream);
+    if (capturing) {
+      // No id check under capture (cuStreamGetId would break it), so no
+      // renewal: where a destroyed stream's handle came back as another
+      // device's stream, only asking tells (the C API routes by it:
+      // Pool::stream_device). Graph memory is the slow path already.
+      streams_.learn_device(state, stream);
+      return graphs_.memory().allocate(ptr, bytes, stream);
+    }
     graphs_.memory().outside_capture(stream);
     // A new stream may have the handle of a destroyed one, whose frees may
     // still be pending: it must not pop them as its own.
@@ -188,10 +195,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
   }
-  // Before the free is stamped: a synchronize that closes the epoch holding
-  // it then sees its device (synchronize_devices).
-  streams_.note_stream_device(state, stream);
-
+  // No question of the stream's device here: StreamRegistry::learn_device.
   state->lock.lock();
   BlockState expected = BlockState::live;
   if (block->offset != offset ||

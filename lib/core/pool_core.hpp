@@ -20,8 +20,9 @@
 //     a destroyed stream must not pop its frees), a free stream_is_capturing.
 //   * on a system of several devices: an implicit handle (0,
 //     cudaStreamPerThread) asks for the current device, allocation and free
-//     (its state is per device); a free asks which device its stream is on
-//     (StreamRegistry::note_stream_device).
+//     (its state is per device; cuCtxGetCurrent, cached per thread). Nothing
+//     else: a stream's device is asked only when its state is made or renewed
+//     (StreamRegistry::learn_device).
 //   * now and then a fence: an event record on a large free (at most every
 //     kFenceIntervalNs), on the first free of another stream's block and
 //     every 16th after, or when another stream asked for one.
@@ -119,6 +120,7 @@ class PoolCore {
   cudaError_t chunks_under(const void* ptr, std::size_t bytes, std::vector<Pool::ChunkView>* out);
   const Arena& arena() const noexcept { return arena_; }  ///< base, size, granularity, props: fixed for life
   int device() const noexcept { return device_; }
+  int stream_device(cudaStream_t stream) noexcept { return streams_.known_device(stream); }
   Driver& driver() const noexcept { return driver_; }
   /// Allocations and frees under graph capture (graph_memory.hpp).
   GraphMemory& graph_memory() noexcept { return graphs_.memory(); }

@@ -171,15 +171,21 @@ StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
         auto fresh = std::make_unique<StreamState>();
         fresh->key = key;
         fresh->is_legacy = (key & 0x7) == kLegacyKey;  // either device's legacy stream
-        if (other_device >= 0) note_foreign(fresh.get(), other_device);
-        // Not for a stream under capture: cuStreamGetId refuses it and
-        // invalidates the capture (H100). Its id stays 0, and its first
+        if (is_implicit(stream)) {
+          fresh->device.store(other_device >= 0 ? other_device : device_, std::memory_order_relaxed);
+          if (other_device >= 0) fresh->foreign.store(true, std::memory_order_relaxed);
+        } else {
+          fresh->device.store(device_, std::memory_order_relaxed);  // learn_device below, with several
+        }
+        // The id not for a stream under capture: cuStreamGetId refuses it and
+        // invalidates the capture (H100, H200). Its id stays 0, and its first
         // allocation outside the capture renews the state with the right id.
         bool capturing = false;
         if (check_streams_ && !fresh->is_legacy && driver_.stream_is_capturing(stream, &capturing) == cudaSuccess &&
             !capturing) {
           driver_.stream_id(stream, &fresh->stream_id);
         }
+        if (!is_implicit(stream)) learn_device(fresh.get(), stream);
         // Counted active before it is published: the release worker's count,
         // if it sees the state, then stores it among the others, and if it
         // does not, stores one too few until its next pass (20 ms) — never
@@ -224,8 +230,13 @@ StreamState* StreamRegistry::renew(StreamState* state, unsigned long long id) no
       auto fresh = std::make_unique<StreamState>();
       fresh->key = state->key;
       fresh->stream_id = id;
-      if (state->foreign.load(std::memory_order_relaxed) && (state->key & 0x3) == 0x3) {
-        fresh->foreign.store(true, std::memory_order_relaxed);  // another device's per-thread stream
+      if ((state->key & 0x7) != 0) {  // an implicit handle: the device is the key's
+        fresh->device.store(state->device.load(std::memory_order_relaxed), std::memory_order_relaxed);
+        fresh->foreign.store(state->foreign.load(std::memory_order_relaxed), std::memory_order_relaxed);
+      } else {
+        // A reused handle may name another device's stream: ask, as for a new state.
+        fresh->device.store(device_, std::memory_order_relaxed);
+        learn_device(fresh.get(), reinterpret_cast<cudaStream_t>(state->key));
       }
       retired_.reserve(retired_.size() + 1);
       slot->retired.store(true, std::memory_order_relaxed);
@@ -259,26 +270,46 @@ StreamState* StreamRegistry::renew(StreamState* state, unsigned long long id) no
   return current;
 }
 
-void StreamRegistry::note_foreign(StreamState* state, int device) noexcept {
-  if (!state->foreign.load(std::memory_order_relaxed)) state->foreign.store(true, std::memory_order_relaxed);
-  const std::uint64_t bit = device >= 0 && device < 63 ? std::uint64_t{1} << device : std::uint64_t{1} << 63;
-  if ((foreign_devices_.load(std::memory_order_relaxed) & bit) == 0)
-    foreign_devices_.fetch_or(bit, std::memory_order_relaxed);
+void StreamRegistry::learn_device(StreamState* state, cudaStream_t stream) noexcept {
+  // Asked only where a handle is known to name a live stream: when a state is
+  // made or renewed, and at an allocation under capture (which does not
+  // renew: PoolCore::allocate). Driver::stream_device is allowed under
+  // capture. A free never asks (a driver call on every
+  // free, 1.2-2.6x the replay time with two GPUs visible): a handle reused by
+  // another device's stream and only freed on, never allocated on, keeps the
+  // old stream's device here. That stays correct: the fences of such a stream
+  // cannot be recorded (an event of the pool's device on another device's
+  // stream is refused), and fence_refused then marks it foreign; and every
+  // synchronize that completes frees covers every device the process uses
+  // (synchronize_devices), whichever device a free was made on.
+  // One device: the pool's, set when the state was made; an implicit handle:
+  // its key's (find_slow).
+  if (!several_devices_ || is_implicit(stream)) return;
+  int device = -1;
+  if (driver_.stream_device(stream, &device) != cudaSuccess) device = -1;
+  state->device.store(device, std::memory_order_relaxed);
+  if (device != device_) state->foreign.store(true, std::memory_order_relaxed);
+}
+
+void StreamRegistry::fence_refused(StreamState* state, cudaStream_t stream) noexcept {
+  if (!several_devices_ || is_implicit(stream)) return;  // implicit handles: foreign from their keys
+  int device = -1;
+  if (driver_.stream_device(stream, &device) == cudaSuccess && device == device_) return;  // refused for another reason
+  state->device.store(device, std::memory_order_relaxed);
+  state->foreign.store(true, std::memory_order_relaxed);
 }
 
 cudaError_t StreamRegistry::synchronize_devices() noexcept {
   cudaError_t result = driver_.device_synchronize(device_);
-  // Read after the callers closed the epochs they mark complete: a free
-  // stamped in them noted its device before it was stamped (deallocate).
-  const std::uint64_t others = foreign_devices_.load(std::memory_order_acquire);
-  if (others == 0) return result;
+  if (!several_devices_) return result;
+  // Every other device: a free on a handle the pool last saw as one of its
+  // own device's streams may have been made on a stream of another device
+  // since (learn_device). A device the process never used has nothing to wait
+  // for, and the driver creates no context for it (Driver::device_synchronize).
   int count = 0;
   if (driver_.device_count(&count) != cudaSuccess) return cudaErrorUnknown;
   for (int device = 0; device < count; ++device) {
     if (device == device_) continue;
-    const std::uint64_t bit = device < 63 ? std::uint64_t{1} << device : std::uint64_t{1} << 63;
-    const bool all = (others >> 63) != 0;
-    if ((others & bit) == 0 && !all) continue;
     if (const cudaError_t error = driver_.device_synchronize(device); error != cudaSuccess) result = error;
   }
   return result;
@@ -333,6 +364,7 @@ void StreamRegistry::record_fence_locked(StreamState* state, cudaStream_t stream
   cudaStream_t handle = state->is_legacy ? cudaStreamLegacy : stream;
   if (driver_.event_record(event, handle) != cudaSuccess) {
     return_event(event);
+    fence_refused(state, stream);
     return;
   }
   try {

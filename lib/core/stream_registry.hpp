@@ -99,22 +99,20 @@ class StreamRegistry {
 
   // ---- devices -----------------------------------------------------------------------
 
-  /// Where the system has several devices: marks `state` foreign, and notes
-  /// the device, when `stream` (for the implicit handles, the calling
-  /// thread's current device's) is not on the pool's device. Called by each
-  /// free before it touches `state`: one cuStreamGetDevice where the system
-  /// has several devices (asked at every free: a destroyed stream's handle
-  /// may come back as a stream of another device, and a free does not renew
-  /// the state), nothing where it has one.
-  void note_stream_device(StreamState* state, cudaStream_t stream) noexcept {
-    if (!several_devices_) return;
-    int device = -1;  // unknown: every device
-    if (driver_.stream_device(stream, &device) != cudaSuccess) device = -1;
-    if (device != device_) note_foreign(state, device);
+  /// Where the system has several devices, sets `state->device` from the
+  /// driver for `stream`, a live created stream (under capture or not), and
+  /// marks the state foreign when it is another device's.
+  void learn_device(StreamState* state, cudaStream_t stream) noexcept;
+  /// Which device this pool found `stream` on (StreamState::device): -1
+  /// where not known. No driver call.
+  int known_device(cudaStream_t stream) noexcept {
+    const StreamState* state = find(stream);
+    return state != nullptr ? state->device.load(std::memory_order_relaxed) : -1;
   }
-  /// Synchronizes the pool's device and every other device a free of this
-  /// pool was made on: what a free not covered by a fence needs before it
-  /// counts as complete.
+  /// Synchronizes the pool's device and, where the system has several, every
+  /// other device this process uses: what a free not covered by a fence
+  /// needs before it counts as complete (a free may have been made on any
+  /// device's stream, and a free does not ask which: learn_device).
   cudaError_t synchronize_devices() noexcept;
 
   // ---- fences: epochs made complete ----------------------------------------------------
@@ -152,7 +150,9 @@ class StreamRegistry {
     state->older = all_states_.load(std::memory_order_relaxed);
     all_states_.store(state, std::memory_order_release);
   }
-  void note_foreign(StreamState* state, int device) noexcept;
+  /// A fence could not be recorded on `stream`: where the system has
+  /// several devices, the handle may now name another device's stream.
+  void fence_refused(StreamState* state, cudaStream_t stream) noexcept;
   EventHandle acquire_event() noexcept;
   void return_event(EventHandle event) noexcept;
 
@@ -174,9 +174,6 @@ class StreamRegistry {
   std::atomic<std::uint64_t> stranded_{0};
   /// Every state ever made, newest first, linked through StreamState::older.
   std::atomic<StreamState*> all_states_{nullptr};
-  /// The devices other than the pool's that frees were made on, one bit each
-  /// (bit 63: device 63 or later, or unknown: every device).
-  std::atomic<std::uint64_t> foreign_devices_{0};
 
   std::mutex events_mutex_;
   std::vector<EventHandle> spare_events_;  ///< capacity >= events_made_ (return_event cannot fail)

@@ -38,13 +38,20 @@ struct StreamState {
   /// The driver's never-reused id of the stream this state was made for
   /// (cuStreamGetId); 0 when unknown or not checked.
   unsigned long long stream_id = 0;
-  /// Set once a free on this state's stream was made on
-  /// another device than the pool's (PoolCore::note_stream_device), and never
-  /// cleared: the pool's fence events cannot be recorded on such a stream,
-  /// and for the implicit handles a fence recorded from another thread would
-  /// land on another device's stream and prove nothing. Such a state records
-  /// no fence; its frees complete through synchronizes that cover the devices
-  /// they were made on (PoolCore::synchronize_devices).
+  /// The device of the stream this state was made for, as found when the
+  /// state was made or renewed (the only moments the handle is known to name
+  /// it): for the implicit handles the current device, for others the
+  /// driver's answer outside capture; -1 where not known (the state was made
+  /// under capture or without stream checks). Frees never ask the driver
+  /// (StreamRegistry::learn_device says why that stays correct).
+  std::atomic<int> device{-1};
+  /// Set once this state's stream is found on another device than the
+  /// pool's (when the state is made or renewed, or when a fence cannot be
+  /// recorded on it), and never cleared: the pool's fence events cannot be
+  /// recorded on such a stream, and for the implicit handles a fence recorded
+  /// from another thread would land on another device's stream and prove
+  /// nothing. Such a state records no fence; its frees complete through
+  /// synchronizes, which cover every device (StreamRegistry::synchronize_devices).
   std::atomic<bool> foreign{false};
 
   // ---- guarded by `lock` --------------------------------------------------

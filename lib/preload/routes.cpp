@@ -25,6 +25,7 @@
 // definition after this library, libcudart.so's.
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
+#include "capi/stream_devices.hpp"
 
 #include <sova/sova.h>
 
@@ -96,7 +97,7 @@ void set_runtime_current(int device, cudaMemPool_t pool) noexcept {
 cudaMemPool_t runtime_pool_for(cudaStream_t stream) noexcept {
   if (g_runtime_current_count.load(std::memory_order_relaxed) == 0) return nullptr;
   int device = 0;
-  if (capi::pools_driver()->stream_device(stream, &device) != cudaSuccess) return nullptr;
+  if (capi::stream_device_of(*capi::pools_driver(), stream, &device) != cudaSuccess) return nullptr;
   return runtime_current(device);
 }
 

@@ -3,9 +3,10 @@
 // PoolOptions::check_streams off; with it on (the default), an allocation on
 // a created stream asks two stream questions (stream_is_capturing, stream_id)
 // and a free one (stream_is_capturing); on the legacy default stream, none.
-// On a system of one device (these tests); PoolCore::note_stream_device says
-// what a free costs on several.
+// The same on a system of two devices, for a created stream of either: a
+// stream's device is asked when its state is made, never per call.
 #include "core/sim_pool_fixture.hpp"
+#include "support/two_device_sim.hpp"
 
 #include <cstdint>
 #include <limits>
@@ -67,4 +68,17 @@ TEST_CASE("fast path: with the stream checks, two stream questions per allocatio
   // The legacy default stream is never checked: it cannot be captured or destroyed.
   CHECK(calls_for_fast_pairs(sim, /*check_streams=*/true, nullptr) == 0);
   sim.destroy_stream(stream);
+}
+
+TEST_CASE("fast path: with two devices, no more driver calls than with one, for either device's stream",
+          "[core][fast_path][devices]") {
+  SimDriver sim(two_device_sim(std::size_t{64} << 20));
+  const cudaStream_t own = sim.create_stream(false, 0);
+  const cudaStream_t other = sim.create_stream(false, 1);  // another device's stream on a device-0 pool
+  CHECK(calls_for_fast_pairs(sim, /*check_streams=*/true, own) == 3 * kPairs);
+  CHECK(calls_for_fast_pairs(sim, /*check_streams=*/true, other) == 3 * kPairs);
+  CHECK(calls_for_fast_pairs(sim, /*check_streams=*/false, own) == 0);
+  CHECK(calls_for_fast_pairs(sim, /*check_streams=*/false, other) == 0);
+  sim.destroy_stream(other);
+  sim.destroy_stream(own);
 }

@@ -155,6 +155,20 @@ cudaError_t CudaDriver::memory_info(int device, std::size_t* free_bytes, std::si
 }
 
 cudaError_t CudaDriver::device_synchronize(int device) noexcept {
+  // A device whose primary context is not active has no work of this process
+  // (sova's streams and events are all on primary contexts) and must not get
+  // one: a context costs hundreds of MiB of the device's memory, and a process
+  // of one GPU among several (torchrun) would take them on every GPU.
+  const EntryPoints& cu = entry_points();
+  if (cu.status != cudaSuccess) return cu.status;
+  CUdevice dev = 0;
+  if (const CUresult r = cu.device_get(&dev, device); r != CUDA_SUCCESS) return to_runtime_error(r);
+  unsigned int flags = 0;
+  int active = 0;
+  if (const CUresult r = cu.device_primary_ctx_get_state(dev, &flags, &active); r != CUDA_SUCCESS) {
+    return to_runtime_error(r);
+  }
+  if (active == 0) return cudaSuccess;
   ScopedContext ctx(device);
   if (ctx.status() != cudaSuccess) return ctx.status();
   return quiet([] { return cudaDeviceSynchronize(); });

@@ -45,10 +45,12 @@ EntryPoints load() noexcept {
   get("cuDeviceTotalMem", &t.device_total_mem);
   get("cuDeviceGetAttribute", &t.device_get_attribute);
   get("cuDevicePrimaryCtxRetain", &t.device_primary_ctx_retain);
+  get("cuDevicePrimaryCtxGetState", &t.device_primary_ctx_get_state);
   get("cuCtxGetCurrent", &t.ctx_get_current);
   get("cuCtxGetDevice", &t.ctx_get_device);
   get("cuStreamIsCapturing", &t.stream_is_capturing);
   get("cuStreamGetId", &t.stream_get_id);
+  get("cuStreamGetCtx", &t.stream_get_ctx);
   get("cuThreadExchangeStreamCaptureMode", &t.thread_exchange_capture_mode);
   get("cuCtxSetCurrent", &t.ctx_set_current);
   get("cuMemGetAllocationGranularity", &t.mem_get_allocation_granularity);
@@ -63,8 +65,6 @@ EntryPoints load() noexcept {
   get("cuMemGetAllocationPropertiesFromHandle", &t.mem_get_allocation_properties_from_handle);
   get("cuMemExportToShareableHandle", &t.mem_export_to_shareable_handle);
   get("cuMemImportFromShareableHandle", &t.mem_import_from_shareable_handle);
-  // Optional: an older driver leaves it null (no failure).
-  if (err == cudaSuccess) (void)resolve("cuStreamGetDevice", &t.stream_get_device, 12080);
   // The runtime has initialised the driver by now, but say so explicitly:
   // cuInit is what reports "driver present, no device".
   if (err == cudaSuccess) err = to_runtime_error(t.init(0));

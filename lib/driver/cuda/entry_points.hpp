@@ -29,15 +29,18 @@ struct EntryPoints {
   PFN_cuDeviceTotalMem_v3020 device_total_mem = nullptr;
   PFN_cuDeviceGetAttribute_v2000 device_get_attribute = nullptr;
   PFN_cuDevicePrimaryCtxRetain_v7000 device_primary_ctx_retain = nullptr;
+  PFN_cuDevicePrimaryCtxGetState_v7000 device_primary_ctx_get_state = nullptr;
   PFN_cuCtxGetCurrent_v4000 ctx_get_current = nullptr;
   PFN_cuCtxSetCurrent_v4000 ctx_set_current = nullptr;
   PFN_cuCtxGetDevice_v2000 ctx_get_device = nullptr;
   PFN_cuStreamIsCapturing_v10000 stream_is_capturing = nullptr;
   PFN_cuStreamGetId_v12000 stream_get_id = nullptr;
   PFN_cuThreadExchangeStreamCaptureMode_v10010 thread_exchange_capture_mode = nullptr;
-  /// Optional (drivers from CUDA 12.8 on): null before, and stream_device
-  /// then answers the current device.
-  PFN_cuStreamGetDevice_v12080 stream_get_device = nullptr;
+  /// A stream's context: the one stream query besides cuStreamIsCapturing
+  /// that a capturing stream allows (cuStreamGetDevice, cuStreamGetId and
+  /// cuStreamGetFlags refuse it and invalidate the capture, in relaxed mode
+  /// too: tools/probe_capture_queries on the H200s).
+  PFN_cuStreamGetCtx_v9020 stream_get_ctx = nullptr;
   PFN_cuMemGetAllocationGranularity_v10020 mem_get_allocation_granularity = nullptr;
   PFN_cuMemAddressReserve_v10020 mem_address_reserve = nullptr;
   PFN_cuMemAddressFree_v10020 mem_address_free = nullptr;

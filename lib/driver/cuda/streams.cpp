@@ -148,11 +148,21 @@ cudaError_t CudaDriver::stream_device(cudaStream_t stream, int* device) noexcept
   if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return current_device(device);
   const EntryPoints& cu = entry_points();
   if (cu.status != cudaSuccess) return cu.status;
-  // A driver older than CUDA 12.8 cannot say: the current device, as sova
-  // did before (README, "Several GPUs").
-  if (cu.stream_get_device == nullptr) return current_device(device);
+  // Through the stream's context, not cuStreamGetDevice: that one refuses a
+  // capturing stream and invalidates its capture, and sova asks while
+  // capturing (a stream's first use under capture, a reused handle).
+  // cuStreamGetCtx and the context switch below are allowed then (driver
+  // 580, H200). Not on any fast path: three calls.
+  CUcontext context = nullptr;
+  if (const CUresult r = cu.stream_get_ctx(reinterpret_cast<CUstream>(stream), &context); r != CUDA_SUCCESS) {
+    return to_runtime_error(r);
+  }
+  CUcontext saved = nullptr;
+  if (const CUresult r = cu.ctx_get_current(&saved); r != CUDA_SUCCESS) return to_runtime_error(r);
+  if (const CUresult r = cu.ctx_set_current(context); r != CUDA_SUCCESS) return to_runtime_error(r);
   CUdevice value = 0;
-  const CUresult r = cu.stream_get_device(reinterpret_cast<CUstream>(stream), &value);
+  const CUresult r = cu.ctx_get_device(&value);
+  (void)cu.ctx_set_current(saved);
   if (r != CUDA_SUCCESS) return to_runtime_error(r);
   *device = static_cast<int>(value);  // an ordinal (cuDeviceGet's inverse on every driver so far)
   return cudaSuccess;

@@ -145,6 +145,7 @@ cudaError_t SimDriver::stream_device(cudaStream_t stream, int* device) noexcept 
   state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     if (device == nullptr) return cudaErrorInvalidValue;
+    // Allowed under capture (Driver::stream_device), unlike stream_id.
     return state_->streams->device_of(stream, device);
   });
 }
