@@ -109,6 +109,10 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   // failed allocation: the heap lock may be held by the sleep's copies.
   if (sleep_.asleep()) [[unlikely]]
     return cudaErrorNotPermitted;
+  // The memory of released graphs goes back first (one atomic load), on
+  // every stream: docs/graphs.md, "When memory comes back".
+  if (graphs_.memory().has_released()) [[unlikely]]
+    graphs_.memory().collect();
   if (bytes > arena_.size()) {
     std::lock_guard<HeapMutex> lock(heap_.mutex());
     ++stats_.failed_allocations;
@@ -124,8 +128,8 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   if (check_streams_ && !state->is_legacy) {
-    // Under capture, graph memory (graph_memory.hpp). Outside: the memory of
-    // released graphs goes back to the heap (inline: two atomic loads).
+    // Under capture, graph memory (graph_memory.hpp). Outside: captures that
+    // allocated on this stream are over (inline: one atomic load).
     bool capturing = false;
     if (const cudaError_t error = driver_.stream_is_capturing(stream, &capturing); error != cudaSuccess) return error;
     if (capturing) return graphs_.memory().allocate(ptr, bytes, stream);
@@ -170,6 +174,10 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
 
 cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (ptr == nullptr) return cudaSuccess;
+  // Released graphs first (one atomic load): a block of theirs is then an
+  // ordinary block, judged as one (refused under capture, stamped on `stream`).
+  if (graphs_.memory().has_released()) [[unlikely]]
+    graphs_.memory().collect();
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address)) return cudaErrorInvalidValue;
   const std::size_t offset = address - arena_.base();
@@ -188,6 +196,21 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
   }
+  return free_stamped(block, offset, state, stream);
+}
+
+cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) noexcept {
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (!arena_.contains(address)) return cudaErrorInvalidValue;
+  const std::size_t offset = address - arena_.base();
+  Block* block = heap_.find(offset);
+  if (block == nullptr) return cudaErrorInvalidValue;
+  StreamState* state = streams_.find(stream);
+  if (state == nullptr) return cudaErrorMemoryAllocation;
+  return free_stamped(block, offset, state, stream);
+}
+
+cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream) noexcept {
   // Before the free is stamped: a synchronize that closes the epoch holding
   // it then sees its device (synchronize_devices).
   streams_.note_stream_device(state, stream);

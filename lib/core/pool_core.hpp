@@ -82,6 +82,11 @@ class PoolCore {
 
   cudaError_t allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept;
   cudaError_t deallocate(void* ptr, cudaStream_t stream) noexcept;
+  /// The free of a block whose graphs are gone (PoolGraphs::give_back*):
+  /// stamped on `stream` as deallocate's, without its capture check (the
+  /// free was accepted when made; `stream` may capture now) and without
+  /// collecting released graphs (it is called from the collect).
+  cudaError_t free_released_graph_block(void* ptr, cudaStream_t stream) noexcept;
   cudaError_t trim_to(std::size_t bytes_to_keep) noexcept;
   /// Pool::stream_synchronized: everything freed on `stream` so far is complete.
   cudaError_t stream_synchronized(cudaStream_t stream) noexcept;
@@ -138,6 +143,10 @@ class PoolCore {
   /// free under capture of a block that is not graph memory), the driver's
   /// error for an invalid handle, else cudaSuccess.
   cudaError_t refuse_capture(cudaStream_t stream) noexcept;
+  /// The free of the live `block` at `offset`, stamped on `state`'s open
+  /// epoch (the fast path's free, once the checks are done);
+  /// cudaErrorInvalidValue for a block not live.
+  cudaError_t free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream) noexcept;
 
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need, StreamState* state,

@@ -6,9 +6,13 @@
 
 #include <sova/sim.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <set>
+#include <thread>
+#include <utility>
 #include <vector>
 
 using namespace sova;
@@ -35,6 +39,7 @@ class RecordingSource final : public GraphBlockSource {
     return cudaSuccess;
   }
   void give_back(const std::vector<void*>& blocks) noexcept override {
+    wait_at_gate();
     std::lock_guard<std::mutex> lock(mu_);
     for (void* p : blocks) {
       given_back_.push_back(p);
@@ -42,13 +47,43 @@ class RecordingSource final : public GraphBlockSource {
       std::free(p);
     }
   }
+  /// Counted with give_back's (given_back()), and on its own (freed_on()).
+  void give_back_freed_on(void* block, cudaStream_t stream) noexcept override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      freed_on_.emplace_back(block, stream);
+    }
+    give_back(std::vector<void*>{block});
+  }
   void fail_next() { fail_next_ = true; }
+  /// give_back waits, once inside it, until open_gate().
+  void close_gate() { gate_closed_.store(true); }
+  void open_gate() { gate_closed_.store(false); }
+  bool waiting_at_gate() const { return at_gate_.load(); }
+  std::vector<std::pair<void*, cudaStream_t>> freed_on() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return freed_on_;
+  }
+  std::size_t given_back_now() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return given_back_.size();
+  }
   std::size_t takes() const { return takes_; }
   std::size_t outstanding() const { return out_.size(); }
   std::size_t given_back() const { return given_back_.size(); }
 
  private:
+  void wait_at_gate() noexcept {
+    if (!gate_closed_.load()) return;
+    at_gate_.store(true);
+    while (gate_closed_.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    at_gate_.store(false);
+  }
+
   std::mutex mu_;
+  std::atomic<bool> gate_closed_{false};
+  std::atomic<bool> at_gate_{false};
+  std::vector<std::pair<void*, cudaStream_t>> freed_on_;
   bool fail_next_ = false;
   std::size_t takes_ = 0;
   std::set<void*> out_;
@@ -303,4 +338,61 @@ TEST_CASE("graph memory: in a capture forked over several streams, a free is reu
   CHECK(source.given_back() == 4);
   CHECK(source.outstanding() == 0);
   sim.event_destroy(fork);
+}
+
+TEST_CASE("graph memory: a statistics read after a release waits for another thread's collect of it", "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  GraphMemory graphs(sim, source);
+  cudaStream_t s = sim.create_stream();
+  Capture capture(sim, s);
+  void* p = nullptr;
+  REQUIRE(graphs.allocate(&p, 4096, s) == cudaSuccess);
+  cudaError_t result = cudaErrorUnknown;
+  REQUIRE(graphs.deallocate(p, s, &result));  // freed in the graph: back at the release
+  cudaGraph_t graph = capture.end();
+  REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
+  REQUIRE(graphs.has_released());
+
+  // One thread's collect stops inside give_back; another thread's read of
+  // the statistics must not return before that collect is done.
+  source.close_gate();
+  std::thread collector([&] { graphs.collect(); });
+  while (!source.waiting_at_gate()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::atomic<bool> read_done{false};
+  std::size_t back_when_read = 0;
+  std::thread reader([&] {
+    graphs.stats();
+    back_when_read = source.given_back_now();
+    read_done.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK_FALSE(read_done.load());
+  source.open_gate();
+  collector.join();
+  reader.join();
+  CHECK(back_when_read == 1);
+  CHECK_FALSE(graphs.has_released());
+}
+
+TEST_CASE("graph memory: the caller's free outside capture goes back as a free on its stream", "[graphs]") {
+  SimDriver sim;
+  RecordingSource source;
+  GraphMemory graphs(sim, source);
+  cudaStream_t s = sim.create_stream();
+  cudaStream_t user = sim.create_stream();
+  Capture capture(sim, s);
+  void* p = nullptr;
+  REQUIRE(graphs.allocate(&p, 4096, s) == cudaSuccess);
+  cudaGraph_t graph = capture.end();
+  cudaError_t result = cudaErrorUnknown;
+  REQUIRE(graphs.deallocate(p, user, &result));
+  REQUIRE(result == cudaSuccess);
+  REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
+  graphs.collect();
+  const auto freed_on = source.freed_on();
+  REQUIRE(freed_on.size() == 1);
+  CHECK(freed_on[0].first == p);
+  CHECK(freed_on[0].second == user);
+  CHECK(source.outstanding() == 0);
 }
