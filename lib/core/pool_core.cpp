@@ -196,7 +196,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
   }
-  return free_stamped(block, offset, state, stream);
+  return free_stamped(block, offset, state, stream, /*may_fence=*/true);
 }
 
 cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) noexcept {
@@ -207,10 +207,19 @@ cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) 
   if (block == nullptr) return cudaErrorInvalidValue;
   StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
-  return free_stamped(block, offset, state, stream);
+  // The stream may capture now, or be destroyed (the caller freed on it a
+  // while ago): no fence is recorded then (an event record would become a
+  // node of the capture); a later fence or synchronize covers the free.
+  bool may_fence = state->is_legacy || !check_streams_;
+  if (!may_fence) {
+    bool capturing = true;
+    may_fence = driver_.stream_is_capturing(stream, &capturing) == cudaSuccess && !capturing;
+  }
+  return free_stamped(block, offset, state, stream, may_fence);
 }
 
-cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream) noexcept {
+cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,
+                                   bool may_fence) noexcept {
   // Before the free is stamped: a synchronize that closes the epoch holding
   // it then sees its device (synchronize_devices).
   streams_.note_stream_device(state, stream);
@@ -238,7 +247,7 @@ cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState
   if (!fence && block->size >= info_.granularity && (++state->large_frees & kClockEvery) == 1) {
     fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;  // the first, then every 16th
   }
-  if (fence) streams_.record_fence_locked(state, stream);
+  if (fence && may_fence) streams_.record_fence_locked(state, stream);
   state->lock.unlock();
   return cudaSuccess;
 }

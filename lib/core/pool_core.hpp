@@ -144,9 +144,11 @@ class PoolCore {
   /// error for an invalid handle, else cudaSuccess.
   cudaError_t refuse_capture(cudaStream_t stream) noexcept;
   /// The free of the live `block` at `offset`, stamped on `state`'s open
-  /// epoch (the fast path's free, once the checks are done);
-  /// cudaErrorInvalidValue for a block not live.
-  cudaError_t free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream) noexcept;
+  /// epoch (the fast path's free, once the checks are done); a fence due is
+  /// recorded on `stream` only if `may_fence`. cudaErrorInvalidValue for a
+  /// block not live.
+  cudaError_t free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,
+                           bool may_fence) noexcept;
 
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need, StreamState* state,

@@ -154,3 +154,27 @@ TEST_CASE("graph output free: a free captured in another graph keeps the block u
   pool.deallocate(q, other);
   pool.check_invariants();
 }
+
+TEST_CASE("graph output free: a release collected while the freeing stream captures leaves that capture valid",
+          "[graphs][sim]") {
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));
+  cudaStream_t s = sim.create_stream();
+  cudaStream_t user = sim.create_stream();
+  cudaStream_t other = sim.create_stream();
+  void* out = nullptr;
+  cudaGraph_t graph = capture_output(sim, pool, s, &out, 0xAB);
+  REQUIRE(pool.try_deallocate(out, user) == cudaSuccess);  // the caller's free, on `user`
+  REQUIRE(sim.begin_capture(user, cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
+  // Collected here: `out` goes back as a free on `user`, which captures now.
+  void* q = pool.allocate(kBytes, other);
+  CaptureInfo info;
+  REQUIRE(sim.stream_capture_info(user, &info) == cudaSuccess);
+  CHECK(info.status == cudaStreamCaptureStatusActive);
+  cudaGraph_t user_graph = nullptr;
+  CHECK(sim.end_capture(user, &user_graph) == cudaSuccess);
+  if (user_graph != nullptr) REQUIRE(sim.graph_destroy(user_graph) == cudaSuccess);
+  pool.deallocate(q, other);
+  pool.check_invariants();
+}
