@@ -128,10 +128,14 @@ cudaError_t sovaDeviceSetGraphMemAttribute(int device, enum cudaGraphMemAttribut
 }
 
 static cudaError_t sovaDeviceGraphMemTrim_unchecked(int device) {
-  return for_device_pools(device, [](sova::Pool& pool) {
+  const cudaError_t err = for_device_pools(device, [](sova::Pool& pool) {
     pool.trim_graph_memory();
     return cudaSuccess;
   });
+  // Destroyed pools that only graphs kept: released graphs' memory back, and
+  // such a pool with nothing left live is finalized (pool_lifetime.hpp).
+  if (err == cudaSuccess) finalize_released_pools(device);
+  return err;
 }
 cudaError_t sovaDeviceGraphMemTrim(int device) {
   try {

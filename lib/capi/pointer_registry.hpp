@@ -48,6 +48,15 @@ class PointerRegistry {
     return last;
   }
 
+  /// Calls f(e) for each listed pool. Lifetime mutex held (no entry is then
+  /// unlisted or deleted meanwhile).
+  template <class F>
+  void for_each_locked(F f) const {
+    const std::uint32_t n = limit_.load(std::memory_order_relaxed);
+    for (std::uint32_t i = 0; i < n; ++i) {
+      if (PoolEntry* e = owners_[i].load(std::memory_order_relaxed)) f(e);
+    }
+  }
   /// Lists `e`. Lifetime mutex held. False (nothing changed) when full.
   bool add(PoolEntry* e) noexcept;
   /// Unlists `e`. Lifetime mutex held. Readers may still hold `e` until the

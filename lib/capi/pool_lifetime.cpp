@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 namespace sova::capi {
 
@@ -150,13 +151,43 @@ cudaError_t destroy_pool(sovaMemPool_t handle) noexcept {
   return cudaSuccess;
 }
 
-bool claim_finalization(PoolEntry* e) noexcept {
-  std::lock_guard lock(g_state.mutex);
+namespace {
+
+/// claim_finalization with the lifetime mutex held.
+bool claim_locked(PoolEntry* e) noexcept {
   // The mutex orders the checks: of the frees racing for the last blocks, the
-  // one that checks last sees every other's free, hence zero.
+  // one that checks last sees every other's free, hence zero. live_blocks
+  // reads the pool's statistics, which collect released graphs first.
   if (e->finalizing || e->destroy_pending || live_blocks(e) != 0) return false;
   e->finalizing = true;
   return true;
+}
+
+}  // namespace
+
+bool claim_finalization(PoolEntry* e) noexcept {
+  std::lock_guard lock(g_state.mutex);
+  return claim_locked(e);
+}
+
+void finalize_released_pools(int device) noexcept {
+  std::vector<PoolEntry*> claimed;
+  {
+    std::lock_guard lock(g_state.mutex);
+    try {
+      g_state.owners.for_each_locked([&](PoolEntry* e) {
+        if (e->device == device && e->destroyed.load(std::memory_order_relaxed) && claim_locked(e)) {
+          try {
+            claimed.push_back(e);
+          } catch (...) {
+            e->finalizing = false;  // no room to list it: a later call finalizes it
+          }
+        }
+      });
+    } catch (...) {
+    }
+  }
+  for (PoolEntry* e : claimed) finalize_pool(e);
 }
 
 void finalize_pool(PoolEntry* e) noexcept {

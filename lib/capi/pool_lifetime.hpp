@@ -11,6 +11,11 @@
 //              unlisted, then after synchronize_readers() the Pool is deleted
 //              (its destructor waits for the pool's device, and for every other
 //              device its blocks were freed on, and releases all memory).
+//              Blocks that CUDA graphs hold count as live until the graphs
+//              are released and the release collected; a pool left with only
+//              those is finalized by the first sovaDeviceGraphMemTrim of its
+//              device after the release (finalize_released_pools), or by a
+//              free of one of its blocks.
 // Default pools stay published for the life of the process.
 //
 // Locking: one mutex (`mutex`) guards every change to the tables; it is never
@@ -85,5 +90,11 @@ bool claim_finalization(PoolEntry* e) noexcept;
 /// Unlists a claimed pool, waits for readers and deletes it. Not inside a
 /// ReadSection.
 void finalize_pool(PoolEntry* e) noexcept;
+
+/// Finalizes the destroyed pools of `device` that have no live block left
+/// once the releases of their graphs are collected (a destroyed pool whose
+/// last blocks were graph memory has no free left to finalize it). Not
+/// inside a ReadSection.
+void finalize_released_pools(int device) noexcept;
 
 }  // namespace sova::capi

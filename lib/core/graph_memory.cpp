@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <new>
+#include <optional>
 #include <utility>
 
 namespace sova::detail {
@@ -135,7 +136,7 @@ cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t st
   return cudaSuccess;
 }
 
-bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, cudaError_t* result) noexcept {
+bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, void* freer, cudaError_t* result) noexcept {
   if (held_blocks_.load(std::memory_order_relaxed) == 0) return false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -145,6 +146,9 @@ bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, cudaError_t* result
   CaptureInfo info;
   const auto stream_key = reinterpret_cast<std::uintptr_t>(stream);  // as in allocate
   cudaError_t e = driver_.stream_capture_info(stream, &info);
+  // Under another capture, graph_for may tie that capture's graph: as in allocate.
+  std::optional<RelaxedMode> relaxed;
+  if (e == cudaSuccess && info.status == cudaStreamCaptureStatusActive) relaxed.emplace(driver_);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(ptr);
   if (it == blocks_.end()) return false;  // released meanwhile: the pool's again, and judges the free
@@ -154,16 +158,16 @@ bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, cudaError_t* result
     return true;
   }
   end_captures_on_locked(stream, info.status == cudaStreamCaptureStatusNone ? 0 : info.id);
-  const bool same_capture = info.status != cudaStreamCaptureStatusNone && info.id == b.graph->capture_id;
-  if (same_capture && info.status == cudaStreamCaptureStatusInvalidated) {
-    *result = cudaErrorStreamCaptureInvalidated;
+  if (info.status == cudaStreamCaptureStatusInvalidated) {
+    *result = cudaErrorStreamCaptureInvalidated;  // this capture or another: nothing can be recorded
     return true;
   }
   if (!b.live || b.caller_freed) {
     *result = cudaErrorInvalidValue;  // freed already
     return true;
   }
-  if (same_capture) {
+  const bool capturing = info.status == cudaStreamCaptureStatusActive;
+  if (capturing && b.graph != nullptr && info.id == b.graph->capture_id) {
     // A free node: later allocations of this capture on this stream may reuse it.
     try {
       b.graph->reusable[stream_key].emplace(b.bytes, ptr);
@@ -172,51 +176,98 @@ bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, cudaError_t* result
       return true;
     }
     b.live = false;
+  } else if (capturing) {
+    // A free node of another capture: its launches use the block before the
+    // free, so its graph holds the block too.
+    cudaError_t error = cudaSuccess;
+    Graph* other = graph_for(info, stream, &error);
+    if (other == nullptr) {
+      *result = error;
+      return true;
+    }
+    try {
+      other->blocks.push_back(ptr);
+    } catch (...) {
+      *result = cudaErrorMemoryAllocation;  // `other` stays registered: released later, holding nothing
+      return true;
+    }
+    b.freed_in = other;
+    b.caller_freed = true;
   } else {
-    b.caller_freed = true;  // final for the caller; the memory stays with the graph
+    // Final for the caller; the memory stays with the graph, and goes back,
+    // once it is released, as a free on this stream.
+    b.caller_freed = true;
+    b.freed_eagerly = true;
+    b.freed_on = freer;
   }
   *result = cudaSuccess;
   return true;
 }
 
+void GraphMemory::release_locked(Graph& graph, std::vector<void*>& complete,
+                                 std::vector<std::pair<void*, void*>>& freed_on) noexcept {
+  for (void* block : graph.blocks) {
+    auto it = blocks_.find(block);
+    if (it == blocks_.end()) continue;
+    BlockInfo& b = it->second;
+    if (b.graph == &graph) {
+      b.graph = nullptr;
+      if (b.freed_in != nullptr) continue;  // the graph that captured the caller's free still holds it
+    } else if (b.freed_in == &graph) {
+      b.freed_in = nullptr;
+      if (b.graph != nullptr) continue;  // the graph that allocated it still holds it
+    } else {
+      continue;
+    }
+    // No graph holds it any more. Allocated in the graph and freed neither in
+    // it nor since: the caller's still, as cudaMallocAsync's are once their
+    // graph is gone. It stays allocated in the pool, an ordinary block its
+    // owner frees.
+    const bool callers = b.live && !b.caller_freed;
+    const bool eager = b.freed_eagerly;
+    void* const freer = b.freed_on;
+    held_bytes_ -= b.bytes;
+    blocks_.erase(it);
+    held_blocks_.fetch_sub(1, std::memory_order_relaxed);
+    if (callers) continue;
+    try {
+      if (eager) {
+        freed_on.emplace_back(block, freer);
+      } else {
+        complete.push_back(block);  // freed in a graph: every launch that used it is done
+      }
+    } catch (...) {
+      // Cannot list it: it stays out of the pool (a leak, never an early reuse).
+    }
+  }
+}
+
 void GraphMemory::collect() noexcept {
+  std::lock_guard<std::mutex> collecting(collect_mu_);
   std::vector<unsigned long long> released;
   {
     std::lock_guard<std::mutex> lock(inbox_->mu);
     released.swap(inbox_->released);
-    inbox_->pending.store(false, std::memory_order_relaxed);
   }
-  if (released.empty()) return;
-  std::vector<void*> blocks;
-  {
+  // `pending` stays set until the blocks are back: a caller that sees it
+  // collects, and so waits here for this collect to finish.
+  std::vector<void*> complete;
+  std::vector<std::pair<void*, void*>> freed_on;
+  if (!released.empty()) {
     std::lock_guard<std::mutex> lock(mu_);
     for (unsigned long long id : released) {
       auto it = graphs_.find(id);
       if (it == graphs_.end()) continue;
-      Graph& graph = *it->second;
-      for (void* block : graph.blocks) {
-        auto b = blocks_.find(block);
-        if (b == blocks_.end()) continue;
-        // Allocated in the graph and freed neither in it nor since: the
-        // caller's still, as cudaMallocAsync's are once their graph is gone.
-        // It stays allocated in the pool, an ordinary block its owner frees.
-        const bool callers = b->second.live && !b->second.caller_freed;
-        held_bytes_ -= b->second.bytes;
-        blocks_.erase(b);
-        held_blocks_.fetch_sub(1, std::memory_order_relaxed);
-        if (callers) continue;
-        try {
-          blocks.push_back(block);
-        } catch (...) {
-          // Cannot list it: it stays out of the pool (a leak, never an early reuse).
-        }
-      }
-      end_capture_locked(graph);
-      graphs_.erase(it);
+      release_locked(*it->second, complete, freed_on);
+      end_capture_locked(*it->second);
+      graphs_.erase(it);  // release_locked left no block naming it
       ++released_graphs_;
     }
   }
-  if (!blocks.empty()) source_.give_back(blocks);
+  if (!complete.empty()) source_.give_back(complete);
+  for (const auto& [block, freer] : freed_on) source_.give_back_freed_on(block, freer);
+  std::lock_guard<std::mutex> lock(inbox_->mu);
+  inbox_->pending.store(!inbox_->released.empty(), std::memory_order_release);
 }
 
 void GraphMemory::end_capture_locked(Graph& graph) noexcept {
@@ -234,7 +285,6 @@ void GraphMemory::end_captures_on_locked(cudaStream_t stream, unsigned long long
 }
 
 void GraphMemory::outside_capture_slow(cudaStream_t stream) noexcept {
-  if (has_released()) collect();
   std::lock_guard<std::mutex> lock(mu_);
   end_captures_on_locked(stream, 0);
 }

@@ -14,25 +14,34 @@
 //    other streams of the capture nothing proves the order, so they do not
 //    get it.
 //  * A block allocated during capture and not freed in it stays the graph's:
-//    valid after each launch. A free of it afterwards (on any stream, or in
-//    another capture) is accepted and final for the caller, but its memory
-//    stays with the graph, so that launching again is always safe: sova acts
-//    like cudaGraphInstantiateFlagAutoFreeOnLaunch there.
+//    valid after each launch. A free of it afterwards is accepted once and
+//    final for the caller, but its memory stays with the graph, so that
+//    launching again is always safe: sova acts like
+//    cudaGraphInstantiateFlagAutoFreeOnLaunch there. Such a free is still
+//    ordered after the work before it on its stream: made outside capture, the
+//    block goes back, once the graph is released, as a free on that stream
+//    (GraphBlockSource::give_back_freed_on), complete only when that stream's
+//    work is; made under another capture, the block is held by that capture's
+//    graph too (its launches use it before their free node) and goes back
+//    once both graphs are released.
 //  * Once the graph and every executable made from it are destroyed and
 //    their launches complete, the driver calls back (Driver::graph_on_release,
 //    a CUDA user object). The callback only queues the capture's id; the
-//    next call into GraphMemory (collect(), which the pool's allocate and free
-//    reach cheaply) returns the graph's blocks to the pool as frees known
-//    complete — all but those still the caller's (allocated in the graph,
-//    freed neither in it nor since): as with cudaMallocAsync, destroying a
-//    graph does not free what it allocated and did not free. Those stay
-//    allocated in the pool, ordinary blocks that the caller's free returns
-//    (a tensor may outlive the graph that made it). The release may come
-//    before or after such a free: either order ends with the block free once.
+//    next collect() (which the pool's allocations, frees, statistics and
+//    trims reach cheaply, has_released()) returns the graph's blocks to the
+//    pool — all but those still the caller's (allocated in the graph, freed
+//    neither in it nor since): as with cudaMallocAsync, destroying a graph
+//    does not free what it allocated and did not free. Those stay allocated
+//    in the pool, ordinary blocks that the caller's free returns (a tensor
+//    may outlive the graph that made it). The release may come before or
+//    after such a free: either order ends with the block free once.
 //
 // Thread safety: every method may be called from any thread; one mutex over
-// the tables, never held across a call into the source. The release
-// callback takes only the inbox's own mutex.
+// the tables, never held across a call into the source. collect() is atomic
+// for every caller that saw has_released(): the flag stays set until the
+// collect that took the releases has given their blocks back, and a second
+// collect waits for the first (collect_mu_). The release callback takes only
+// the inbox's own mutex.
 #pragma once
 
 #include <sova/driver.hpp>
@@ -45,6 +54,7 @@
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace sova::detail {
@@ -61,6 +71,14 @@ class GraphBlockSource {
   /// Blocks from take() that nothing uses any more (their graphs and
   /// launches are gone): free, and complete, for every stream.
   virtual void give_back(const std::vector<void*>& blocks) noexcept = 0;
+  /// A block from take() whose graphs are gone and that its caller freed on
+  /// `stream` (outside capture) while a graph held it: free as an ordinary
+  /// free on `stream` made now (so after the caller's, never before),
+  /// complete only once that stream's work so far is.
+  /// `freer`: the opaque token the pool passed to deallocate() with the
+  /// caller's free (its stream's state: the handle may be destroyed by now,
+  /// so it is never used again).
+  virtual void give_back_freed_on(void* block, void* freer) noexcept = 0;
 };
 
 class GraphMemory {
@@ -82,18 +100,23 @@ class GraphMemory {
   /// stores the result in `*result` (cudaErrorInvalidValue for a second free).
   /// Cheap (one atomic load) while graphs hold nothing. The pool asks only
   /// for blocks flagged at take (Block::graph_memory).
-  bool deallocate(void* ptr, cudaStream_t stream, cudaError_t* result) noexcept;
+  /// `freer`: the pool's token for `stream` (handed back by give_back_freed_on).
+  bool deallocate(void* ptr, cudaStream_t stream, void* freer, cudaError_t* result) noexcept;
 
-  /// Whether a graph was released since the last collect().
+  /// Whether a graph was released and its blocks are not yet all given back:
+  /// set by the release callback, cleared only once the collect() that took
+  /// the release is done. One atomic load: the pool's fast paths ask it.
   bool has_released() const noexcept { return inbox_->pending.load(std::memory_order_acquire); }
-  /// Gives the blocks of released graphs back to the source. Not from a
-  /// release callback; never while holding a lock the source takes.
+  /// Gives the blocks of released graphs back to the source; when it
+  /// returns, every release queued before the call is collected (waiting for
+  /// another thread's collect in progress). Not from a release callback;
+  /// never while holding a lock the source takes, nor from the source's
+  /// give_back (it would wait for itself).
   void collect() noexcept;
   /// `stream` is not capturing (the pool's allocate saw it): captures that
-  /// allocated on it have ended; and released graphs' memory goes back.
-  /// Inline and cheap unless a capture is open or a graph was released.
+  /// allocated on it have ended. Inline and cheap unless a capture is open.
   void outside_capture(cudaStream_t stream) noexcept {
-    if (has_released() || open_captures_.load(std::memory_order_relaxed) != 0) outside_capture_slow(stream);
+    if (open_captures_.load(std::memory_order_relaxed) != 0) outside_capture_slow(stream);
   }
   /// Whether a capture that allocated here may still be in progress: while
   /// one may, a device synchronize could invalidate it. A capture counts as
@@ -115,6 +138,8 @@ class GraphMemory {
     unsigned long long capture_id = 0;
     cudaStream_t stream = nullptr;  ///< the stream of its first allocation (capture_in_progress)
     bool capture_ended = false;
+    /// The blocks it allocated, and blocks of other graphs whose caller's
+    /// free it captured (BlockInfo::freed_in).
     std::vector<void*> blocks;
     /// Blocks freed during the capture, by the id of the stream the free was
     /// captured on, then by size: what later allocations of the capture on
@@ -122,10 +147,18 @@ class GraphMemory {
     std::map<std::uintptr_t, std::multimap<std::size_t, void*>> reusable;  ///< by the freeing stream's handle
   };
   struct BlockInfo {
+    /// The graph that allocated it; nullptr once released while `freed_in` holds it.
     Graph* graph = nullptr;
     std::size_t bytes = 0;
     bool live = true;           ///< allocated in the graph and not freed in it
     bool caller_freed = false;  ///< freed after its capture: final for the caller
+    /// The caller's free was made outside capture, on `freed_on`: the block
+    /// goes back as a free on that stream (give_back_freed_on).
+    bool freed_eagerly = false;
+    void* freed_on = nullptr;
+    /// The caller's free was captured in another graph, which holds the
+    /// block too until it is released (nullptr: none, or released).
+    Graph* freed_in = nullptr;
   };
   /// Where release callbacks leave the ids of released captures. Shared with
   /// the callbacks' tickets, so that a callback after the pool is gone
@@ -140,6 +173,11 @@ class GraphMemory {
     unsigned long long capture_id;
   };
   static void on_release(void* ticket) noexcept;
+  /// What becomes of the blocks `graph` holds now that it is released: they
+  /// are added to `complete` or `freed_on`, or stay (the caller's, or held by
+  /// another graph). mu_ held.
+  void release_locked(Graph& graph, std::vector<void*>& complete,
+                      std::vector<std::pair<void*, void*>>& freed_on) noexcept;
   void outside_capture_slow(cudaStream_t stream) noexcept;
   /// The capture of `graph` is over. mu_ held.
   void end_capture_locked(Graph& graph) noexcept;
@@ -154,6 +192,7 @@ class GraphMemory {
   Driver& driver_;
   GraphBlockSource& source_;
   std::shared_ptr<Inbox> inbox_;
+  std::mutex collect_mu_;  ///< held by collect() throughout; taken before mu_
   std::atomic<std::size_t> held_blocks_{0};    ///< deallocate's fast check
   std::atomic<std::size_t> open_captures_{0};  ///< graphs whose capture may be in progress
 

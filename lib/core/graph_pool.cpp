@@ -46,9 +46,16 @@ void PoolGraphs::give_back(const std::vector<void*>& blocks) noexcept {
   cudaError_t error = cudaSuccess;
   cudaStream_t stream = private_stream(&error);  // made already: take() made the blocks
   if (stream == nullptr) return;
-  for (void* block : blocks) core_.deallocate(block, stream);
+  for (void* block : blocks) core_.free_released_graph_block(block, stream);
   // Nothing uses them (their graphs and launches are gone): complete for every stream.
   core_.stream_synchronized(stream);
+}
+
+void PoolGraphs::give_back_freed_on(void* block, void* freer) noexcept {
+  // The caller's free on its stream was ordered after that stream's work then;
+  // stamped now, it completes with a fence or synchronize of that stream
+  // after this, which covers that work too.
+  core_.free_graph_output(block, static_cast<StreamState*>(freer));
 }
 
 }  // namespace sova::detail

@@ -8,8 +8,10 @@
 // synchronized before the block is handed to the graph: the block is then
 // complete for everyone. Returned, the blocks are freed on that same stream
 // and marked complete (Pool::stream_synchronized's path): their graphs and
-// launches are gone, nothing uses them. The private stream is made on the
-// first allocation under capture, destroyed with the pool.
+// launches are gone, nothing uses them. A block its caller freed on a stream
+// while a graph held it is freed on that stream instead, as an ordinary free.
+// The private stream is made on the first allocation under capture,
+// destroyed with the pool.
 #pragma once
 
 #include "core/graph_memory.hpp"
@@ -31,6 +33,7 @@ class PoolGraphs final : public GraphBlockSource {
 
   cudaError_t take(std::size_t bytes, void** out) noexcept override;
   void give_back(const std::vector<void*>& blocks) noexcept override;
+  void give_back_freed_on(void* block, void* freer) noexcept override;
 
  private:
   /// The private stream, made on first use; nullptr (and *error) if the driver cannot.

@@ -109,6 +109,10 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   // failed allocation: the heap lock may be held by the sleep's copies.
   if (sleep_.asleep()) [[unlikely]]
     return cudaErrorNotPermitted;
+  // The memory of released graphs goes back first (one atomic load), on
+  // every stream: docs/graphs.md, "When memory comes back".
+  if (graphs_.memory().has_released()) [[unlikely]]
+    graphs_.memory().collect();
   if (bytes > arena_.size()) {
     std::lock_guard<HeapMutex> lock(heap_.mutex());
     ++stats_.failed_allocations;
@@ -124,8 +128,8 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   if (check_streams_ && !state->is_legacy) {
-    // Under capture, graph memory (graph_memory.hpp). Outside: the memory of
-    // released graphs goes back to the heap (inline: two atomic loads).
+    // Under capture, graph memory (graph_memory.hpp). Outside: captures that
+    // allocated on this stream are over (inline: one atomic load).
     bool capturing = false;
     if (const cudaError_t error = driver_.stream_is_capturing(stream, &capturing); error != cudaSuccess) return error;
     if (capturing) {
@@ -177,6 +181,10 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
 
 cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (ptr == nullptr) return cudaSuccess;
+  // Released graphs first (one atomic load): a block of theirs is then an
+  // ordinary block, judged as one (refused under capture, stamped on `stream`).
+  if (graphs_.memory().has_released()) [[unlikely]]
+    graphs_.memory().collect();
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address)) return cudaErrorInvalidValue;
   const std::size_t offset = address - arena_.base();
@@ -185,16 +193,43 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (block == nullptr) return cudaErrorInvalidValue;  // not a block start: interior or never handed out
   // A graph's block: the graph keeps its memory (graph_memory.hpp). Other
   // blocks never look in the graphs' table, however many graphs live.
-  if (block->graph_memory.load(std::memory_order_relaxed)) {
-    if (cudaError_t result = cudaSuccess; graphs_.memory().deallocate(ptr, stream, &result)) return result;
-  }
   StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
+  if (block->graph_memory.load(std::memory_order_relaxed)) {
+    // The state, not the handle, goes with a graph output's free: at the
+    // graph's release the handle may name nothing (free_graph_output).
+    if (cudaError_t result = cudaSuccess; graphs_.memory().deallocate(ptr, stream, state, &result)) return result;
+  }
   // No identity check here: a free on a reused handle is stamped with the
   // state's open epoch, which only a fence recorded with this very handle closes.
   if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
   }
+  return free_stamped(block, offset, state, stream, /*may_fence=*/true);
+}
+
+cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) noexcept {
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (!arena_.contains(address)) return cudaErrorInvalidValue;
+  const std::size_t offset = address - arena_.base();
+  Block* block = heap_.find(offset);
+  if (block == nullptr) return cudaErrorInvalidValue;
+  StreamState* state = streams_.find(stream);
+  if (state == nullptr) return cudaErrorMemoryAllocation;
+  return free_stamped(block, offset, state, stream, /*may_fence=*/true);
+}
+
+cudaError_t PoolCore::free_graph_output(void* ptr, StreamState* freer) noexcept {
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (!arena_.contains(address) || freer == nullptr) return cudaErrorInvalidValue;
+  const std::size_t offset = address - arena_.base();
+  Block* block = heap_.find(offset);
+  if (block == nullptr) return cudaErrorInvalidValue;
+  return free_stamped(block, offset, freer, nullptr, /*may_fence=*/false);
+}
+
+cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,
+                                   bool may_fence) noexcept {
   // No question of the stream's device here: StreamRegistry::learn_device.
   state->lock.lock();
   BlockState expected = BlockState::live;
@@ -219,7 +254,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (!fence && block->size >= info_.granularity && (++state->large_frees & kClockEvery) == 1) {
     fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;  // the first, then every 16th
   }
-  if (fence) streams_.record_fence_locked(state, stream);
+  if (fence && may_fence) streams_.record_fence_locked(state, stream);
   state->lock.unlock();
   return cudaSuccess;
 }

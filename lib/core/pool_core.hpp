@@ -83,6 +83,17 @@ class PoolCore {
 
   cudaError_t allocate(void** ptr, std::size_t bytes, cudaStream_t stream) noexcept;
   cudaError_t deallocate(void* ptr, cudaStream_t stream) noexcept;
+  /// The free of a block whose graphs are gone, freed in them
+  /// (PoolGraphs::give_back): stamped on the pool's own `stream`, never
+  /// capturing, as deallocate's, without collecting released graphs (it is
+  /// called from the collect).
+  cudaError_t free_released_graph_block(void* ptr, cudaStream_t stream) noexcept;
+  /// The caller's free, outside capture, of a graph's output whose graphs are
+  /// gone now (PoolGraphs::give_back_freed_on): stamped on `freer`, the state
+  /// of the stream it was freed on, whose handle is never used here (the
+  /// stream may capture or be destroyed by now): no fence is recorded; the
+  /// stream's next fence, or a synchronize, completes it.
+  cudaError_t free_graph_output(void* ptr, StreamState* freer) noexcept;
   cudaError_t trim_to(std::size_t bytes_to_keep) noexcept;
   /// Pool::stream_synchronized: everything freed on `stream` so far is complete.
   cudaError_t stream_synchronized(cudaStream_t stream) noexcept;
@@ -140,6 +151,12 @@ class PoolCore {
   /// free under capture of a block that is not graph memory), the driver's
   /// error for an invalid handle, else cudaSuccess.
   cudaError_t refuse_capture(cudaStream_t stream) noexcept;
+  /// The free of the live `block` at `offset`, stamped on `state`'s open
+  /// epoch (the fast path's free, once the checks are done); a fence due is
+  /// recorded on `stream` only if `may_fence`. cudaErrorInvalidValue for a
+  /// block not live.
+  cudaError_t free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,
+                           bool may_fence) noexcept;
 
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need, StreamState* state,

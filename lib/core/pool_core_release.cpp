@@ -35,16 +35,23 @@ std::size_t PoolCore::release_down_to(std::size_t keep) noexcept {
 }
 
 cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {
-  std::lock_guard<HeapMutex> lock(heap_.mutex());
-  harvest_streams(nullptr);
-  release_down_to(bytes_to_keep);
-  if (arena_.backed_bytes() <= bytes_to_keep) return cudaSuccess;
-  // Memory is still held by frees sova cannot prove complete (no fence covers
-  // them). Like PyTorch's empty_cache, wait for the devices (the pool's, and
-  // any other a free was made on), then release.
-  if (frees_held_anywhere()) {
-    synchronize_everything();
+  // Two passes at most: the second when a graph's release came during the
+  // first's synchronize (its callback runs once the last launch completes).
+  for (int pass = 0; pass < 2; ++pass) {
+    // Released graphs' memory back first, outside the heap lock (collect frees into the pool).
+    if (graphs_.memory().has_released()) graphs_.memory().collect();
+    std::lock_guard<HeapMutex> lock(heap_.mutex());
+    harvest_streams(nullptr);
     release_down_to(bytes_to_keep);
+    if (arena_.backed_bytes() <= bytes_to_keep) return cudaSuccess;
+    // Memory is still held by frees sova cannot prove complete (no fence covers
+    // them). Like PyTorch's empty_cache, wait for the devices (the pool's, and
+    // any other a free was made on), then release.
+    if (frees_held_anywhere()) {
+      synchronize_everything();
+      release_down_to(bytes_to_keep);
+    }
+    if (!graphs_.memory().has_released()) break;
   }
   return cudaSuccess;
 }

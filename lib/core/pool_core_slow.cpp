@@ -33,8 +33,10 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
   thread_local std::uint32_t t_slow_calls = 0;
   const std::int64_t start = (t_slow_calls++ % kSlowTimingEvery) == 0 ? now_ns() : 0;
   refresh_own_fences(state, stream);
-  std::lock_guard<HeapMutex> lock(heap_.mutex());
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  std::unique_lock<HeapMutex> lock(heap_.mutex());
+  bool synchronized = false;
+  bool collected = false;
+  for (;;) {
     SlowStep step = SlowStep::heap;
     Block* block = find_without_growth(size, need, state, &step);
     // Internal dependencies come after growth: a wait ties this stream to
@@ -66,13 +68,25 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
     if (block != nullptr) {
       hand_out(block, bytes, state, step == SlowStep::grown);
       *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
-      if (attempt > 0) step = SlowStep::after_synchronize;
+      if (synchronized) step = SlowStep::after_synchronize;
       stats_.served(step, start != 0 ? static_cast<std::uint64_t>(now_ns() - start) : 0);
       return cudaSuccess;
     }
+    // A graph released since allocate() looked (its release callback may run
+    // as step 6's synchronize completes its last launch): its memory back to
+    // the heap, outside the heap lock (collect frees into the pool), and the
+    // ladder once more.
+    if (!collected && graphs_.memory().has_released()) {
+      lock.unlock();
+      graphs_.memory().collect();
+      lock.lock();
+      collected = true;
+      continue;
+    }
     // Step 6: frees not known complete may be holding what we need.
-    if (attempt > 0 || !frees_held_anywhere()) break;
+    if (synchronized || !frees_held_anywhere()) break;
     synchronize_everything();
+    synchronized = true;
   }
   ++stats_.failed_allocations;
   return cudaErrorMemoryAllocation;

@@ -16,6 +16,8 @@ void PoolCore::sample_used_high() noexcept {
 }
 
 PoolStats PoolCore::stats() {
+  // Released graphs' memory back first: a read after the release sees it.
+  if (graphs_.memory().has_released()) graphs_.memory().collect();
   PoolStats s;
   std::lock_guard<HeapMutex> heap(heap_.mutex());
   sample_used_high();
