@@ -64,6 +64,10 @@ struct SimConfig {
   /// false: they are "potentially unsafe" calls under the calling thread's
   /// capture mode, as raw cuMemCreate/cuMemMap are.
   bool relax_vmm_calls = true;
+  /// Pinned host memory host_alloc gives in all (the host RAM backups may
+  /// lock): beyond, host_alloc fails with cudaErrorMemoryAllocation, as
+  /// cudaHostAlloc does on a host without that much. 0: no limit.
+  std::size_t pinned_host_memory = std::size_t{64} << 30;
   /// A device fault of a copy or a checked kernel (launch_touching) aborts
   /// the process with what faulted (true), or is recorded, the faulting work
   /// doing nothing, for the test to read with faults() and first_fault().

@@ -4,6 +4,7 @@
 
 #include "sim_state.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -12,6 +13,17 @@
 
 namespace sova {
 namespace sim {
+namespace {
+
+/// "a copy of N bytes: why", formatted without std::string concatenation
+/// (which GCC 12 at -O3 warns about falsely, -Wrestrict).
+std::string what_faulted(const char* work, std::size_t bytes, const std::string& why) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s %zu bytes: %s", work, bytes, why.c_str());
+  return buf;
+}
+
+}  // namespace
 
 SimCopies::~SimCopies() {
   for (const auto& [ptr, bytes] : held_) std::free(ptr);
@@ -22,6 +34,7 @@ cudaError_t SimCopies::host_alloc(std::size_t bytes, void** out) {
   std::lock_guard lock(mu_);
   cudaError_t error = cudaSuccess;
   if (fail_alloc_.fire(&error)) return error;
+  if (limit_ != 0 && (bytes > limit_ || host_bytes_ > limit_ - bytes)) return cudaErrorMemoryAllocation;
   void* p = std::malloc(bytes);  // untouched pages cost no host memory until a copy writes them
   if (p == nullptr) return cudaErrorMemoryAllocation;
   try {
@@ -107,9 +120,7 @@ cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t byte
     // Checked as it runs: the streams are drained before the State goes.
     item.work = [state = state_.get(), dst, src, bytes] {
       std::string why;
-      if (!state->memory.copy(dst, src, bytes, &why)) {
-        state->faults.report("a copy of " + std::to_string(bytes) + " bytes: " + why);
-      }
+      if (!state->memory.copy(dst, src, bytes, &why)) state->faults.report(sim::what_faulted("a copy", bytes, why));
     };
     if (state_->graphs.capture_item(stream, item)) return cudaSuccess;
     return state_->streams->submit(stream, std::move(item));
@@ -124,8 +135,7 @@ void SimDriver::launch_touching(cudaStream_t stream, const void* ptr, std::size_
   item.work = [state = state_.get(), ptr, bytes, writes, work = std::move(work)] {
     std::string why;
     if (!state->memory.touch(ptr, bytes, writes, work, &why)) {
-      state->faults.report(std::string("a kernel ") + (writes ? "writing " : "reading ") + std::to_string(bytes) +
-                           " bytes: " + why);
+      state->faults.report(sim::what_faulted(writes ? "a kernel writing" : "a kernel reading", bytes, why));
     }
   };
   if (state_->graphs.capture_item(stream, item)) return;

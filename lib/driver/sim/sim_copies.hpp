@@ -2,7 +2,8 @@
 // host_free, memcpy_async): what a pool's sleep and wake are made of.
 //
 // Model: pinned host memory is plain host memory, counted while held (a
-// test sees a backup's host memory, and that it does not grow over cycles);
+// test sees a backup's host memory, and that it does not grow over cycles)
+// and limited to SimConfig::pinned_host_memory, the host's RAM;
 // a copy is a memcpy run in stream order by the stream's worker, checked as
 // it runs (SimMemory::copy): it faults where a device copy would (memory
 // reserved but unmapped, or mapped without access; sim_faults.hpp) and sees
@@ -25,12 +26,14 @@ namespace sova::sim {
 
 class SimCopies {
  public:
-  SimCopies() = default;
+  /// `limit`: the pinned host memory held at most (0: no limit).
+  explicit SimCopies(std::size_t limit) noexcept : limit_(limit) {}
   /// Frees every host allocation still held.
   ~SimCopies();
   SimCopies(const SimCopies&) = delete;
   SimCopies& operator=(const SimCopies&) = delete;
 
+  /// cudaErrorMemoryAllocation beyond the limit.
   cudaError_t host_alloc(std::size_t bytes, void** out);
   /// cudaErrorInvalidValue for a pointer host_alloc did not give.
   cudaError_t host_free(void* ptr);
@@ -48,6 +51,7 @@ class SimCopies {
   std::size_t bytes_copied() const;
 
  private:
+  const std::size_t limit_;
   mutable std::mutex mu_;
   std::unordered_map<void*, std::size_t> held_;
   std::size_t host_bytes_ = 0;

@@ -24,6 +24,7 @@ struct SimDriver::State {
         memory(c),
         streams(std::make_shared<sim::SimStreams>(c.device_count)),
         graphs(streams),
+        copies(c.pinned_host_memory),
         faults(c.abort_on_fault) {}
 
   /// A potentially unsafe call (a VMM call): refused, invalidating
