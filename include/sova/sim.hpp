@@ -19,6 +19,11 @@
 //    their launches are all gone. Single-stream capture only.
 //  * failures and delays can be injected, so stream-ordering and error paths
 //    are reproducible in CI.
+//  * a copy (memcpy_async) and a kernel that says what it touches
+//    (launch_touching) are checked as they run: a byte of reserved VA not
+//    mapped with the access they need is a device fault, which aborts with
+//    its words or, with SimConfig::abort_on_fault false, is recorded for the
+//    test (faults(), first_fault()). Plain launch() work is not checked.
 //
 // Stream handles: sim streams are cudaStream_t values made by create_stream().
 // The legacy default stream (0 / cudaStreamLegacy) and cudaStreamPerThread are
@@ -37,6 +42,7 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <string>
 
 namespace sova {
 
@@ -58,6 +64,14 @@ struct SimConfig {
   /// false: they are "potentially unsafe" calls under the calling thread's
   /// capture mode, as raw cuMemCreate/cuMemMap are.
   bool relax_vmm_calls = true;
+  /// Pinned host memory host_alloc gives in all (the host RAM backups may
+  /// lock): beyond, host_alloc fails with cudaErrorMemoryAllocation, as
+  /// cudaHostAlloc does on a host without that much. 0: no limit.
+  std::size_t pinned_host_memory = std::size_t{64} << 30;
+  /// A device fault of a copy or a checked kernel (launch_touching) aborts
+  /// the process with what faulted (true), or is recorded, the faulting work
+  /// doing nothing, for the test to read with faults() and first_fault().
+  bool abort_on_fault = true;
 };
 
 /// Counters a test can read to see what the allocator asked of the driver.
@@ -101,8 +115,23 @@ class SOVA_API SimDriver final : public Driver {
   void destroy_stream(cudaStream_t stream);
   /// Enqueues host work that runs in stream order (the sim's "kernel").
   void launch(cudaStream_t stream, std::function<void()> work);
+  /// Enqueues a "kernel" that reads (and, with `writes`, writes) the device
+  /// memory [ptr, ptr + bytes): when it runs, that memory must be mapped with
+  /// that access, else it is a device fault (SimConfig::abort_on_fault) and
+  /// `work` does not run. `work` runs under the simulation's memory lock (no
+  /// unmap comes between the check and it): it must not call the driver.
+  void launch_touching(cudaStream_t stream, const void* ptr, std::size_t bytes, bool writes,
+                       std::function<void()> work);
+  /// Device faults recorded so far (SimConfig::abort_on_fault false), and
+  /// the first one's words ("" when none).
+  std::size_t faults() const;
+  std::string first_fault() const;
   /// Enqueues a busy period: the stream does nothing else for `duration`.
   void delay(cudaStream_t stream, std::chrono::microseconds duration);
+  /// Every copy enqueued from now on keeps its stream busy for `duration`
+  /// before it runs (a slow link): the host work that follows a call that
+  /// enqueues copies then runs before them, as it may on a GPU. 0: none.
+  void delay_copies(std::chrono::microseconds duration);
   /// The next `n`-th physical_create call (1 = the next one) fails with `error`.
   void fail_physical_create_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
   /// The next `n`-th map call fails with `error`.

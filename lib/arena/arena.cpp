@@ -128,10 +128,15 @@ cudaError_t Arena::map_chunk(const Chunk& chunk, bool with_access) noexcept {
 
 Arena::~Arena() {
   ghosts_.set_settler(nullptr, nullptr);  // the caller guarantees the device no longer touches any of it
-  for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
-    if (chunks_[slot].granules != 0) destroy_chunk(static_cast<std::int32_t>(slot));
+  // A chunk whose unmap fails is tried once more (a passing failure); one
+  // that stays mapped after that keeps the reservation, which cannot be
+  // freed under a mapping: both are left to the process's end.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    for (std::size_t slot = 0; slot < chunks_.size(); ++slot) {
+      if (chunks_[slot].granules != 0) destroy_chunk(static_cast<std::int32_t>(slot));
+    }
   }
-  driver_.address_free(base_, size_);
+  if (live_chunks() == 0 && ghosts_.live() == 0) driver_.address_free(base_, size_);
 }
 
 std::vector<cudaMemAccessDesc> Arena::access_descs() const {
@@ -193,8 +198,14 @@ bool Arena::destroy_chunk(std::int32_t slot) noexcept {
   if (!ghosts_.drop_of(slot)) return false;  // the memory goes back with the chunk's last mapping
   Chunk& chunk = chunks_[slot];
   const std::size_t bytes = chunk.granules * granularity_;
-  driver_.unmap(base_ + chunk.first_granule * granularity_, bytes);
-  driver_.physical_release(chunk.handle);
+  // As unback_all does: a chunk whose mapping stays stays the arena's,
+  // backed and counted, for a later release to try again. Released and
+  // marked unbacked, its mapping would lie under "free" granules where every
+  // later commit fails to map, and would keep the reservation from being freed.
+  if (driver_.unmap(base_ + chunk.first_granule * granularity_, bytes) != cudaSuccess) return false;
+  // Unmapped, the memory goes with the handle; a failed release has nothing
+  // left to undo.
+  (void)driver_.physical_release(chunk.handle);
   mark(chunk.first_granule, chunk.granules, kUnbacked);
   backed_bytes_ -= bytes;
   ++chunks_unmapped_;

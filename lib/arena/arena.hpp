@@ -56,7 +56,8 @@ class Arena {
   cudaError_t commit(std::size_t offset, std::size_t bytes, std::size_t chunk_limit = 0) noexcept;
 
   /// Unmaps and releases the chunks lying wholly inside [offset, offset + bytes)
-  /// while backed bytes exceed `keep_at_least`. A chunk whose release would
+  /// while backed bytes exceed `keep_at_least` (a chunk that cannot go, as
+  /// release_chunk says, is skipped and stays). A chunk whose release would
   /// take them below it is kept, unless `may_cross`: then the last chunk
   /// released may (the caller needs at least backed - keep_at_least bytes
   /// gone, and chunks come whole). Returns the bytes released. The caller
@@ -134,7 +135,9 @@ class Arena {
   std::size_t ghost_within(std::int32_t slot, std::size_t first_granule, std::size_t granules) const noexcept;
   /// Unmaps and releases chunk `slot` (a ChunkRef's). The caller guarantees
   /// no pending work touches it where it is; its ghosts' pins are settled
-  /// first. Returns its bytes, or 0 (nothing released) when a pin could not be.
+  /// first. Returns its bytes, or 0 (nothing released: the chunk stays the
+  /// arena's, backed and counted) when a pin could not be settled or an
+  /// unmap failed.
   std::size_t release_chunk(std::int32_t slot) noexcept;
   /// How many chunks commit() would create to back [offset, offset + bytes)
   /// with the same `chunk_limit`.
@@ -232,7 +235,9 @@ class Arena {
   /// The most granules a new chunk may have under `chunk_limit` (bytes; 0:
   /// max_chunk alone); 0 = no limit.
   std::size_t chunk_granules(std::size_t chunk_limit) const noexcept;
-  /// False (nothing released) when one of its ghosts' pins cannot be settled.
+  /// False (nothing released; the chunk stays, backed and counted) when one
+  /// of its ghosts cannot go (a pin not settled, an unmap that fails) or its
+  /// own unmap fails.
   bool destroy_chunk(std::int32_t slot) noexcept;
   /// Maps `chunk`'s handle at its first_granule; with `with_access`, sets
   /// access too (undoing the map if that fails).

@@ -68,7 +68,12 @@ void GhostMappings::keep(std::int32_t index, std::int32_t slot, std::size_t gran
 bool GhostMappings::drop(std::int32_t index) noexcept {
   const Record ghost = records_[index];
   if (ghost.pin.owner != nullptr && settler_ != nullptr && !settler_(settler_context_, ghost.pin)) return false;
-  driver_.unmap(base_ + ghost.first_granule * granularity_, ghost.granules * granularity_);
+  // A mapping that could not be unmapped stays a ghost, record and granules:
+  // forgotten, it would lie under granules the Arena takes for free VA, and
+  // every later map there would fail.
+  if (driver_.unmap(base_ + ghost.first_granule * granularity_, ghost.granules * granularity_) != cudaSuccess) {
+    return false;
+  }
   mark(ghost.first_granule, ghost.granules, kNone);
   List& list = of_chunk_[static_cast<std::size_t>(ghost.slot)];
   auto it = std::find(list.begin(), list.end(), index);

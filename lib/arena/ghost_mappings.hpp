@@ -78,7 +78,7 @@ class GhostMappings {
   bool move_back(std::int32_t slot, std::size_t granules, std::size_t from, std::size_t to, bool accessible_from,
                  const Pin& leaving) noexcept;
   /// Before chunk `slot` moves anew: drops its oldest ghost if it has
-  /// kPerChunk already; false when that ghost's pin cannot be settled.
+  /// kPerChunk already; false when that ghost stays (see drop).
   bool make_room(std::int32_t slot) noexcept;
   /// A record for a ghost of chunk `slot`, or kNone without host memory for one.
   std::int32_t acquire(std::int32_t slot) noexcept;
@@ -88,7 +88,8 @@ class GhostMappings {
   void keep(std::int32_t index, std::int32_t slot, std::size_t granules, std::size_t first, bool accessible,
             const Pin& pin) noexcept;
   /// Unmaps every ghost overlapping granules [first, first + granules);
-  /// false when one of them stays (its pin could not be settled).
+  /// false when one of them stays (its pin could not be settled, or its
+  /// unmap failed).
   bool drop_in(std::size_t first, std::size_t granules) noexcept;
   /// Unmaps chunk `slot`'s ghosts (before the chunk is released); false when one stays.
   bool drop_of(std::int32_t slot) noexcept;
@@ -113,7 +114,8 @@ class GhostMappings {
   }
   void mark(std::size_t first, std::size_t granules, std::int32_t index) noexcept;
   /// Unmaps ghost `index` and forgets it, after its pin is settled; false
-  /// (the ghost stays) when the pin cannot be.
+  /// (the ghost stays, still mapped and known) when the pin cannot be
+  /// settled or the unmap fails.
   bool drop(std::int32_t index) noexcept;
 
   Driver& driver_;

@@ -3,6 +3,7 @@
 // PoolSleep's (pool_sleep.hpp).
 #include "core/pool_core.hpp"
 
+#include <algorithm>
 #include <new>
 
 namespace sova::detail {
@@ -16,7 +17,11 @@ cudaError_t PoolCore::sleep(SleepMode mode, cudaStream_t stream) noexcept {
   // may or may not be backed up: either is right, the free is final.
   return sleep_.sleep(mode, stream, [this](std::vector<PoolSleep::Range>& live) {
     for (const Block* b = heap_.find(0); b != nullptr; b = b->next) {
-      if (b->state.load(std::memory_order_acquire) == BlockState::live) live.push_back({b->offset, b->requested});
+      // A live block's backed prefix (at least what was asked) is its own:
+      // a restore may write it whole to join the block to the next.
+      if (b->state.load(std::memory_order_acquire) == BlockState::live) {
+        live.push_back({b->offset, b->requested, std::min(b->backed, b->size)});
+      }
     }
   });
 }

@@ -55,23 +55,21 @@ void PoolSleep::plan_copies(const std::vector<Range>& live, std::vector<std::siz
   // held, then those to pin), a range split where a slab ends.
   std::vector<Range> ranges;
   ranges.reserve(live.size());
-  coalesced_.clear();
-  block_starts_.clear();
-  block_starts_.reserve(live.size());
+  saved_.clear();
+  saved_.reserve(live.size());
   for (const Range& r : live) {
     if (r.bytes == 0) continue;
-    block_starts_.push_back(r.offset);
     if (!ranges.empty()) {
       Range& last = ranges.back();
       const std::size_t end = last.offset + last.bytes;
       if (r.offset >= end && r.offset - end <= kCoalesceGap && arena_.is_backed(end, r.offset - end)) {
         last.bytes = r.offset + r.bytes - last.offset;
-        ++coalesced_.back().count;
+        saved_.push_back(Saved{r, ranges.size() - 1});
         continue;
       }
     }
     ranges.push_back(r);
-    coalesced_.push_back(Coalesced{block_starts_.size() - 1, 1});
+    saved_.push_back(Saved{r, ranges.size() - 1});
   }
   std::size_t total = 0;
   for (const Range& r : ranges) total += r.bytes;
@@ -92,7 +90,7 @@ void PoolSleep::plan_copies(const std::vector<Range>& live, std::vector<std::siz
         used = 0;
       }
       const std::size_t n = std::min(r.bytes - done, sizes[slab] - used);
-      copies_.push_back(Copy{r.offset + done, n, slab, used, i});
+      copies_.push_back(Copy{r.offset + done, n, slab, used});
       done += n;
       used += n;
     }
@@ -170,12 +168,41 @@ cudaError_t PoolSleep::reserve_host_memory(std::size_t bytes) noexcept {
   return pin_more(sizes, [](std::size_t) { return cudaSuccess; });
 }
 
-bool PoolSleep::any_live(std::size_t range, const std::function<bool(std::size_t)>& still_live) const {
-  const Coalesced& c = coalesced_[range];
-  for (std::size_t i = c.first; i < c.first + c.count; ++i) {
-    if (still_live(block_starts_[i])) return true;
+std::vector<PoolSleep::Range> PoolSleep::live_extents(const std::function<bool(std::size_t)>& still_live) const {
+  std::vector<Range> extents;
+  std::size_t last_range = 0, last_reach = 0;  // the last live block's range, and the end of its own bytes
+  for (const Saved& s : saved_) {
+    if (!still_live(s.block.offset)) continue;  // freed while asleep: free memory now, its backup dropped
+    const std::size_t reach = s.block.offset + std::max(s.block.owned, s.block.bytes);
+    // The bytes between the last live block's and this one are the last
+    // one's own (its rounding): one copy. Anything else between (a gap, a
+    // block freed since) is the pool's to hand out: the copy splits there.
+    if (!extents.empty() && s.range == last_range && s.block.offset <= last_reach) {
+      extents.back().bytes = s.block.offset + s.block.bytes - extents.back().offset;
+    } else {
+      extents.push_back(Range{s.block.offset, s.block.bytes, 0});
+    }
+    last_range = s.range;
+    last_reach = reach;
   }
-  return false;
+  return extents;
+}
+
+cudaError_t PoolSleep::enqueue_restore(const Range& extent) noexcept {
+  const std::size_t end = extent.offset + extent.bytes;
+  // The first copy ending past the extent's start; copies_ is in address order.
+  auto c = std::upper_bound(copies_.begin(), copies_.end(), extent.offset,
+                            [](std::size_t at, const Copy& copy) { return at < copy.offset + copy.bytes; });
+  for (; c != copies_.end() && c->offset < end; ++c) {
+    const std::size_t from = std::max(extent.offset, c->offset);
+    const std::size_t to = std::min(end, c->offset + c->bytes);
+    const void* host = static_cast<const char*>(host_address(*c)) + (from - c->offset);
+    if (const cudaError_t e = driver_.memcpy_async(device_address(from), host, to - from, copy_stream_);
+        e != cudaSuccess) {
+      return e;
+    }
+  }
+  return cudaSuccess;
 }
 
 cudaError_t PoolSleep::drain_copies() noexcept { return driver_.stream_synchronize(copy_stream_); }
@@ -201,6 +228,7 @@ cudaError_t PoolSleep::sleep(SleepMode mode, cudaStream_t stream,
   const cudaError_t error = back_up(mode, stream, gather_live);
   if (error != cudaSuccess) {
     copies_.clear();
+    saved_.clear();
     asleep_.store(false, std::memory_order_release);  // awake, as before the call
     return error;
   }
@@ -211,6 +239,7 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
                                const std::function<void(std::vector<Range>&)>& gather_live) noexcept {
   if (const cudaError_t e = ensure_stream(); e != cudaSuccess) return e;
   copies_.clear();
+  saved_.clear();
   std::vector<std::size_t> new_slabs;  // the host memory this sleep must pin first
   if (mode == SleepMode::backup) {
     try {
@@ -246,8 +275,10 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
 
 cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::size_t)>& still_live) noexcept {
   if (!asleep()) return cudaSuccess;
+  std::vector<Range> extents;  // what to restore: decided before anything is made
   std::vector<PhysicalHandle> handles;
   try {
+    extents = live_extents(still_live);
     if (const cudaError_t e = arena_.reback(released_, handles); e != cudaSuccess) return e;
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;
@@ -257,21 +288,10 @@ cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::s
     arena_.unreback(released_, handles);
     return error;
   };
-  bool copied = false;
-  for (const Copy& c : copies_) {
-    bool live = true;
-    try {
-      live = any_live(c.range, still_live);
-    } catch (...) {
-    }
-    if (!live) continue;  // freed while asleep: its backup is dropped
-    if (const cudaError_t e = driver_.memcpy_async(device_address(c.offset), host_address(c), c.bytes, copy_stream_);
-        e != cudaSuccess) {
-      return undo(e);
-    }
-    copied = true;
+  for (const Range& extent : extents) {
+    if (const cudaError_t e = enqueue_restore(extent); e != cudaSuccess) return undo(e);
   }
-  if (copied) {
+  if (!extents.empty()) {
     // Later work on the caller's stream sees the contents; wake returns at once.
     cudaError_t e = driver_.event_record(copy_event_, copy_stream_);
     if (e == cudaSuccess) e = driver_.stream_wait_event(stream, copy_event_);
@@ -284,6 +304,7 @@ cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::s
   }
   released_.clear();
   copies_.clear();
+  saved_.clear();
   slept_ = false;
   asleep_bytes_.store(0, std::memory_order_relaxed);
   asleep_.store(false, std::memory_order_release);

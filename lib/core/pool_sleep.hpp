@@ -17,8 +17,13 @@
 // Wake (Pool::wake):
 //   1. every chunk created anew where it lay, then mapped, then given the
 //      owner's and the peers' access (Arena::reback): all or nothing;
-//   2. the ranges still live copied host to device on the copy stream, and
-//      the caller's stream made to wait for them: wake returns at once.
+//   2. the bytes of the blocks still live, and only those, copied host to
+//      device on the copy stream, and the caller's stream made to wait for
+//      them: wake returns at once. The copies run after wake returns, while
+//      the pool may hand out or release its free memory (another stream's
+//      allocation, trim, the release worker, a growth): so no copy touches a
+//      byte that is not a live block's. Adjacent live blocks are restored by
+//      one copy; a gap between them, or a block freed while asleep, splits it.
 //
 // Failures: a failure before step 3 of sleep leaves the pool awake as it was
 // (and its host memory too: the slabs that sleep pinned are freed);
@@ -53,10 +58,13 @@ inline constexpr std::size_t kSleepMinSlabBytes = std::size_t{64} << 20;
 
 class PoolSleep {
  public:
-  /// A pool offset and length to back up.
+  /// A live block to back up: its pool offset, the bytes to keep (what the
+  /// user asked for), and how many bytes from `offset` on are its own and
+  /// backed (>= bytes: the block's rounding), which a restore may write too.
   struct Range {
     std::size_t offset = 0;
     std::size_t bytes = 0;
+    std::size_t owned = 0;
   };
 
   /// No driver call: the copy stream, events and host memory come with the
@@ -78,17 +86,18 @@ class PoolSleep {
   std::size_t host_bytes() const noexcept { return host_bytes_.load(std::memory_order_relaxed); }
 
   /// Puts the pool to sleep after the work ordered before on `stream`.
-  /// `gather_live` (backup only) appends the live blocks (offset: the
-  /// block's start, bytes: what the user asked for) in address order; it is
-  /// called once allocations are refused, and may throw std::bad_alloc.
+  /// `gather_live` (backup only) appends the live blocks (Range) in address
+  /// order; it is called once allocations are refused, and may throw
+  /// std::bad_alloc.
   /// Asleep already: releases what an earlier failed sleep left mapped, if
   /// anything. cudaErrorNotSupported for backup on a driver without host copies.
   cudaError_t sleep(SleepMode mode, cudaStream_t stream,
                     const std::function<void(std::vector<Range>&)>& gather_live) noexcept;
-  /// Makes the memory anew and restores the backed-up ranges, ordered before
-  /// later work on `stream`; a coalesced range none of whose blocks
-  /// `still_live(block offset)` is skipped (freed while asleep: its backup is
-  /// dropped). Awake already: cudaSuccess, nothing done.
+  /// Makes the memory anew and restores the backed-up blocks for which
+  /// `still_live(block offset)` holds, ordered before later work on
+  /// `stream`; a block freed while asleep is free memory from here on, its
+  /// backup dropped, and no byte outside the live blocks is written.
+  /// Awake already: cudaSuccess, nothing done.
   cudaError_t wake(cudaStream_t stream, const std::function<bool(std::size_t offset)>& still_live) noexcept;
   /// Frees the pinned host memory kept for backups (awake only; asleep:
   /// cudaErrorNotPermitted, the backups are in it).
@@ -99,19 +108,19 @@ class PoolSleep {
   cudaError_t reserve_host_memory(std::size_t bytes) noexcept;
 
  private:
-  /// One copy: pool offset, bytes, where in which slab, and which coalesced
-  /// range it is (part of).
+  /// One backup copy: pool offset, bytes, and where in which slab. In
+  /// address order; together they hold the coalesced ranges.
   struct Copy {
     std::size_t offset = 0;
     std::size_t bytes = 0;
     std::size_t slab = 0;
     std::size_t slab_offset = 0;
-    std::size_t range = 0;
   };
-  /// Live blocks copied as one: their starts are block_starts_[first, first + count).
-  struct Coalesced {
-    std::size_t first = 0;
-    std::size_t count = 0;
+  /// A block backed up, and which coalesced range holds it: blocks of one
+  /// range that touch may be restored by one copy.
+  struct Saved {
+    Range block;
+    std::size_t range = 0;
   };
   struct Slab {
     void* ptr = nullptr;
@@ -135,8 +144,13 @@ class PoolSleep {
                        const std::function<cudaError_t(std::size_t slab)>& on_pinned) noexcept;
   /// Enqueues the backup's copies into slab `slab` on the copy stream.
   cudaError_t enqueue_backup(std::size_t slab) noexcept;
-  /// Whether any block of coalesced range `range` is still live.
-  bool any_live(std::size_t range, const std::function<bool(std::size_t)>& still_live) const;
+  /// The pool ranges to restore: the saved blocks still live, those of one
+  /// coalesced range merged where one's own bytes reach the next. In address
+  /// order. Throws std::bad_alloc.
+  std::vector<Range> live_extents(const std::function<bool(std::size_t)>& still_live) const;
+  /// Enqueues the copies host to device of [offset, offset + bytes), which
+  /// the backup holds, from wherever in the slabs it lies.
+  cudaError_t enqueue_restore(const Range& extent) noexcept;
   /// Waits for the copies enqueued so far (the copy stream's own work).
   cudaError_t drain_copies() noexcept;
   /// Releases every chunk still mapped; the pool is asleep from here on.
@@ -153,8 +167,7 @@ class PoolSleep {
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream
   std::vector<Slab> slabs_;
   std::vector<Copy> copies_;  ///< the backup of the current sleep
-  std::vector<Coalesced> coalesced_;
-  std::vector<std::size_t> block_starts_;
+  std::vector<Saved> saved_;  ///< the blocks of the current sleep's backup
   /// The copies of this sleep are complete and the chunks are going (or
   /// gone): a later sleep only finishes the release. Heap lock.
   bool slept_ = false;

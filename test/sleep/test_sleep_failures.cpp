@@ -135,3 +135,23 @@ TEST_CASE("sleep with backup where the driver has no host copies is refused and 
   CHECK_FALSE(pool.asleep());
   free_blocks_and_stream(pool, sim, stream, blocks);
 }
+
+TEST_CASE("pinning ahead more host memory than the host has is refused and changes nothing", "[sleep][pin]") {
+  // Issue 36: reserve_sleep_backup(2**40) succeeded on the simulation of a
+  // 24 GiB host. The simulation's host now has SimConfig::pinned_host_memory.
+  SimConfig c = sim_config();
+  c.pinned_host_memory = std::size_t{24} << 20;  // a 24 GiB host, scaled down
+  SimDriver sim(c);
+  FilledPool start(sim);
+  auto& [pool, stream, blocks, reserved] = start;
+  REQUIRE(reserved <= c.pinned_host_memory);
+  CHECK(pool.reserve_sleep_backup(std::size_t{1} << 40) == cudaErrorMemoryAllocation);
+  CHECK(pool.reserve_sleep_backup(c.pinned_host_memory + 1) == cudaErrorMemoryAllocation);
+  CHECK(pool.stats().sleep_host_bytes == 0);
+  CHECK(sim.counters().pinned_host_bytes == 0);
+  REQUIRE(pool.reserve_sleep_backup(reserved) == cudaSuccess);
+  REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
+  REQUIRE(pool.wake(stream) == cudaSuccess);
+  check_intact_once_synchronized(sim, stream, blocks);
+  free_blocks_and_stream(pool, sim, stream, blocks);
+}

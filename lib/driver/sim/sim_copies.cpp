@@ -4,12 +4,26 @@
 
 #include "sim_state.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
+#include <stdexcept>
+#include <string>
 
 namespace sova {
 namespace sim {
+namespace {
+
+/// "a copy of N bytes: why", formatted without std::string concatenation
+/// (which GCC 12 at -O3 warns about falsely, -Wrestrict).
+std::string what_faulted(const char* work, std::size_t bytes, const std::string& why) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s %zu bytes: %s", work, bytes, why.c_str());
+  return buf;
+}
+
+}  // namespace
 
 SimCopies::~SimCopies() {
   for (const auto& [ptr, bytes] : held_) std::free(ptr);
@@ -20,6 +34,7 @@ cudaError_t SimCopies::host_alloc(std::size_t bytes, void** out) {
   std::lock_guard lock(mu_);
   cudaError_t error = cudaSuccess;
   if (fail_alloc_.fire(&error)) return error;
+  if (limit_ != 0 && (bytes > limit_ || host_bytes_ > limit_ - bytes)) return cudaErrorMemoryAllocation;
   void* p = std::malloc(bytes);  // untouched pages cost no host memory until a copy writes them
   if (p == nullptr) return cudaErrorMemoryAllocation;
   try {
@@ -44,13 +59,19 @@ cudaError_t SimCopies::host_free(void* ptr) {
   return cudaSuccess;
 }
 
-cudaError_t SimCopies::before_copy(std::size_t bytes) {
+cudaError_t SimCopies::before_copy(std::size_t bytes, std::chrono::microseconds* delay) {
   std::lock_guard lock(mu_);
   cudaError_t error = cudaSuccess;
   if (fail_copy_.fire(&error)) return error;
   ++copies_;
   bytes_copied_ += bytes;
+  *delay = delay_;
   return cudaSuccess;
+}
+
+void SimCopies::delay_copies(std::chrono::microseconds duration) {
+  std::lock_guard lock(mu_);
+  delay_ = duration;
 }
 
 void SimCopies::fail_host_alloc_at(int n, cudaError_t error) {
@@ -91,14 +112,39 @@ cudaError_t SimDriver::host_free(void* ptr) noexcept {
 cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept {
   if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
   return sim::guarded([&] {
-    if (const cudaError_t error = state_->copies.before_copy(bytes); error != cudaSuccess) return error;
+    std::chrono::microseconds delay{0};
+    if (const cudaError_t error = state_->copies.before_copy(bytes, &delay); error != cudaSuccess) return error;
     if (bytes == 0) return cudaSuccess;
     sim::Item item;
-    item.work = [dst, src, bytes] { std::memcpy(dst, src, bytes); };
+    item.delay = delay;
+    // Checked as it runs: the streams are drained before the State goes.
+    item.work = [state = state_.get(), dst, src, bytes] {
+      std::string why;
+      if (!state->memory.copy(dst, src, bytes, &why)) state->faults.report(sim::what_faulted("a copy", bytes, why));
+    };
     if (state_->graphs.capture_item(stream, item)) return cudaSuccess;
     return state_->streams->submit(stream, std::move(item));
   });
 }
+
+void SimDriver::delay_copies(std::chrono::microseconds duration) { state_->copies.delay_copies(duration); }
+
+void SimDriver::launch_touching(cudaStream_t stream, const void* ptr, std::size_t bytes, bool writes,
+                                std::function<void()> work) {
+  sim::Item item;
+  item.work = [state = state_.get(), ptr, bytes, writes, work = std::move(work)] {
+    std::string why;
+    if (!state->memory.touch(ptr, bytes, writes, work, &why)) {
+      state->faults.report(sim::what_faulted(writes ? "a kernel writing" : "a kernel reading", bytes, why));
+    }
+  };
+  if (state_->graphs.capture_item(stream, item)) return;
+  if (state_->streams->submit(stream, std::move(item)) != cudaSuccess)
+    throw std::invalid_argument("sova sim: launch_touching on an invalid stream");
+}
+
+std::size_t SimDriver::faults() const { return state_->faults.count(); }
+std::string SimDriver::first_fault() const { return state_->faults.first(); }
 
 void SimDriver::fail_host_alloc_at(int n, cudaError_t error) { state_->copies.fail_host_alloc_at(n, error); }
 void SimDriver::fail_memcpy_at(int n, cudaError_t error) { state_->copies.fail_copy_at(n, error); }

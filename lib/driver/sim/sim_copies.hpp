@@ -2,10 +2,13 @@
 // host_free, memcpy_async): what a pool's sleep and wake are made of.
 //
 // Model: pinned host memory is plain host memory, counted while held (a
-// test sees a backup's host memory, and that it does not grow over cycles);
-// a copy is a memcpy run in stream order by the stream's worker, so that it
-// faults where a device copy would (memory reserved but unmapped, or mapped
-// without access) and sees the contents the work before it left.
+// test sees a backup's host memory, and that it does not grow over cycles)
+// and limited to SimConfig::pinned_host_memory, the host's RAM;
+// a copy is a memcpy run in stream order by the stream's worker, checked as
+// it runs (SimMemory::copy): it faults where a device copy would (memory
+// reserved but unmapped, or mapped without access; sim_faults.hpp) and sees
+// the contents the work before it left. A copy delay set by the test keeps
+// the stream busy before each copy (a slow link).
 //
 // Thread safety: one mutex over the table and the failure points.
 #pragma once
@@ -14,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <chrono>
 #include <cstddef>
 #include <mutex>
 #include <unordered_map>
@@ -22,18 +26,22 @@ namespace sova::sim {
 
 class SimCopies {
  public:
-  SimCopies() = default;
+  /// `limit`: the pinned host memory held at most (0: no limit).
+  explicit SimCopies(std::size_t limit) noexcept : limit_(limit) {}
   /// Frees every host allocation still held.
   ~SimCopies();
   SimCopies(const SimCopies&) = delete;
   SimCopies& operator=(const SimCopies&) = delete;
 
+  /// cudaErrorMemoryAllocation beyond the limit.
   cudaError_t host_alloc(std::size_t bytes, void** out);
   /// cudaErrorInvalidValue for a pointer host_alloc did not give.
   cudaError_t host_free(void* ptr);
   /// The failure point of memcpy_async, fired before it enqueues anything;
-  /// counts the copy when it does not fire.
-  cudaError_t before_copy(std::size_t bytes);
+  /// counts the copy when it does not fire, and says how long the stream
+  /// stays busy before it (`*delay`).
+  cudaError_t before_copy(std::size_t bytes, std::chrono::microseconds* delay);
+  void delay_copies(std::chrono::microseconds duration);
 
   void fail_host_alloc_at(int n, cudaError_t error);
   void fail_copy_at(int n, cudaError_t error);
@@ -43,11 +51,13 @@ class SimCopies {
   std::size_t bytes_copied() const;
 
  private:
+  const std::size_t limit_;
   mutable std::mutex mu_;
   std::unordered_map<void*, std::size_t> held_;
   std::size_t host_bytes_ = 0;
   std::size_t copies_ = 0;
   std::size_t bytes_copied_ = 0;
+  std::chrono::microseconds delay_{0};
   FailPoint fail_alloc_, fail_copy_;
 };
 

@@ -32,8 +32,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -81,6 +83,19 @@ class SimMemory {
   /// cudaErrorInvalidValue where nothing is mapped; cudaErrorInvalidDevice.
   cudaError_t access_at(std::uintptr_t va, int device, cudaMemAccessFlags* out);
 
+  // ---- sim_memory_touch.cpp: what modelled device work touches ----
+  /// Copies `bytes` from `src` to `dst` as a device copy does, under the
+  /// lock, so that no map or unmap comes between the check and the bytes:
+  /// false (nothing copied, `why` says what is wrong) when a side lying in
+  /// reserved VA is not wholly mapped with the access it needs (read for
+  /// `src`, write for `dst`). Memory outside every reservation is the
+  /// host's (a backup's slabs): not checked.
+  bool copy(void* dst, const void* src, std::size_t bytes, std::string* why);
+  /// Runs `work` under the lock when [ptr, ptr + bytes) may be read (and
+  /// written, with `write`) by the device; false (`work` not run, `why` set)
+  /// otherwise. `work` must not call the driver.
+  bool touch(const void* ptr, std::size_t bytes, bool write, const std::function<void()>& work, std::string* why);
+
   void fail_create_at(int n, cudaError_t error);
   void fail_map_at(int n, cudaError_t error);
   void fail_set_access_at(int n, cudaError_t error);
@@ -114,6 +129,8 @@ class SimMemory {
   bool aligned(std::uintptr_t v) const noexcept { return v % granularity_ == 0; }
   // Whether [va, va+bytes) lies inside one live reservation.
   bool reserved(std::uintptr_t va, std::size_t bytes) const;
+  // Whether device work may touch [va, va + bytes) (see copy); `why` set when not. Under mu_.
+  bool touchable(std::uintptr_t va, std::size_t bytes, bool write, std::string* why) const;
   // Whether any mapping intersects [va, va+bytes).
   bool any_mapped(std::uintptr_t va, std::size_t bytes) const;
 

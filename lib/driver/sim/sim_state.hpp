@@ -6,6 +6,7 @@
 
 #include "sim_copies.hpp"
 #include "sim_events.hpp"
+#include "sim_faults.hpp"
 #include "sim_graphs.hpp"
 #include "sim_memory.hpp"
 #include "sim_streams.hpp"
@@ -19,7 +20,12 @@ namespace sova {
 
 struct SimDriver::State {
   explicit State(const SimConfig& c)
-      : config(c), memory(c), streams(std::make_shared<sim::SimStreams>(c.device_count)), graphs(streams) {}
+      : config(c),
+        memory(c),
+        streams(std::make_shared<sim::SimStreams>(c.device_count)),
+        graphs(streams),
+        copies(c.pinned_host_memory),
+        faults(c.abort_on_fault) {}
 
   /// A potentially unsafe call (a VMM call): refused, invalidating
   /// captures, where the calling thread's capture mode prohibits it, unless
@@ -35,6 +41,7 @@ struct SimDriver::State {
   sim::SimGraphs graphs;  // after streams: captures name them
   sim::SimEvents events;
   sim::SimCopies copies;  // pinned host memory and memcpy_async
+  sim::SimFaults faults;  // what copies and checked kernels touched that was not mapped
   std::atomic<std::size_t> events_recorded{0};
   std::atomic<std::size_t> event_queries{0};
   std::atomic<std::size_t> stream_queries{0};
