@@ -103,7 +103,11 @@ TEST_CASE("pool graphs: memory of a released graph is reused by eager allocation
   REQUIRE(sim.stream_synchronize(other) == cudaSuccess);
   const std::size_t creates = sim.counters().physical_creates;
   REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
-  // Another stream: the graph's memory is complete for all, reused without growth.
+  // The caller's free on `s` goes back as a free on `s` (graph_memory.hpp):
+  // another stream reuses it once `s` is known synchronized, without growth.
+  (void)pool.stats();  // collects the release (docs/graphs.md, "When memory comes back")
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  pool.stream_synchronized(s);
   void* q1 = pool.allocate(8 * kMiB, other);
   void* q2 = pool.allocate(8 * kMiB, other);
   CHECK((q1 == p || q2 == p));
