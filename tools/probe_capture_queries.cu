@@ -4,6 +4,10 @@
 // stream's device and identity under capture (docs/multi-gpu.md, "Which device
 // a stream is on"). Also: whether an event of one device can be recorded on a
 // stream of another (the pool's fences, StreamRegistry::fence_refused).
+// Not probed: a destroyed stream's handle. cuStreamIsCapturing on one (idle
+// when destroyed, not made again yet) ended the process with SIGSEGV on the
+// H200s (driver 580.159.04): sova never asks a handle outside a call that
+// passes it.
 //
 //   build/tools/probe_capture_queries     # two GPUs or more for the last line
 #include <cuda.h>

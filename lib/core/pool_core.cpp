@@ -95,8 +95,16 @@ PoolCore::PoolCore(const PoolOptions& options)
 PoolCore::~PoolCore() {
   unregister_for_release(this);
   // Frees may still be pending on streams, of other devices too (a free is
-  // accepted on any device's stream): wait before unmapping anything.
-  streams_.synchronize_devices();
+  // accepted on any device's stream): wait before unmapping anything — for
+  // their fences where every free has one, else for the devices
+  // (StreamRegistry::synchronize).
+  bool waited = false;
+  try {
+    const std::vector<StreamState*> states = streams_.all();
+    waited = !streams_.any_unfenced(states) && streams_.wait_fences(states);
+  } catch (...) {
+  }
+  if (!waited) streams_.synchronize_devices();
   // Then streams_ destroys the events, and arena_ unmaps and releases every
   // chunk and frees the reservation.
 }

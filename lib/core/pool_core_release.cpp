@@ -95,11 +95,14 @@ void PoolCore::track_stream_activity() noexcept {
   const bool pressing = stranded > growth_slack(used_high_sampled_.load(std::memory_order_relaxed));
   if (idle.empty() || (!pressing && reclaimed_ns_ != 0 && now - reclaimed_ns_ < kReclaimIntervalNs)) return;
   reclaimed_ns_ = now;
-  // The out-of-memory path's synchronize, for these states only (a stream
-  // that came back meanwhile keeps its later frees pending); then their
-  // blocks, kept ones too (inactive), go to the heap and their pending
-  // ranges are dropped.
-  if (!streams_.synchronize(idle)) return;
+  // Only what fences cover: the worker never synchronizes a device, which
+  // would invalidate any capture running on it, one sova does not know of
+  // included (a library's, another thread's; seen on the H200s). Frees no
+  // fence covers (a stream that went quiet right after freeing, or was
+  // destroyed) come back at the stream's next call, or by the out-of-memory
+  // path's or a trim's synchronize. Their blocks, kept ones too (inactive), go
+  // to the heap and their pending ranges are dropped.
+  if (streams_.any_unfenced(idle) || !streams_.wait_fences(idle)) return;
   std::lock_guard<HeapMutex> heap(heap_.mutex());
   harvest_streams(nullptr);
   streams_.recount_stranded();

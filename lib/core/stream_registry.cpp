@@ -435,7 +435,44 @@ void StreamRegistry::unstrand(std::uint64_t bytes) noexcept {
   }
 }
 
+bool StreamRegistry::any_unfenced(const std::vector<StreamState*>& states) noexcept {
+  for (StreamState* s : states) {
+    std::lock_guard<SpinLock> lock(s->lock);
+    poll_fences_locked(s);
+    if (s->open_epoch_has_frees) return true;
+  }
+  return false;
+}
+
+bool StreamRegistry::wait_fences(const std::vector<StreamState*>& states) noexcept {
+  // Every free of these states is in a closed epoch, covered by a fence: the
+  // newest fence of each covers them all. Events recycled meanwhile (polled
+  // and recorded again by another thread) make a wait longer, never unsafe.
+  std::vector<EventHandle> newest;
+  try {
+    newest.reserve(states.size());
+  } catch (...) {
+    return false;
+  }
+  for (StreamState* s : states) {
+    std::lock_guard<SpinLock> lock(s->lock);
+    poll_fences_locked(s);
+    if (!s->fences.empty()) newest.push_back(s->fences.back().event);
+  }
+  for (EventHandle event : newest) {
+    if (driver_.event_synchronize(event) != cudaSuccess) return false;
+  }
+  for (StreamState* s : states) {
+    std::lock_guard<SpinLock> lock(s->lock);
+    poll_fences_locked(s);
+    if (s->fences.empty()) s->frozen.store(false, std::memory_order_relaxed);
+  }
+  return true;
+}
+
 bool StreamRegistry::synchronize(const std::vector<StreamState*>& states) noexcept {
+  // Fences first: a device synchronize only where frees have none.
+  if (!any_unfenced(states)) return wait_fences(states);
   if (captures_open_ != nullptr && captures_open_->load(std::memory_order_relaxed) != 0) return false;
   std::vector<std::uint64_t> cutoffs;
   try {

@@ -130,10 +130,24 @@ class StreamRegistry {
   std::uint64_t mark_complete_through_locked(StreamState* s, std::uint64_t cutoff) noexcept;
   /// Polls `state`'s fences, advancing safe_epoch. state->lock held.
   void poll_fences_locked(StreamState* state) noexcept;
-  /// Closes `states`' epochs, synchronizes the devices, then marks every free
-  /// stamped before it complete and thaws the states. False (nothing marked)
-  /// when the synchronize fails or host memory runs out. No lock held.
+  /// Makes every free stamped on `states` so far complete and thaws the
+  /// states. Where each free is covered by a fence, by waiting for those
+  /// fences alone (events: no capture minds them); where a state has frees no
+  /// fence covers (its open epoch: its stream made no call since, and its
+  /// handle may be destroyed, so it is never asked), by a synchronize of the
+  /// devices, which invalidates any capture running on them, sova's or not
+  /// (docs/graphs.md, "Captures sova does not know"). False (nothing marked)
+  /// when a wait fails, host memory runs out, or a device synchronize would
+  /// be needed while a capture that allocated here is open. No lock held.
   bool synchronize(const std::vector<StreamState*>& states) noexcept;
+  /// Whether any of `states` holds frees no fence covers (synchronize would
+  /// synchronize the devices for them). Polls their fences.
+  bool any_unfenced(const std::vector<StreamState*>& states) noexcept;
+  /// Where every free of `states` is fenced (any_unfenced false): waits for
+  /// each state's newest fence, marks their frees complete and thaws them.
+  /// Events only: no capture minds it. False when a wait fails or host memory
+  /// runs out.
+  bool wait_fences(const std::vector<StreamState*>& states) noexcept;
   /// While `*open` is not 0, synchronize() fails at once instead: a device
   /// synchronize would invalidate a graph capture in progress
   /// (graph_memory.hpp). Set once, by the pool, before any use.
