@@ -160,7 +160,7 @@ TEST_CASE("capi: sovaMemPoolWakeSynchronize returns with the contents restored",
   CHECK(sovaMemPoolWakeSynchronize(pool, stream) == cudaSuccess);
   // sovaMemPoolWake returns before the restore is done: the stream orders it.
   REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
-  sim().delay_copies(std::chrono::milliseconds(50));
+  sim().delay_copies(std::chrono::milliseconds(300));  // long enough for a host stalled on a busy machine
   REQUIRE(sovaMemPoolWake(pool, stream) == cudaSuccess);
   sim().delay_copies(std::chrono::microseconds(0));
   CHECK_FALSE(holds(p, 3 * MiB, 0x6d));
