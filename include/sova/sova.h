@@ -143,15 +143,29 @@ typedef enum sovaSleepMode {
  * refuses allocations (cudaErrorNotPermitted) until sovaMemPoolWake; a free
  * while asleep is accepted and final. Asleep already: cudaSuccess. On
  * failure the pool is awake as it was or asleep (sovaMemPoolIsAsleep says
- * which), nothing leaked. NULL or invalid pool, unknown mode:
- * cudaErrorInvalidValue; backup on a driver without host copies:
+ * which), nothing leaked. The memory is the device's when it returns.
+ * Checked first, nothing changed on failure (sovaGetLastErrorMessage says
+ * which): NULL, invalid or imported pool, or a mode other than the two:
+ * cudaErrorInvalidValue; a stream the driver does not know: the driver's
+ * error (cudaErrorInvalidResourceHandle; a garbage pointer may crash the
+ * CUDA driver, as with the runtime). Backup on a driver without host copies:
  * cudaErrorNotSupported. Must not race with allocations from the pool. */
 SOVA_API cudaError_t sovaMemPoolSleep(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream);
 /** Makes the memory anew under the same addresses with the access granted
  * before, restores backed-up contents on the pool's copy stream and makes
- * `stream` wait for them: returns at once. Awake already: cudaSuccess. On
- * failure (device full: cudaErrorMemoryAllocation) the pool stays asleep. */
+ * `stream` wait for them: returns at once, before the restore is done (read
+ * the contents on `stream`, or after synchronizing it:
+ * sovaMemPoolWakeSynchronize). Awake already: cudaSuccess. Pool and stream
+ * checked as for sovaMemPoolSleep, nothing changed on failure. On failure
+ * (device full: cudaErrorMemoryAllocation) the pool stays asleep. */
 SOVA_API cudaError_t sovaMemPoolWake(sovaMemPool_t pool, cudaStream_t stream);
+/** sovaMemPoolWake, then waits on the host for `stream` (its work so far, the
+ * restore included; cudaStreamSynchronize on sova's driver, the simulation's
+ * under SOVA_DRIVER=sim): the contents are then visible to every stream and
+ * to the host. For callers without a CUDA runtime of their own (Python's
+ * sova.Pool.wake). Awake already: only the wait. A failed wake: its error,
+ * no wait; a failed wait: its error, the pool awake. */
+SOVA_API cudaError_t sovaMemPoolWakeSynchronize(sovaMemPool_t pool, cudaStream_t stream);
 /** *asleep = 1 from the start of a sleep until its wake, else 0. */
 SOVA_API cudaError_t sovaMemPoolIsAsleep(sovaMemPool_t pool, int* asleep);
 /** Frees the pinned host memory kept for backups; asleep: cudaErrorNotPermitted. */

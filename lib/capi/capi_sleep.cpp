@@ -1,24 +1,64 @@
 // sova C API — a pool's sleep and wake (sovaMemPoolSleep, sovaMemPoolWake,
 // sova.h; sova::Pool::sleep says what they do).
+//
+// Arguments are checked before anything changes, each refusal saying why
+// (sovaGetLastErrorMessage): the pool (NULL, an imported pool, a destroyed or
+// never-made handle), the mode (any int a C caller may pass), the stream (the
+// driver asked which device it is on; capture-safe).
 #include "capi/capi_errors.hpp"
+#include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 #include "core/raw_enum.hpp"
 
 #include <sova/sova.h>
 
+#include <cstdio>
+
 using namespace sova::capi;
 using sova::detail::raw_enum;
+
+namespace {
+
+/// The entry of `pool`, or nullptr with the reason noted (cudaErrorInvalidValue).
+/// Inside a ReadSection.
+PoolEntry* sleep_pool(sovaMemPool_t pool) noexcept {
+  if (PoolEntry* e = g_state.handles.lookup(pool)) return e;
+  note_detail(cudaErrorInvalidValue,
+              pool == nullptr             ? "pool is NULL"
+              : is_imported_handle(pool)  ? "an imported pool cannot sleep or wake: its memory is the exporter's"
+                                          : "pool is not a live sova pool (destroyed, or never created)");
+  return nullptr;
+}
+
+/// cudaSuccess when the driver knows `stream`, else its error, with the reason
+/// noted. Asks for the stream's device: allowed on a stream under capture.
+cudaError_t check_stream(cudaStream_t stream) noexcept {
+  int device = -1;
+  const cudaError_t error = query_driver().stream_device(stream, &device);
+  if (error != cudaSuccess) {
+    char text[160];
+    std::snprintf(text, sizeof text, "stream %p is not a stream the driver knows (%s); nothing changed",
+                  static_cast<void*>(stream), cudaGetErrorName(error));
+    note_detail(error, text);
+  }
+  return error;
+}
+
+}  // namespace
 
 static cudaError_t sovaMemPoolSleep_unchecked(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream) {
   const int raw = raw_enum(mode);
   if (raw != sovaSleepBackup && raw != sovaSleepDiscard) {
-    note_detail(cudaErrorInvalidValue, "mode is neither sovaSleepBackup nor sovaSleepDiscard");
+    char text[96];
+    std::snprintf(text, sizeof text, "mode %d is neither sovaSleepBackup (0) nor sovaSleepDiscard (1)", raw);
+    note_detail(cudaErrorInvalidValue, text);
     return cudaErrorInvalidValue;
   }
   ReadSection section;
-  PoolEntry* e = g_state.handles.lookup(pool);
+  PoolEntry* e = sleep_pool(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
+  if (const cudaError_t error = check_stream(stream); error != cudaSuccess) return error;
   const cudaError_t error =
       e->pool.sleep(raw == sovaSleepBackup ? sova::SleepMode::backup : sova::SleepMode::discard, stream);
   if (error != cudaSuccess) {
@@ -31,22 +71,36 @@ cudaError_t sovaMemPoolSleep(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_
   return checked(__func__, sovaMemPoolSleep_unchecked(pool, mode, stream));
 }
 
-static cudaError_t sovaMemPoolWake_unchecked(sovaMemPool_t pool, cudaStream_t stream) {
+static cudaError_t wake_impl(sovaMemPool_t pool, cudaStream_t stream) noexcept {
   ReadSection section;
-  PoolEntry* e = g_state.handles.lookup(pool);
+  PoolEntry* e = sleep_pool(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
+  if (const cudaError_t error = check_stream(stream); error != cudaSuccess) return error;
   const cudaError_t error = e->pool.wake(stream);
   if (error != cudaSuccess) note_detail(error, "failed; the pool is still asleep, nothing was made");
   return error;
 }
-cudaError_t sovaMemPoolWake(sovaMemPool_t pool, cudaStream_t stream) {
-  return checked(__func__, sovaMemPoolWake_unchecked(pool, stream));
+
+cudaError_t sovaMemPoolWake(sovaMemPool_t pool, cudaStream_t stream) { return checked(__func__, wake_impl(pool, stream)); }
+
+static cudaError_t sovaMemPoolWakeSynchronize_unchecked(sovaMemPool_t pool, cudaStream_t stream) {
+  if (const cudaError_t error = wake_impl(pool, stream); error != cudaSuccess) return error;
+  // Outside the read section: the wait may take as long as the restore.
+  const cudaError_t error = query_driver().stream_synchronize(stream);
+  if (error != cudaSuccess) note_detail(error, "the pool woke, but waiting for its stream failed");
+  return error;
+}
+cudaError_t sovaMemPoolWakeSynchronize(sovaMemPool_t pool, cudaStream_t stream) {
+  return checked(__func__, sovaMemPoolWakeSynchronize_unchecked(pool, stream));
 }
 
 static cudaError_t sovaMemPoolIsAsleep_unchecked(sovaMemPool_t pool, int* asleep) {
-  if (asleep == nullptr) return cudaErrorInvalidValue;
+  if (asleep == nullptr) {
+    note_detail(cudaErrorInvalidValue, "asleep is NULL");
+    return cudaErrorInvalidValue;
+  }
   ReadSection section;
-  PoolEntry* e = g_state.handles.lookup(pool);
+  PoolEntry* e = sleep_pool(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
   *asleep = e->pool.asleep() ? 1 : 0;
   return cudaSuccess;
@@ -57,7 +111,7 @@ cudaError_t sovaMemPoolIsAsleep(sovaMemPool_t pool, int* asleep) {
 
 static cudaError_t sovaMemPoolReleaseSleepHostMemory_unchecked(sovaMemPool_t pool) {
   ReadSection section;
-  PoolEntry* e = g_state.handles.lookup(pool);
+  PoolEntry* e = sleep_pool(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
   const cudaError_t error = e->pool.release_sleep_host_memory();
   if (error == cudaErrorNotPermitted) note_detail(error, "the pool is asleep: its backups are in that memory");
@@ -69,7 +123,7 @@ cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool) {
 
 static cudaError_t sovaMemPoolReserveSleepBackup_unchecked(sovaMemPool_t pool, size_t bytes) {
   ReadSection section;
-  PoolEntry* e = g_state.handles.lookup(pool);
+  PoolEntry* e = sleep_pool(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
   const cudaError_t error = e->pool.reserve_sleep_backup(bytes);
   if (error != cudaSuccess) note_detail(error, "pinning host memory failed; the memory held is as before");

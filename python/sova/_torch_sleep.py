@@ -6,7 +6,7 @@
         cache = torch.empty(...)            # and these in the "kv_cache" pool
     sova.torch.sleep(backup=["weights"])    # weights to host, KV cache dropped
     ...                                     # the memory is the device's meanwhile
-    sova.torch.wake()                       # same addresses; CUDA graphs stay valid
+    sova.torch.wake()                       # same addresses, contents back; CUDA graphs stay valid
 
 A tag is a pool of its own on each device (created on first use, with the
 options of sova.torch.configure); untagged allocations stay in the device's
@@ -56,22 +56,31 @@ def tags() -> list:
         return list(_tag_ids)
 
 
-def _selected(names) -> list:
+def _names(value, what: str) -> list:
+    """A tag name or a list/tuple/set of them, as a list; else TypeError."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(n, str) for n in value):
+        return list(value)
+    raise TypeError(f"sova.torch.{what} must be a tag name (str) or a list, tuple or set of them, "
+                    f"not {value!r} ({type(value).__name__}); nothing was done")
+
+
+def _selected(names, what: str) -> list:
     if names is None:
         return tags()
-    if isinstance(names, str):
-        names = [names]
+    names = _names(names, what)
     with _tag_lock:
         unknown = [n for n in names if n not in _tag_ids]
         if unknown:
             raise ValueError(f"sova.torch: unknown tags {unknown}; tags used so far: {list(_tag_ids)}")
-        return list(names)
+        return list(dict.fromkeys(names))
 
 
-def _pools(names):
+def _pools(selected):
     """(name, device, pool handle) of every pool the tags have."""
     lib = _capi.torch_lib()
-    for name in _selected(names):
+    for name in selected:
         tag_id = _tag_ids[name]
         for device in range(_MAX_TAGS):
             pool = lib.sova_torch_tag_pool(tag_id, device)
@@ -79,44 +88,87 @@ def _pools(names):
                 yield name, device, pool
 
 
-def _stream_of(device: int, stream) -> int:
-    if stream is not None:
-        return int(stream)
-    import torch  # the current stream of the pool's device
+def _stream_arg(stream, what: str):
+    """None, or the cudaStream_t value of ``stream``: an int, or a stream object
+    with ``cuda_stream`` (torch.cuda.Stream) or ``ptr`` (cupy)."""
+    if stream is None:
+        return None
+    for attr in ("cuda_stream", "ptr"):
+        if not isinstance(stream, int) and hasattr(stream, attr):
+            stream = getattr(stream, attr)
+            break
+    return _capi.address_arg(stream, f"sova.torch.{what}: stream")
+
+
+def _current_stream(device: int) -> int:
+    import sys
+    torch = sys.modules.get("torch")
+    if torch is None:  # PyTorch not loaded: no CUDA work of its own to order after
+        import torch
     if not torch.cuda.is_initialized():
         return 0
     return torch.cuda.current_stream(device).cuda_stream
 
 
 def sleep(tags=None, backup=True, stream=None) -> None:
-    """Puts the tags' pools (all tags used so far: None) to sleep, each after the
-    work ordered before on the current stream of its device (or ``stream``, an
-    int). ``backup``: True (every tag's contents copied to pinned host memory),
-    False (all dropped), or the tags to back up (the rest dropped). Asleep
-    already: nothing happens. While asleep, allocating under the tag raises."""
-    selected = _selected(tags)
+    """Puts the tags' pools (all tags used so far: None; a name; or a list of
+    names) to sleep. Blocks until their memory is the device's.
+
+    ``backup``: True, the default (every selected tag's contents copied to
+    pinned host memory, restored by wake: discarding must be asked for),
+    False (all dropped: undefined after wake), or a tag name or list of the
+    tags to back up (the rest dropped; each must be among those put to
+    sleep). Anything else (None, 0, 1, ...) is a TypeError: a stand-in's
+    truth value would decide silently whether data is lost.
+    ``stream``: None (each pool sleeps after the work ordered before on the
+    current stream of its device) or a stream (an int, torch.cuda.Stream):
+    after the work ordered before on it, and after nothing else.
+
+    Every argument is checked before any pool sleeps; a refused one changes
+    nothing. Asleep already: nothing happens. While asleep, allocating under
+    the tag raises."""
+    selected = _selected(tags, "sleep: tags")
     if isinstance(backup, bool):
         backed = set(selected) if backup else set()
-    else:
-        backed = set([backup] if isinstance(backup, str) else backup)
+    elif isinstance(backup, (str, list, tuple, set, frozenset)):
+        backed = set(_names(backup, "sleep: backup"))
         extra = backed - set(selected)
         if extra:
-            raise ValueError(f"sova.torch.sleep: backup names tags not put to sleep: {sorted(extra)}")
+            raise ValueError(f"sova.torch.sleep: backup names tags not put to sleep: {sorted(extra)}; "
+                             f"nothing was done")
+    else:
+        raise TypeError(f"sova.torch.sleep: backup must be True, False, or the tags to back up "
+                        f"(a str or a list of them), not {backup!r} ({type(backup).__name__}); "
+                        f"nothing was done")
+    given = _stream_arg(stream, "sleep")
     lib = _capi.lib()
     for name, device, pool in _pools(selected):
         mode = 0 if name in backed else 1
-        _capi.check(lib.sovaMemPoolSleep(ctypes.c_void_p(pool), mode, ctypes.c_void_p(_stream_of(device, stream))),
+        s = given if given is not None else _current_stream(device)
+        _capi.check(lib.sovaMemPoolSleep(ctypes.c_void_p(pool), mode, ctypes.c_void_p(s)),
                     f"putting tag {name!r} of device {device} to sleep")
 
 
 def wake(tags=None, stream=None) -> None:
-    """Wakes the tags' pools (all: None): memory made anew at the same addresses,
-    backups restored before later work on the current stream of each device (or
-    ``stream``). Awake already: nothing happens."""
+    """Wakes the tags' pools (all: None; a name; or a list of names): memory
+    made anew at the same addresses, backups restored.
+
+    ``stream`` None (the default): the restore is ordered before later work on
+    the current stream of each device, and wake returns once it is done:
+    the contents are then what any stream, or the host (``.cpu()``), reads.
+    ``stream`` given (an int or torch.cuda.Stream): ordered before later work
+    on that stream, and wake returns at once (other streams must wait for it).
+    Awake already: nothing happens. Arguments checked first: a refused one
+    changes nothing."""
+    selected = _selected(tags, "wake: tags")
+    given = _stream_arg(stream, "wake")
     lib = _capi.lib()
-    for name, device, pool in _pools(_selected(tags)):
-        _capi.check(lib.sovaMemPoolWake(ctypes.c_void_p(pool), ctypes.c_void_p(_stream_of(device, stream))),
-                    f"waking tag {name!r} of device {device}")
+    for name, device, pool in _pools(selected):
+        if given is None:
+            err = lib.sovaMemPoolWakeSynchronize(ctypes.c_void_p(pool), ctypes.c_void_p(_current_stream(device)))
+        else:
+            err = lib.sovaMemPoolWake(ctypes.c_void_p(pool), ctypes.c_void_p(given))
+        _capi.check(err, f"waking tag {name!r} of device {device}")
 
 
 def tag_stats(name: str, device: int = 0) -> dict:

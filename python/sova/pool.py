@@ -16,6 +16,19 @@ _ATTR_RELEASE_THRESHOLD = 4
 _ATTR_RESERVED_HIGH = 6
 _ATTR_USED_HIGH = 8
 _INT_MAX = (1 << 31) - 1
+# sovaSleepMode values (sova.h).
+_SLEEP_BACKUP = 0
+_SLEEP_DISCARD = 1
+
+
+def _sleep_mode(backup, what: str) -> int:
+    """sovaSleepMode for ``backup``, which must be a bool: anything else would
+    decide by its truth value whether the contents survive."""
+    if not isinstance(backup, bool):
+        raise TypeError(f"{what}: backup must be True (contents copied to host memory and "
+                        f"restored by wake) or False (contents dropped), not {backup!r} "
+                        f"({type(backup).__name__}); nothing was done")
+    return _SLEEP_BACKUP if backup else _SLEEP_DISCARD
 
 
 class Pool:
@@ -105,25 +118,54 @@ class Pool:
             _capi.check(_capi.lib().sovaMemPoolSetAttribute(self._handle, attr, ctypes.byref(zero)),
                         "resetting peaks")
 
-    def sleep(self, backup: bool = True, stream: int = 0) -> None:
-        """Gives the pool's physical memory back to the device, its addresses kept
-        (docs/sleep-wake.md): after the work ordered before on ``stream``, live
-        blocks are copied to pinned host memory (``backup``; kept across cycles)
-        or dropped, then every chunk is released. Until wake() allocations fail
-        (SovaError, code 800: cudaErrorNotPermitted); frees are accepted and final.
-        Asleep already: nothing happens."""
+    def sleep(self, *, backup: bool = True, stream: int | None = None) -> None:
+        """Gives the pool's physical memory back to the device, its addresses
+        kept (docs/sleep-wake.md). Blocks until the memory is the device's:
+        when sleep returns, it is gone.
+
+        ``backup`` (keyword only; True or False, nothing else):
+          True, the default: the live blocks' bytes are copied to pinned host
+          memory (kept across cycles) and wake restores them. The default
+          because the other choice loses data: discarding must be asked for.
+          False: they are dropped; after wake the blocks hold undefined bytes.
+          Anything else (None, 0, 1, "yes") is a TypeError, the pool untouched:
+          a truthy or falsy stand-in would decide silently whether data is lost.
+        ``stream`` (an int, a cudaStream_t's value; None: 0, the legacy default
+          stream): the sleep comes after the work ordered before it on that
+          stream, and after nothing else (order other streams' work that uses
+          the pool before it). A stream the driver does not know: SovaError.
+
+        Until wake() allocations fail (SovaError, code 800:
+        cudaErrorNotPermitted); frees are accepted and final. Asleep already:
+        nothing happens. A refused argument changes nothing."""
         self._check_open()
-        _capi.address_arg(stream, "sova.Pool.sleep: stream")
-        _capi.check(_capi.lib().sovaMemPoolSleep(self._handle, 0 if backup else 1, ctypes.c_void_p(stream)),
+        mode = _sleep_mode(backup, "sova.Pool.sleep")
+        stream = 0 if stream is None else _capi.address_arg(stream, "sova.Pool.sleep: stream")
+        _capi.check(_capi.lib().sovaMemPoolSleep(self._handle, mode, ctypes.c_void_p(stream)),
                     "putting the pool to sleep")
 
-    def wake(self, stream: int = 0) -> None:
+    def wake(self, stream: int | None = None) -> None:
         """Makes the memory anew at the same addresses and restores what sleep
-        backed up, ordered before later work on ``stream`` (returns at once).
-        Awake already: nothing happens. Device full: SovaError, the pool still asleep."""
+        backed up (docs/sleep-wake.md).
+
+        ``stream`` None (the default): returns once the restore is done (it
+        synchronizes the legacy default stream, which the restore is ordered
+        before): the contents are then what any stream, or the host, reads next.
+        ``stream`` an int (a cudaStream_t's value; 0 is the legacy default
+        stream): stream-ordered, returns at once; work submitted to that
+        stream afterwards sees the contents, other streams and the host must
+        wait for it first (reading before then may see the restore unfinished).
+
+        Awake already: nothing happens (but the wait, for None). Device full:
+        SovaError, the pool still asleep. A stream that is not an int
+        (TypeError) or that the driver does not know (SovaError): nothing changes."""
         self._check_open()
+        lib = _capi.lib()
+        if stream is None:
+            _capi.check(lib.sovaMemPoolWakeSynchronize(self._handle, ctypes.c_void_p(0)), "waking the pool")
+            return
         _capi.address_arg(stream, "sova.Pool.wake: stream")
-        _capi.check(_capi.lib().sovaMemPoolWake(self._handle, ctypes.c_void_p(stream)), "waking the pool")
+        _capi.check(lib.sovaMemPoolWake(self._handle, ctypes.c_void_p(stream)), "waking the pool")
 
     @property
     def asleep(self) -> bool:

@@ -31,3 +31,7 @@ cudaError_t raw_get_access(int* flags, sovaMemPool_t pool, int type, int device)
   *flags = (int)out;
   return error;
 }
+
+cudaError_t raw_sleep(sovaMemPool_t pool, int mode, cudaStream_t stream) {
+  return sovaMemPoolSleep(pool, (sovaSleepMode)mode, stream);
+}

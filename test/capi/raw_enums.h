@@ -17,6 +17,8 @@ cudaError_t raw_get_attribute(sovaMemPool_t pool, int attr, void* value);
 cudaError_t raw_set_access(sovaMemPool_t pool, int type, int device, int flags);
 /* The flags as stored, read back as an int. */
 cudaError_t raw_get_access(int* flags, sovaMemPool_t pool, int type, int device);
+/* sovaMemPoolSleep with any int for the mode. */
+cudaError_t raw_sleep(sovaMemPool_t pool, int mode, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,10 @@
 // C API: sovaMemPoolSleep / Wake / IsAsleep / ReleaseSleepHostMemory on the
 // process's simulation: a round trip, the statistics, the codes and messages.
 #include "capi/capi_test_util.hpp"
+#include "capi/raw_enums.h"
 #include "support/capi_stats.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <string>
 
@@ -16,6 +18,15 @@ int asleep(sovaMemPool_t pool) {
   REQUIRE(sovaMemPoolIsAsleep(pool, &value) == cudaSuccess);
   return value;
 }
+
+bool last_error_says(const char* words) {
+  const std::string message = sovaGetLastErrorMessage();
+  INFO(message);
+  return message.find(words) != std::string::npos;
+}
+
+/// A value no stream of the simulation has.
+cudaStream_t not_a_stream() { return reinterpret_cast<cudaStream_t>(std::uintptr_t{0x7777770}); }
 
 }  // namespace
 
@@ -63,7 +74,7 @@ TEST_CASE("capi: sleep and wake refuse bad input and change nothing", "[capi][sl
   CHECK(sovaMemPoolSleep(nullptr, sovaSleepBackup, stream) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolWake(nullptr, stream) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolReserveSleepBackup(nullptr, 1) == cudaErrorInvalidValue);
-  CHECK(sovaMemPoolSleep(pool, static_cast<sovaSleepMode>(5), stream) == cudaErrorInvalidValue);
+  CHECK(raw_sleep(pool, 5, stream) == cudaErrorInvalidValue);
   CHECK(std::string(sovaGetLastErrorMessage()).find("sovaSleepBackup") != std::string::npos);
   CHECK(asleep(pool) == 0);
   CHECK(sovaMemPoolIsAsleep(pool, nullptr) == cudaErrorInvalidValue);
@@ -73,4 +84,87 @@ TEST_CASE("capi: sleep and wake refuse bad input and change nothing", "[capi][sl
   CHECK(sovaMemPoolSleep(pool, sovaSleepDiscard, stream) == cudaSuccess);
   REQUIRE(sovaMemPoolWake(pool, stream) == cudaSuccess);
   CHECK(sovaMemPoolWake(pool, stream) == cudaSuccess);
+}
+
+TEST_CASE("capi: sleep and wake say which argument they refuse, and change nothing", "[capi][sleep]") {
+  ScopedPool pool;
+  ScopedStream stream;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 2 * MiB, pool, stream) == cudaSuccess);
+  std::memset(p, 0x3e, 2 * MiB);
+  const sovaMemPoolStats awake = stats_of(pool);
+
+  CHECK(sovaMemPoolSleep(nullptr, sovaSleepBackup, stream) == cudaErrorInvalidValue);
+  CHECK(last_error_says("sovaMemPoolSleep: pool is NULL"));
+  CHECK(sovaMemPoolWake(nullptr, stream) == cudaErrorInvalidValue);
+  CHECK(last_error_says("sovaMemPoolWake: pool is NULL"));
+  CHECK(sovaMemPoolWakeSynchronize(nullptr, stream) == cudaErrorInvalidValue);
+  CHECK(last_error_says("pool is NULL"));
+  CHECK(sovaMemPoolIsAsleep(pool, nullptr) == cudaErrorInvalidValue);
+  CHECK(last_error_says("asleep is NULL"));
+  const auto imported = reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0x12340d});  // an imported pool's tag
+  CHECK(sovaMemPoolSleep(imported, sovaSleepBackup, stream) == cudaErrorInvalidValue);
+  CHECK(last_error_says("imported pool cannot sleep"));
+  {
+    sovaMemPool_t gone = nullptr;
+    const sovaMemPoolProps props = props_on(0);
+    REQUIRE(sovaMemPoolCreate(&gone, &props) == cudaSuccess);
+    REQUIRE(sovaMemPoolDestroy(gone) == cudaSuccess);
+    CHECK(sovaMemPoolSleep(gone, sovaSleepDiscard, stream) == cudaErrorInvalidValue);
+    CHECK(last_error_says("not a live sova pool"));
+    CHECK(sovaMemPoolReserveSleepBackup(gone, MiB) == cudaErrorInvalidValue);
+    CHECK(last_error_says("not a live sova pool"));
+  }
+  // Any int a C caller may pass for the mode.
+  for (const int mode : {2, 5, -1, 1 << 30}) {
+    CHECK(raw_sleep(pool, mode, stream) == cudaErrorInvalidValue);
+    CHECK(last_error_says("is neither sovaSleepBackup (0) nor sovaSleepDiscard (1)"));
+  }
+  CHECK(asleep(pool) == 0);
+
+  // A stream the driver does not know: its error, before anything changes.
+  CHECK(sovaMemPoolSleep(pool, sovaSleepBackup, not_a_stream()) == cudaErrorInvalidResourceHandle);
+  CHECK(last_error_says("is not a stream the driver knows"));
+  CHECK(asleep(pool) == 0);
+  CHECK(stats_of(pool).reservedCurrent == awake.reservedCurrent);
+  CHECK(stats_of(pool).sleepHostBytes == 0);
+
+  REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
+  // Before: a wake on a stream that is none made the memory and restored it
+  // synchronously, and reported success.
+  CHECK(sovaMemPoolWake(pool, not_a_stream()) == cudaErrorInvalidResourceHandle);
+  CHECK(last_error_says("sovaMemPoolWake: stream"));
+  CHECK(sovaMemPoolWakeSynchronize(pool, not_a_stream()) == cudaErrorInvalidResourceHandle);
+  CHECK(asleep(pool) == 1);
+  CHECK(stats_of(pool).asleepBytes == awake.reservedCurrent);
+  // Asleep already: the stream is checked all the same.
+  CHECK(sovaMemPoolSleep(pool, sovaSleepBackup, not_a_stream()) == cudaErrorInvalidResourceHandle);
+  REQUIRE(sovaMemPoolWakeSynchronize(pool, stream) == cudaSuccess);
+  CHECK(holds(p, 2 * MiB, 0x3e));
+  REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+}
+
+TEST_CASE("capi: sovaMemPoolWakeSynchronize returns with the contents restored", "[capi][sleep]") {
+  ScopedPool pool;
+  ScopedStream stream;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 3 * MiB, pool, stream) == cudaSuccess);
+  std::memset(p, 0x6d, 3 * MiB);
+  REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
+  sim().delay_copies(std::chrono::milliseconds(50));  // a slow link: the restore lags behind the host
+  REQUIRE(sovaMemPoolWakeSynchronize(pool, stream) == cudaSuccess);
+  sim().delay_copies(std::chrono::microseconds(0));
+  CHECK(asleep(pool) == 0);
+  CHECK(holds(p, 3 * MiB, 0x6d));
+  // Awake already: only the wait.
+  CHECK(sovaMemPoolWakeSynchronize(pool, stream) == cudaSuccess);
+  // sovaMemPoolWake returns before the restore is done: the stream orders it.
+  REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
+  sim().delay_copies(std::chrono::milliseconds(300));  // long enough for a host stalled on a busy machine
+  REQUIRE(sovaMemPoolWake(pool, stream) == cudaSuccess);
+  sim().delay_copies(std::chrono::microseconds(0));
+  CHECK_FALSE(holds(p, 3 * MiB, 0x6d));
+  stream.synchronize();
+  CHECK(holds(p, 3 * MiB, 0x6d));
+  REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
 }
