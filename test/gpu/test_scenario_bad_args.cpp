@@ -149,7 +149,11 @@ TEST_CASE("scenario: bad allocation arguments give the documented codes and chan
       st.structSize = sizeof st;
       CHECK(sovaMemPoolGetStats(h, &st) == cudaErrorInvalidValue);
       CHECK(st.reservedCurrent == 0xABABABABABABABABull);
-      CHECK(sovaMemPoolSetAccess(h, nullptr, 0) == cudaErrorInvalidValue);
+      cudaMemAccessDesc own{};
+      own.location.type = cudaMemLocationTypeDevice;
+      own.location.id = 0;
+      own.flags = cudaMemAccessFlagsProtReadWrite;
+      CHECK(sovaMemPoolSetAccess(h, &own, 1) == cudaErrorInvalidValue);
       cudaMemAccessFlags flags{};
       cudaMemLocation loc{};
       loc.type = cudaMemLocationTypeDevice;

@@ -137,13 +137,6 @@ TEST_CASE("scenario: sleep/wake in an RL loop, ~8 GiB backed up, a discard pool 
   }
   const std::size_t kWeights = 1;  // w[1], 256 MiB, read by the decode graph: never freed or rewritten
 
-  // Pin the backup ahead (docs: "reserve_sleep_backup(reserved_current)").
-  const std::uint64_t reserved0 = stats(trainer).reservedCurrent;
-  REQUIRE(reserved0 >= live_bytes(w));
-  REQUIRE(sovaMemPoolReserveSleepBackup(trainer, reserved0) == cudaSuccess);
-  const std::uint64_t host_pinned = stats(trainer).sleepHostBytes;
-  CHECK(host_pinned >= reserved0);
-
   // A decode step captured before the first sleep: a temporary from the
   // trainer's pool (graph memory: it sleeps like a live block), the weights read.
   cudaGraph_t graph = nullptr;
@@ -161,6 +154,14 @@ TEST_CASE("scenario: sleep/wake in an RL loop, ~8 GiB backed up, a discard pool 
   REQUIRE(cudaGraphLaunch(exec, s2) == cudaSuccess);
   s2.sync();
   REQUIRE(wrong.read(12) == 0);
+
+  // Pin the backup ahead, once the pool holds what it will back up (docs:
+  // "reserve_sleep_backup(reserved_current)"; live bytes only fall from here).
+  const std::uint64_t reserved0 = stats(trainer).reservedCurrent;
+  REQUIRE(reserved0 >= live_bytes(w));
+  REQUIRE(sovaMemPoolReserveSleepBackup(trainer, reserved0) == cudaSuccess);
+  const std::uint64_t host_pinned = stats(trainer).sleepHostBytes;
+  CHECK(host_pinned >= reserved0);
 
   std::vector<Block> s2_blocks;  // what the inference side allocates right after wake
   for (int cycle = 0; cycle < kCycles; ++cycle) {
@@ -213,7 +214,10 @@ TEST_CASE("scenario: sleep/wake in an RL loop, ~8 GiB backed up, a discard pool 
       CHECK(e.error() == cudaErrorNotPermitted);
     }
 
-    // Frees while asleep: accepted and final.
+    // Frees while asleep: accepted and final; the used figure drops by the
+    // requested bytes at once.
+    const std::uint64_t used_asleep = stats(trainer).usedCurrent;
+    std::uint64_t freed_asleep = 0;
     std::size_t k = 0;
     for (std::size_t i = 0; i < w.size(); ++i) {
       if (i == kWeights || !w[i].live) continue;
@@ -221,9 +225,10 @@ TEST_CASE("scenario: sleep/wake in an RL loop, ~8 GiB backed up, a discard pool 
       if (!free_it) continue;
       REQUIRE(sovaFreeAsync(w[i].p, i % 2 ? s1 : s2) == cudaSuccess);
       w[i].live = false;
+      freed_asleep += w[i].n;
       CHECK(sovaFreeAsync(w[i].p, s1) == cudaErrorInvalidValue);
     }
-    CHECK(stats(trainer).usedCurrent == live_bytes(w));
+    CHECK(stats(trainer).usedCurrent == used_asleep - freed_asleep);
     CHECK(asleep(trainer) == 1);
 
     // Wake, and at once: another stream allocates and writes, a trim runs.
