@@ -526,3 +526,56 @@ TEST_CASE("scenario: a long global-mode capture of plain kernels beside a quiet 
   REQUIRE(cudaFree(buf) == cudaSuccess);
   REQUIRE(sovaMemPoolDestroy(pool) == cudaSuccess);
 }
+
+TEST_CASE("scenario: bad arguments across devices: another device's pool made current, access to a device out of range",
+          "[scenario][multigpu][bad-args]") {
+  SOVA_REQUIRE_DEVICES(2);
+  sc::KeepDevice keep_device;
+  const int n = devices();
+  REQUIRE(cudaSetDevice(0) == cudaSuccess);
+  sovaMemPool_t on1 = create_pool(1);
+  sovaMemPool_t before = current_pool(0);
+  CHECK(sovaDeviceSetMemPool(0, on1) == cudaErrorInvalidValue);  // a pool of another device
+  CHECK(current_pool(0) == before);
+  CHECK(sovaDeviceSetMemPool(1, on1) == cudaSuccess);
+  CHECK(current_pool(1) == on1);
+  // sovaMallocAsync on a device-1 stream, with device 0 current: device 1's current pool.
+  sc::Stream s1(1), s0(0);
+  sc::Counters wrong(1);
+  void* p = nullptr;
+  REQUIRE(sovaMallocAsync(&p, 5 * kMiB + 1, s1) == cudaSuccess);
+  CHECK(sc::pointer_device(p) == 1);
+  CHECK(sc::attr(on1, cudaMemPoolAttrUsedMemCurrent) == 5 * kMiB + 1);
+  sc::fill(1, p, 5 * kMiB + 1, 0x11, s1);
+  sc::count_wrong(1, p, 5 * kMiB + 1, 0x11, wrong.slot(0), s1);
+  s1.sync();
+  CHECK(wrong.read(0) == 0);
+  // Access: a device out of range, and revoking the pool's own device.
+  cudaMemAccessDesc d{};
+  d.location.type = cudaMemLocationTypeDevice;
+  d.location.id = n;
+  d.flags = cudaMemAccessFlagsProtRead;
+  CHECK(sovaMemPoolSetAccess(on1, &d, 1) == cudaErrorInvalidDevice);
+  d.location.id = 1;
+  d.flags = cudaMemAccessFlagsProtNone;
+  CHECK(sovaMemPoolSetAccess(on1, &d, 1) == cudaErrorInvalidDevice);
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtReadWrite;
+  cudaMemLocation loc{};
+  loc.type = cudaMemLocationTypeDevice;
+  loc.id = 0;
+  REQUIRE(sovaMemPoolGetAccess(&flags, on1, &loc) == cudaSuccess);
+  CHECK(flags == cudaMemAccessFlagsProtNone);  // no grant yet: device 0 has no access
+  loc.id = 1;
+  REQUIRE(sovaMemPoolGetAccess(&flags, on1, &loc) == cudaSuccess);
+  CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+  // Freed on a device-0 stream (allowed), then again: refused.
+  REQUIRE(sovaFreeAsync(p, s0) == cudaSuccess);
+  CHECK(sovaFreeAsync(p, s1) == cudaErrorInvalidValue);
+  CHECK(sc::attr(on1, cudaMemPoolAttrUsedMemCurrent) == 0);
+  // Destroying the current pool makes the default current again.
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  REQUIRE(sovaMemPoolDestroy(on1) == cudaSuccess);
+  sovaMemPool_t dflt1 = nullptr;
+  REQUIRE(sovaDeviceGetDefaultMemPool(&dflt1, 1) == cudaSuccess);
+  CHECK(current_pool(1) == dflt1);
+}
