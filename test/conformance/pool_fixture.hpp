@@ -13,6 +13,7 @@ namespace sova::test {
 inline PoolOptions options_on(TestDevice& device) {
   PoolOptions options;
   options.driver = &device.driver();
+  options.device = device.ordinal();
   return options;
 }
 

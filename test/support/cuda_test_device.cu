@@ -20,13 +20,14 @@ void check(cudaError_t error, const char* what) {
 
 class CudaTestDevice final : public TestDevice {
  public:
-  CudaTestDevice() {
-    check(cudaSetDevice(0), "cudaSetDevice");
+  CudaTestDevice() : ordinal_(device_from_environment()) {
+    check(cudaSetDevice(ordinal_), "cudaSetDevice");
     check(cudaMalloc(&wrong_, sizeof(unsigned long long)), "cudaMalloc");
     check(cudaMemset(wrong_, 0, sizeof(unsigned long long)), "cudaMemset");
   }
   ~CudaTestDevice() override { cudaFree(wrong_); }
   const char* name() const override { return "cuda"; }
+  int ordinal() const override { return ordinal_; }
   Driver& driver() override { return cuda_driver(); }
   cudaStream_t create_stream() override {
     cudaStream_t stream;
@@ -70,6 +71,23 @@ class CudaTestDevice final : public TestDevice {
   cudaError_t destroy_graph_exec(cudaGraphExec_t exec) override { return cudaGraphExecDestroy(exec); }
 
  private:
+  /// SOVA_TEST_DEVICE, or 0; a value that names no device aborts (a typo
+  /// must not run the suite on device 0 and pass as device N).
+  static int device_from_environment() {
+    const char* text = std::getenv("SOVA_TEST_DEVICE");
+    if (text == nullptr || *text == '\0') return 0;
+    char* end = nullptr;
+    const long value = std::strtol(text, &end, 10);
+    int count = 0;
+    check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+    if (*end != '\0' || value < 0 || value >= count) {
+      std::fprintf(stderr, "cuda test device: SOVA_TEST_DEVICE=%s names none of the %d devices\n", text, count);
+      std::abort();
+    }
+    return static_cast<int>(value);
+  }
+
+  const int ordinal_;
   unsigned long long* wrong_ = nullptr;
 };
 

@@ -21,6 +21,10 @@ class TestDevice {
  public:
   virtual ~TestDevice() = default;
   virtual const char* name() const = 0;  ///< "sim" or "cuda"
+  /// The device the tests' pools and streams are on, current for the test
+  /// thread: 0 on the sim; on the GPU SOVA_TEST_DEVICE (default 0), so that
+  /// the suite runs with any device current (tools/run-tests --gpu-device=N).
+  virtual int ordinal() const { return 0; }
   virtual Driver& driver() = 0;
   virtual cudaStream_t create_stream() = 0;
   virtual void destroy_stream(cudaStream_t stream) = 0;

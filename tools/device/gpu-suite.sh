@@ -1,33 +1,46 @@
 #!/bin/bash
-# The GPU checks of a tree, in one device call of at most about 9 minutes, each
-# step time-limited, in order of priority:
-#   1. the GPU test suite (tools/run-tests --gpu; its log in $OUT/testlog-gpu.txt);
-#   2. the Python package built with `pip install .` and python/tests_gpu
-#      (PyTorch, RMM and CuPy adapters on the device);
-#   3. compute-sanitizer's memcheck over sova_gpu_tests, with the time left.
+# The GPU checks of a tree in the field's shape — every GPU of the machine
+# visible, as torchrun and inference servers run — in one device call, each
+# step time-limited, in order:
+#   suite          the GPU test suite (tools/run-tests --gpu), device 0 current;
+#                  its log in $OUT/testlog-gpu.txt
+#   suite_device1  sova_gpu_tests again with device 1 current (SOVA_TEST_DEVICE=1:
+#                  the conformance suite's pools and streams on device 1);
+#                  skipped on a machine of one GPU
+#   multigpu       the multigpu suite (tools/run-tests --multigpu); skipped on one GPU
+#   python         the Python package built with `pip install .` and
+#                  python/tests_gpu (PyTorch, CuPy on the device)
+#   sanitizer      compute-sanitizer's memcheck over sova_gpu_tests, with the time left
 #
-#   OUT=DIR tools/device/gpu-suite.sh
+#   OUT=DIR tools/device/gpu-suite.sh        # on nvidia-h200-x2 or -x4
+#   STEPS="suite suite_device1" OUT=DIR tools/device/gpu-suite.sh
 #
-# The lent machines have no network: carry PyTorch's and RMM's wheels and
-# meson-python in .carry/torch-whl/ and .carry/rmm-whl/ (python_env.sh), and
-# RMM's headers in .rmm/ (tools/fetch-rmm). TOTAL_S (default 560) bounds the call;
-# python/tests_gpu takes about 200 s on the H100 (its graph cases compile with
-# torch.compile and build the native backend once).
+# The lent machines have no network: carry meson-python in .carry/torch-whl/
+# (python_env.sh) for the python step. TOTAL_S (default 560) bounds the call.
+# Prints which configuration each step ran (GPUs visible, device current) and
+# a closing summary; exit status 0 only when every step that ran passed.
 set -o pipefail
 t0=$SECONDS
 total=${TOTAL_S:-560}
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+steps=${STEPS:-suite suite_device1 multigpu python sanitizer}
+export OUT=${OUT:-/tmp/gpu-suite-out}
+mkdir -p "$OUT"
+source tools/device/steps.sh
 source tools/device/python_env.sh
-use_carried_wheels .carry/torch-whl .carry/rmm-whl
-echo "=== gpu suite"
-timeout 200 tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -25
-[ -n "${OUT:-}" ] && cp build/meson-logs/testlog-gpu.txt "$OUT/" 2>/dev/null
-echo "=== python: pip install . and python/tests_gpu $((SECONDS - t0)) s"
-pip_install_sova 90
-(cd /tmp && timeout 280 python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15)
-echo "=== compute-sanitizer $((SECONDS - t0)) s"
-left=$((total - (SECONDS - t0)))
-if [ $left -gt 20 ]; then
-  timeout $left compute-sanitizer --tool memcheck --report-api-errors no build/test/sova_gpu_tests 2>&1 | tail -4
+nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
+gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
+echo "GPUs visible: $gpus (CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset})"
+use_carried_wheels .carry/torch-whl
+export -f pip_install_sova
+wanted suite && run_step suite 260 'tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -25;
+  rc=${PIPESTATUS[0]}; cp build/meson-logs/testlog-gpu.txt "$OUT/" 2>/dev/null; exit $rc'
+if [ "$gpus" -ge 2 ]; then
+  wanted suite_device1 && run_step suite_device1 200 \
+    'SOVA_TEST_DEVICE=1 build/test/sova_gpu_tests --reporter console 2>&1 | tail -6'
+  wanted multigpu && run_step multigpu 150 'tools/run-tests --multigpu 2>&1 | grep -vE "^\[[0-9]+/" | tail -8'
 fi
-echo "=== done $((SECONDS - t0)) s"
+wanted python && run_step python 280 'pip_install_sova 90 && cd /tmp &&
+  python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15'
+wanted sanitizer && run_step sanitizer 400 \
+  'compute-sanitizer --tool memcheck --report-api-errors no build/test/sova_gpu_tests 2>&1 | tail -4'
+finish
