@@ -4,7 +4,8 @@
 # step time-limited, in order:
 #   suite          the GPU test suite (tools/run-tests --gpu), device 0 current;
 #                  its log in $OUT/testlog-gpu.txt
-#   suite_device1  sova_gpu_tests again with device 1 current (SOVA_TEST_DEVICE=1:
+#   suite_device1  sova_gpu_tests but its [scenario] cases (which pick their own
+#                  devices) again with device 1 current (SOVA_TEST_DEVICE=1:
 #                  the conformance suite's pools and streams on device 1);
 #                  skipped on a machine of one GPU
 #   multigpu       the multigpu suite (tools/run-tests --multigpu); skipped on one GPU
@@ -36,7 +37,7 @@ wanted suite && run_step suite 260 'tools/run-tests --gpu 2>&1 | grep -vE "^\[[0
   rc=${PIPESTATUS[0]}; cp build/meson-logs/testlog-gpu.txt "$OUT/" 2>/dev/null; exit $rc'
 if [ "$gpus" -ge 2 ]; then
   wanted suite_device1 && run_step suite_device1 200 \
-    'SOVA_TEST_DEVICE=1 build/test/sova_gpu_tests --reporter console 2>&1 | tail -6'
+    'SOVA_TEST_DEVICE=1 build/test/sova_gpu_tests "~[scenario]" --reporter console 2>&1 | tail -6'
   wanted multigpu && run_step multigpu 150 'tools/run-tests --multigpu 2>&1 | grep -vE "^\[[0-9]+/" | tail -8'
 fi
 wanted python && run_step python 280 'pip_install_sova 90 && cd /tmp &&
