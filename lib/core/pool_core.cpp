@@ -287,8 +287,12 @@ cudaError_t PoolCore::refuse_capture(cudaStream_t stream) noexcept {
 std::size_t PoolCore::block_size(const void* ptr) const noexcept {
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address)) return 0;
-  const Block* block = heap_.find(address - arena_.base());
-  if (block == nullptr || block->state.load(std::memory_order_acquire) != BlockState::live) return 0;
+  const std::size_t offset = address - arena_.base();
+  const Block* block = heap_.find(offset);
+  // find() answers for any offset in a block's first 512 bytes: only its start is the block.
+  if (block == nullptr || block->offset != offset || block->state.load(std::memory_order_acquire) != BlockState::live) {
+    return 0;
+  }
   return block->requested;
 }
 

@@ -43,6 +43,13 @@ TEST_CASE("capi last error: refused frees say what the pointer was", "[capi][las
   INFO(last());
   CHECK(contains(last(), "sovaFreeAsync: cannot free " + hex(inside)));
   CHECK(contains(last(), "inside a block allocated at " + hex(p) + " (10000 bytes); free its start"));
+  // Within the block's first 512 bytes too (the block map's resolution).
+  for (std::size_t into : {std::size_t{1}, std::size_t{256}, std::size_t{511}}) {
+    char* near = static_cast<char*>(p) + into;
+    CHECK(sovaFreeAsync(near, s) == cudaErrorInvalidValue);
+    INFO(last());
+    CHECK(contains(last(), "inside a block allocated at " + hex(p) + " (10000 bytes); free its start"));
+  }
 
   int on_the_stack = 0;
   CHECK(sovaFreeAsync(&on_the_stack, s) == cudaErrorInvalidValue);
