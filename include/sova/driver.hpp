@@ -161,6 +161,13 @@ class SOVA_API Driver {
   virtual cudaError_t event_destroy(EventHandle event) noexcept = 0;
   /// Captures the work submitted to `stream` so far.
   virtual cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept = 0;
+  /// event_record for an event made on `device` (event_create_on): the
+  /// implicit handles (0, cudaStreamLegacy, cudaStreamPerThread) name that
+  /// device's streams, whatever the calling thread's current device (a pool
+  /// fences its device's legacy stream from any thread: the release worker's
+  /// own, a miss on another device). The default serves the implicit handles
+  /// only with `device` current (cudaErrorInvalidDevice for another).
+  virtual cudaError_t event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept;
   /// cudaSuccess when the captured work is complete, cudaErrorNotReady if not.
   virtual cudaError_t event_query(EventHandle event) noexcept = 0;
   virtual cudaError_t event_synchronize(EventHandle event) noexcept = 0;

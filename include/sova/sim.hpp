@@ -197,6 +197,7 @@ class SOVA_API SimDriver final : public Driver {
   cudaError_t event_create_on(int device, EventHandle* event) noexcept override;
   cudaError_t event_destroy(EventHandle event) noexcept override;
   cudaError_t event_record(EventHandle event, cudaStream_t stream) noexcept override;
+  cudaError_t event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept override;
   cudaError_t event_query(EventHandle event) noexcept override;
   cudaError_t event_synchronize(EventHandle event) noexcept override;
   cudaError_t stream_wait_event(cudaStream_t stream, EventHandle event) noexcept override;

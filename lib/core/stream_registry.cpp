@@ -362,7 +362,10 @@ void StreamRegistry::record_fence_locked(StreamState* state, cudaStream_t stream
   EventHandle event = acquire_event();
   if (event == nullptr) return;
   cudaStream_t handle = state->is_legacy ? cudaStreamLegacy : stream;
-  if (driver_.event_record(event, handle) != cudaSuccess) {
+  // On the pool's device's stream for the implicit handles, whatever the
+  // calling thread's current device: harvest_streams fences the legacy stream
+  // from any thread, the release worker's (device 0 current) included.
+  if (driver_.event_record_on(device_, event, handle) != cudaSuccess) {
     return_event(event);
     fence_refused(state, stream);
     return;

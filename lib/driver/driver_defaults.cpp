@@ -32,6 +32,15 @@ cudaError_t Driver::event_create_on(int device, EventHandle* event) noexcept {
   return event_create(event);
 }
 
+cudaError_t Driver::event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept {
+  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+    int current = -1;
+    if (const cudaError_t err = current_device(&current); err != cudaSuccess) return err;
+    if (device != current) return cudaErrorInvalidDevice;
+  }
+  return event_record(event, stream);
+}
+
 cudaError_t Driver::properties_at(std::uintptr_t, PhysicalProps*) noexcept { return cudaErrorNotSupported; }
 cudaError_t Driver::export_posix_fd(PhysicalHandle, int*) noexcept { return cudaErrorNotSupported; }
 cudaError_t Driver::import_posix_fd(int, PhysicalHandle*) noexcept { return cudaErrorNotSupported; }

@@ -116,6 +116,7 @@ TEST_CASE("ipc peer: importer", "[.peer]") {
   const Control control = receive_control(control_socket, &handle);
   ImportOptions options;
   options.driver = &device.driver();
+  options.device = device.ordinal();
   ImportedPool imported(handle, options);
   ::close(handle);  // ImportedPool keeps its own descriptor
   ScopedStream s(device);
@@ -181,6 +182,7 @@ TEST_CASE("ipc: the exporter exiting first leaves the importer's mappings valid"
   const Control control = receive_control(peer.socket(), &handle);
   ImportOptions options;
   options.driver = &device.driver();
+  options.device = device.ordinal();
   ImportedPool imported(handle, options);
   ::close(handle);
   void* a = nullptr;
@@ -226,6 +228,7 @@ TEST_CASE("ipc: bad handles and imports into the exporting process are refused",
   TestDevice& device = test_device();
   ImportOptions options;
   options.driver = &device.driver();
+  options.device = device.ordinal();
   auto refused = [&](int fd) {
     try {
       ImportedPool p(fd, options);

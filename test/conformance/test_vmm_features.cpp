@@ -57,6 +57,7 @@ TEST_CASE("growable: device work keeps its data across growth, the address never
   TestDevice& device = test_device();
   GrowableOptions options;
   options.driver = &device.driver();
+  options.device = device.ordinal();
   options.max_chunk = 16 * kMiB;
   GrowableBuffer buffer(512 * kMiB, options);
   ScopedStream s(device);

@@ -11,6 +11,8 @@
 #include "support/two_device_sim.hpp"
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <thread>
 #include <vector>
 
@@ -138,4 +140,26 @@ TEST_CASE("peer access granted to a pool covers chunks mapped later, by growth a
   for (std::size_t i = 1; i < blocks.size(); i += 2) pool.deallocate(blocks[i], s);
   REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
   sim.destroy_stream(s);
+}
+
+TEST_CASE("pool devices: a device-1 pool's frees on the legacy stream are released by the worker (device 0 current there)",
+          "[core][devices]") {
+  // The release worker's thread has device 0 current: the fence it records on
+  // the legacy stream must be device 1's (Driver::event_record_on), or the
+  // frees never complete and idle memory is never released.
+  SimDriver sim(two_device_sim());
+  ScopedCurrentDevice current(sim, 1);
+  PoolOptions options;
+  options.driver = &sim;
+  options.device = 1;
+  Pool pool(options);  // release threshold 0: idle memory goes back
+  void* p = pool.allocate(1000, nullptr);
+  pool.deallocate(p, nullptr);
+  REQUIRE(sim.stream_synchronize(nullptr) == cudaSuccess);
+  std::uint64_t reserved = 1;
+  for (int i = 0; i < 200 && reserved != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(pool.get_attribute(cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess);
+  }
+  CHECK(reserved == 0);
 }

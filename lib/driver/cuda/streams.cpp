@@ -68,6 +68,18 @@ cudaError_t CudaDriver::event_record(EventHandle event, cudaStream_t stream) noe
   return quiet([&] { return cudaEventRecord(as_event(event), stream); });
 }
 
+cudaError_t CudaDriver::event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept {
+  if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) {
+    return event_record(event, stream);
+  }
+  // The implicit handles name the current context's streams: `device`'s
+  // primary context current for the call, the caller's given back (as
+  // event_create_on does).
+  ScopedContext ctx(device);
+  if (ctx.status() != cudaSuccess) return ctx.status();
+  return event_record(event, stream);
+}
+
 cudaError_t CudaDriver::event_query(EventHandle event) noexcept {
   RelaxedCapture relaxed;  // never invalidates another stream's capture (relaxed_capture.hpp)
   return quiet([&] { return cudaEventQuery(as_event(event)); });

@@ -29,6 +29,21 @@ cudaError_t SimDriver::event_destroy(EventHandle event) noexcept {
   });
 }
 
+cudaError_t SimDriver::event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept {
+  if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) {
+    return event_record(event, stream);
+  }
+  if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
+  // The implicit handles as `device` current names them, the thread's own
+  // current device given back.
+  int& current = sim::thread_current_device();
+  const int saved = current;
+  current = device;
+  const cudaError_t result = event_record(event, stream);
+  current = saved;
+  return result;
+}
+
 cudaError_t SimDriver::event_record(EventHandle event, cudaStream_t stream) noexcept {
   return sim::guarded([&] {
     // Check the stream and the event first so a bad one enqueues nothing.
