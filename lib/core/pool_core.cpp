@@ -22,6 +22,8 @@ constexpr std::uint32_t kClockEvery = 15;
 // fence on the first such free and every (kForeignFenceEvery + 1)th after: only
 // fences hand the blocks back to their streams (docs/design.md, "Tuning constants").
 constexpr std::uint32_t kForeignFenceEvery = 15;
+// A release threshold that keeps everything (the caching configuration).
+constexpr std::uint64_t kKeepEverything = ~std::uint64_t{0};
 
 DeviceInfo query_device(Driver& driver, int device) {
   int count = 0;
@@ -259,8 +261,16 @@ cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState
   if (!fence && block->allocated_on != state && (++state->foreign_frees & kForeignFenceEvery) == 1) {
     fence = true;
   }
-  if (!fence && block->size >= info_.granularity && (++state->large_frees & kClockEvery) == 1) {
-    fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;  // the first, then every 16th
+  if (!fence && block->size >= info_.granularity) {
+    if (release_threshold_.load(std::memory_order_relaxed) != kKeepEverything) {
+      // The pool gives idle memory back: only a fence lets the release worker
+      // know this free complete once the stream goes quiet (it never
+      // synchronizes a device: docs/graphs.md, "Captures sova does not know").
+      // An event record (~0.2 us) beside a free of a granule or more.
+      fence = true;
+    } else if ((++state->large_frees & kClockEvery) == 1) {
+      fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;  // the first, then every 16th
+    }
   }
   if (fence && may_fence) streams_.record_fence_locked(state, stream);
   state->lock.unlock();

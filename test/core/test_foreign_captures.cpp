@@ -112,3 +112,28 @@ TEST_CASE("foreign capture: destroying a pool whose pending frees have fences le
   CHECK(capture.end() == cudaSuccess);
   sim.destroy_stream(s);
 }
+
+TEST_CASE("foreign capture: idle release still gives a quiet stream's large frees back, by their fences",
+          "[core][graphs][foreign_capture][release]") {
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));  // release threshold 0: every free of a granule or more records a fence
+  const cudaStream_t s = sim.create_stream();
+  for (int round = 0; round < 3; ++round) {  // later large frees too, not only the first
+    void* a = pool.allocate(8 * kMiB, s);
+    void* b = pool.allocate(16 * kMiB, s);
+    pool.deallocate(a, s);
+    pool.deallocate(b, s);
+  }
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);  // the program knows; the pool is not told
+  ForeignCapture capture(sim);
+  const std::uint64_t synchronizes = sim.counters().device_synchronizes;
+  std::uint64_t reserved = 1;
+  for (int i = 0; i < 200 && reserved != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(pool.get_attribute(cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess);
+  }
+  CHECK(reserved == 0);
+  CHECK(sim.counters().device_synchronizes == synchronizes);
+  CHECK(capture.end() == cudaSuccess);
+  sim.destroy_stream(s);
+}
