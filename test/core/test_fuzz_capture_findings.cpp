@@ -24,8 +24,8 @@ TEST_CASE("a graph output that reused a block freed in its capture counts its ow
   cudaStream_t s = sim.create_stream();
   REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
   void* big = pool.allocate(48129, s);
-  pool.deallocate(big, s);                // a free node: reusable by this capture on s
-  void* small = pool.allocate(128, s);    // reuses it (smallest fit)
+  pool.deallocate(big, s);              // a free node: reusable by this capture on s
+  void* small = pool.allocate(128, s);  // reuses it (smallest fit)
   CHECK(small == big);
   cudaGraph_t graph = nullptr;
   REQUIRE(sim.end_capture(s, &graph) == cudaSuccess);
@@ -33,7 +33,7 @@ TEST_CASE("a graph output that reused a block freed in its capture counts its ow
   const PoolStats after = pool.stats();  // the release is collected
   CHECK(pool.graph_memory_stats().graphs == 0);
   CHECK(pool.block_size(small) == 128);
-  CHECK(after.used_current == 128);       // was 48129
+  CHECK(after.used_current == 128);  // was 48129
   pool.deallocate(small, s);
   REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
   CHECK(pool.stats().used_current == 0);

@@ -278,7 +278,7 @@ class Actor {
         }
         if (trace_) {
           std::fprintf(stderr, "sova fuzz: actor %d op %zu: %s (device synchronizes so far: %zu)\n", id_, op,
-                       op_name_.c_str(), w_.sim.counters().device_synchronizes);
+                       (op_name_ + op_detail_).c_str(), w_.sim.counters().device_synchronizes);
         }
         if (!w_.threaded || op % 16 == 0) {
           // With threads, the check waits for the others' operations in flight:
@@ -293,7 +293,7 @@ class Actor {
       std::shared_lock quiet(w_.checking);
       finish();
     } catch (const Failure& f) {
-      throw Failure(std::string(f.what()) + " [operation " + std::to_string(op) + ": " + op_name_ + "]");
+      throw Failure(std::string(f.what()) + " [operation " + std::to_string(op) + ": " + op_name_ + op_detail_ + "]");
     }
   }
 
@@ -356,6 +356,7 @@ class Actor {
   void step() {
     bump(g_counts.operations);
     op_name_ = "?";
+    op_detail_.clear();
     switch (in_.below(20)) {
       case 0:
       case 1:
@@ -414,8 +415,8 @@ class Actor {
     void* out = reinterpret_cast<void*>(0x1);
     const cudaError_t error = pool->try_allocate(&out, bytes, s);
     if (trace_) {
-      op_name_ += " " + std::to_string(bytes) + " from pool " + std::to_string(index) + " on stream " +
-                  std::to_string(reinterpret_cast<std::uintptr_t>(s)) + ": " + cudaGetErrorName(error);
+      op_detail_ = " " + std::to_string(bytes) + " from pool " + std::to_string(index) + " on stream " +
+                   std::to_string(reinterpret_cast<std::uintptr_t>(s)) + ": " + cudaGetErrorName(error);
     }
     auto* p = static_cast<unsigned char*>(out);
     // The out-of-memory path's last step, a device synchronize, may come
@@ -880,8 +881,9 @@ class Actor {
             if (w_.pools[i].pool && !g->uses(i)) unknown_pool = true;
           // (The simulation's count of device synchronizes cannot tell: the
           // worker's refused call is not counted, its next may come later.)
-          FUZZ_CHECK(unknown_pool, "the capture was invalidated by an operation that must not synchronize the "
-                                   "device, though every pool knows the capture");
+          FUZZ_CHECK(unknown_pool,
+                     "the capture was invalidated by an operation that must not synchronize the "
+                     "device, though every pool knows the capture");
         }
         g->exposed = true;
       }
@@ -1010,7 +1012,9 @@ class Actor {
     void* out = reinterpret_cast<void*>(0x1);
     const cudaError_t error = pool->try_allocate(&out, bytes, g.origin);
     if (!g.tried(index)) g.pools_tried.push_back(index);
-    if (trace_) op_name_ += " " + std::to_string(bytes) + " from pool " + std::to_string(index) + ": " + cudaGetErrorName(error);
+    if (trace_) {
+      op_detail_ = " " + std::to_string(bytes) + " from pool " + std::to_string(index) + ": " + cudaGetErrorName(error);
+    }
     auto* p = static_cast<unsigned char*>(out);
     if (error == cudaSuccess) {
       if (bytes == 0) {
@@ -1129,12 +1133,12 @@ class Actor {
       }
       return;
     }
-    FUZZ_CHECK(error == cudaErrorStreamCaptureInvalidated,
-               std::string("end_capture: ") + cudaGetErrorName(error));
+    FUZZ_CHECK(error == cudaErrorStreamCaptureInvalidated, std::string("end_capture: ") + cudaGetErrorName(error));
     const bool synchronized = w_.sim.counters().device_synchronizes != g.syncs_at_begin;
-    FUZZ_CHECK(g.exposed || g.op_may_sync, std::string("a capture was invalidated, with no call documented "
-                                      "to synchronize the device during it (") +
-                              (synchronized ? "the device was synchronized" : "no device synchronize") + ")");
+    FUZZ_CHECK(g.exposed || g.op_may_sync,
+               std::string("a capture was invalidated, with no call documented "
+                           "to synchronize the device during it (") +
+                   (synchronized ? "the device was synchronized" : "no device synchronize") + ")");
     bump(g_counts.captures_invalidated);
     // The runtime destroyed the graph: its memory comes back; what it handed
     // out and nobody freed is the caller's (never written: no launch).
@@ -1277,7 +1281,8 @@ class Actor {
     if (asleep) bump(g_counts.frees_asleep);
     const PoolStats after = pool.stats();
     if (g->released) {
-      FUZZ_CHECK(after.used_current + b->counted == before.used_current, "a released graph's output's free did not count");
+      FUZZ_CHECK(after.used_current + b->counted == before.used_current,
+                 "a released graph's output's free did not count");
     }
     if (in_.below(4) == 0) {  // once only
       const cudaError_t again = pool.try_deallocate(b->p, t);
@@ -1561,9 +1566,11 @@ class Actor {
   std::vector<std::unique_ptr<GraphRecord>> graphs_;  ///< captures and graphs (one thread)
   int next_graph_id_ = 0;
   ForeignCapture foreign_;
-  std::string op_name_ = "start";
+  const char* op_name_ = "start";
+  std::string op_detail_;  ///< with SOVA_FUZZ_TRACE: what the operation did
   bool trace_ = false;
-  std::size_t syncs_at_op_ = 0;  ///< the simulation's device synchronizes before the current operation  ///< SOVA_FUZZ_TRACE set: each operation's name on stderr
+  std::size_t syncs_at_op_ = 0;  ///< the simulation's device synchronizes before the current operation  ///<
+                                 ///< SOVA_FUZZ_TRACE set: each operation's name on stderr
 };
 
 /// After every actor is done: what was left handed off is freed, every pool
@@ -1627,13 +1634,30 @@ Counts counts() {
   c.streams_destroyed = g_counts.streams_destroyed.load();
   c.handoffs = g_counts.handoffs.load();
 #define FUZZ_COPY(name) c.name = g_counts.name.load()
-  FUZZ_COPY(captures); FUZZ_COPY(captures_ended); FUZZ_COPY(captures_invalidated); FUZZ_COPY(graph_allocations);
-  FUZZ_COPY(graph_failed_allocations); FUZZ_COPY(graph_frees); FUZZ_COPY(capture_frees_refused);
-  FUZZ_COPY(graph_launches); FUZZ_COPY(graphs_released); FUZZ_COPY(output_frees); FUZZ_COPY(memory_back_checks);
-  FUZZ_COPY(foreign_captures); FUZZ_COPY(foreign_ended); FUZZ_COPY(foreign_invalidated);
-  FUZZ_COPY(foreign_invalidated_unexplained); FUZZ_COPY(sleeps); FUZZ_COPY(failed_sleeps);
-  FUZZ_COPY(cut_short_sleeps); FUZZ_COPY(wakes); FUZZ_COPY(failed_wakes); FUZZ_COPY(frees_asleep);
-  FUZZ_COPY(allocations_asleep); FUZZ_COPY(trims_asleep); FUZZ_COPY(blocks_restored);
+  FUZZ_COPY(captures);
+  FUZZ_COPY(captures_ended);
+  FUZZ_COPY(captures_invalidated);
+  FUZZ_COPY(graph_allocations);
+  FUZZ_COPY(graph_failed_allocations);
+  FUZZ_COPY(graph_frees);
+  FUZZ_COPY(capture_frees_refused);
+  FUZZ_COPY(graph_launches);
+  FUZZ_COPY(graphs_released);
+  FUZZ_COPY(output_frees);
+  FUZZ_COPY(memory_back_checks);
+  FUZZ_COPY(foreign_captures);
+  FUZZ_COPY(foreign_ended);
+  FUZZ_COPY(foreign_invalidated);
+  FUZZ_COPY(foreign_invalidated_unexplained);
+  FUZZ_COPY(sleeps);
+  FUZZ_COPY(failed_sleeps);
+  FUZZ_COPY(cut_short_sleeps);
+  FUZZ_COPY(wakes);
+  FUZZ_COPY(failed_wakes);
+  FUZZ_COPY(frees_asleep);
+  FUZZ_COPY(allocations_asleep);
+  FUZZ_COPY(trims_asleep);
+  FUZZ_COPY(blocks_restored);
 #undef FUZZ_COPY
   return c;
 }

@@ -36,8 +36,7 @@ void run_program(const std::uint8_t* data, std::size_t size, const Options& opti
 /// share the pools (and hand blocks to one another); the checks that only
 /// hold without concurrent calls are left out, and so are the captures,
 /// graphs, sleep and wake (one-thread operations). Throws Failure.
-void run_program_threaded(const std::uint8_t* data, std::size_t size, int threads,
-                          const Options& options = Options{});
+void run_program_threaded(const std::uint8_t* data, std::size_t size, int threads, const Options& options = Options{});
 
 /// What the programs run so far did (process-wide), to tell a run that
 /// exercised the pool from one that did nothing.
@@ -45,9 +44,9 @@ struct Counts {
   long operations = 0, allocations = 0, failed_allocations = 0, frees = 0, refused_frees = 0, pools_made = 0,
        pools_refused = 0, streams_destroyed = 0, handoffs = 0;
   // Captures and graphs (one thread).
-  long captures = 0, captures_ended = 0, captures_invalidated = 0, graph_allocations = 0,
-       graph_failed_allocations = 0, graph_frees = 0, capture_frees_refused = 0, graph_launches = 0,
-       graphs_released = 0, output_frees = 0, memory_back_checks = 0;
+  long captures = 0, captures_ended = 0, captures_invalidated = 0, graph_allocations = 0, graph_failed_allocations = 0,
+       graph_frees = 0, capture_frees_refused = 0, graph_launches = 0, graphs_released = 0, output_frees = 0,
+       memory_back_checks = 0;
   // Foreign captures: begun, ended with a graph, invalidated (with a call
   // that may synchronize the device during it, and without).
   long foreign_captures = 0, foreign_ended = 0, foreign_invalidated = 0, foreign_invalidated_unexplained = 0;

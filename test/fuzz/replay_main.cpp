@@ -12,8 +12,8 @@
 // capture beside the pools (one that never touches sova) sova invalidated
 // (interpreter.hpp, Options). --only K keeps the K-th random program alone
 // (to run a failure again), --save FILE writes it out. SOVA_FUZZ_TRACE set
-// in the environment: each program's name and each operation on stderr. Prints one line per failure and a summary; exits 1
-// if anything failed.
+// in the environment: each program's name and each operation on stderr. Prints one line per failure and a summary;
+// exits 1 if anything failed.
 #include "fuzz/interpreter.hpp"
 
 #include <algorithm>
@@ -94,8 +94,9 @@ int main(int argc, char** argv) {
               std::vector<std::uint8_t>(length)};
     for (auto& b : p.bytes) b = static_cast<std::uint8_t>(rng());
     if (only >= 0 && k != only) continue;
-    if (!save.empty()) std::ofstream(save, std::ios::binary).write(reinterpret_cast<const char*>(p.bytes.data()),
-                                                                    static_cast<std::streamsize>(p.bytes.size()));
+    if (!save.empty())
+      std::ofstream(save, std::ios::binary)
+          .write(reinterpret_cast<const char*>(p.bytes.data()), static_cast<std::streamsize>(p.bytes.size()));
     programs.push_back(std::move(p));
   }
   const bool trace = std::getenv("SOVA_FUZZ_TRACE") != nullptr;  // names each program, the interpreter each operation
@@ -136,8 +137,8 @@ int main(int argc, char** argv) {
   std::printf(
       "sova_fuzz_replay: %ld sleeps (%ld failed, %ld cut short), %ld wakes (%ld failed), %ld frees and %ld "
       "allocations refused and %ld trims while asleep, %ld blocks checked after wake\n",
-      c.sleeps, c.failed_sleeps, c.cut_short_sleeps, c.wakes, c.failed_wakes, c.frees_asleep,
-      c.allocations_asleep, c.trims_asleep, c.blocks_restored);
+      c.sleeps, c.failed_sleeps, c.cut_short_sleeps, c.wakes, c.failed_wakes, c.frees_asleep, c.allocations_asleep,
+      c.trims_asleep, c.blocks_restored);
   std::printf("sova_fuzz_replay: %d runs of %zu programs, %d failed\n", runs, programs.size(), failed);
   return failed == 0 && runs > 0 ? 0 : 1;
 }
