@@ -401,6 +401,13 @@ class Actor {
       if (!Tags::holds(p, bytes, tag)) tags->mismatches.fetch_add(1);
     });
   }
+  /// With SOVA_FUZZ_TRACE: what an allocation asked and got.
+  void detail(std::size_t bytes, int pool, cudaStream_t s, cudaError_t error) {
+    char text[160];
+    std::snprintf(text, sizeof text, " %zu from pool %d on stream %p: %s", bytes, pool, static_cast<void*>(s),
+                  cudaGetErrorName(error));
+    op_detail_ = text;
+  }
   unsigned char new_tag() { return static_cast<unsigned char>(1 + (next_tag_++ % 250)); }
 
   void allocate() {
@@ -414,10 +421,7 @@ class Actor {
     const bool asleep = !w_.threaded && pool->asleep();
     void* out = reinterpret_cast<void*>(0x1);
     const cudaError_t error = pool->try_allocate(&out, bytes, s);
-    if (trace_) {
-      op_detail_ = " " + std::to_string(bytes) + " from pool " + std::to_string(index) + " on stream " +
-                   std::to_string(reinterpret_cast<std::uintptr_t>(s)) + ": " + cudaGetErrorName(error);
-    }
+    if (trace_) detail(bytes, index, s, error);
     auto* p = static_cast<unsigned char*>(out);
     // The out-of-memory path's last step, a device synchronize, may come
     // before a success too, and its count only when it worked: any
@@ -1012,9 +1016,7 @@ class Actor {
     void* out = reinterpret_cast<void*>(0x1);
     const cudaError_t error = pool->try_allocate(&out, bytes, g.origin);
     if (!g.tried(index)) g.pools_tried.push_back(index);
-    if (trace_) {
-      op_detail_ = " " + std::to_string(bytes) + " from pool " + std::to_string(index) + ": " + cudaGetErrorName(error);
-    }
+    if (trace_) detail(bytes, index, g.origin, error);
     auto* p = static_cast<unsigned char*>(out);
     if (error == cudaSuccess) {
       if (bytes == 0) {
