@@ -397,8 +397,15 @@ class Actor {
   }
   void check_tag(cudaStream_t s, const unsigned char* p, std::size_t bytes, unsigned char tag) {
     Tags* tags = &w_.tags;
-    w_.sim.launch_touching(s, p, bytes, false, [p, bytes, tag, tags] {
-      if (!Tags::holds(p, bytes, tag)) tags->mismatches.fetch_add(1);
+    const bool trace = trace_;
+    const char* what = op_name_;
+    w_.sim.launch_touching(s, p, bytes, false, [p, bytes, tag, tags, trace, what, s] {
+      if (Tags::holds(p, bytes, tag)) return;
+      tags->mismatches.fetch_add(1);
+      if (trace) {
+        std::fprintf(stderr, "sova fuzz: %zu bytes at %p do not hold tag %d (%d %d; checked on stream %p, by %s)\n",
+                     bytes, static_cast<const void*>(p), tag, p[0], p[bytes - 1], static_cast<void*>(s), what);
+      }
     });
   }
   /// With SOVA_FUZZ_TRACE: what an allocation asked and got.
@@ -813,6 +820,7 @@ class Actor {
     if (w_.threaded) return;
     op_name_ = "pool lifecycle";
     const int index = static_cast<int>(in_.below(kMaxPools));
+    if (trace_) op_detail_ = " of pool " + std::to_string(index);
     if (w_.pools[index].pool) {
       if (graphs_hold(index)) return;  // destroy graphs before their pool (docs/graphs.md)
       // Not while a capture is open: the destructor's device synchronize is
@@ -1179,6 +1187,7 @@ class Actor {
       // Launches of one graph's executables use the same memory: each after the last.
       if (g->has_last_use) wait_for(l, g->last_use);
       FUZZ_CHECK(w_.sim.graph_launch(exec, l) == cudaSuccess, "graph_launch");
+      if (trace_) std::fprintf(stderr, "sova fuzz:   graph %d launched on %p\n", g->id, static_cast<void*>(l));
       g->last_use = l;
       g->has_last_use = true;
       bump(g_counts.graph_launches);
@@ -1455,6 +1464,10 @@ class Actor {
     order_everything_before(s);
     const std::uint64_t used = pool.stats().used_current;
     const cudaError_t error = pool.sleep(backup ? SleepMode::backup : SleepMode::discard, s);
+    if (trace_) {
+      op_detail_ = std::string(" sleep pool ") + std::to_string(index) + (backup ? " backup: " : " discard: ") +
+                   cudaGetErrorName(error) + (pool.asleep() ? " (asleep)" : " (awake)");
+    }
     disarm();
     bump(g_counts.sleeps);
     FUZZ_CHECK(pool.stats().used_current == used, "sleep changed used bytes");
@@ -1488,6 +1501,7 @@ class Actor {
     if (in_.flag()) w_.sim.delay_copies(std::chrono::microseconds(200));  // the restore runs late
     const std::uint64_t used = pool.stats().used_current;
     const cudaError_t error = pool.wake(s);
+    if (trace_) op_detail_ = std::string(" wake pool ") + std::to_string(index) + ": " + cudaGetErrorName(error);
     w_.sim.delay_copies(std::chrono::microseconds(0));
     disarm();
     bump(g_counts.wakes);
@@ -1525,10 +1539,9 @@ class Actor {
           bump(g_counts.blocks_restored);
         }
       }
-      if (!g->capturing) {
-        g->last_use = s;
-        g->has_last_use = true;
-      }
+      // Its launches, a capture's open now included, come after the restore.
+      g->last_use = s;
+      g->has_last_use = true;
     }
   }
 
