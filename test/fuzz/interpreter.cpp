@@ -14,6 +14,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -40,6 +42,12 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 struct AtomicCounts {
   std::atomic<long> operations{0}, allocations{0}, failed_allocations{0}, frees{0}, refused_frees{0}, pools_made{0},
       pools_refused{0}, streams_destroyed{0}, handoffs{0};
+  std::atomic<long> captures{0}, captures_ended{0}, captures_invalidated{0}, graph_allocations{0},
+      graph_failed_allocations{0}, graph_frees{0}, capture_frees_refused{0}, graph_launches{0}, graphs_released{0},
+      output_frees{0}, memory_back_checks{0};
+  std::atomic<long> foreign_captures{0}, foreign_ended{0}, foreign_invalidated{0}, foreign_invalidated_unexplained{0};
+  std::atomic<long> sleeps{0}, failed_sleeps{0}, cut_short_sleeps{0}, wakes{0}, failed_wakes{0}, frees_asleep{0},
+      allocations_asleep{0}, trims_asleep{0}, blocks_restored{0};
 };
 AtomicCounts g_counts;
 void bump(std::atomic<long>& c) { c.fetch_add(1, std::memory_order_relaxed); }
@@ -62,6 +70,61 @@ struct Handoff {
 struct PoolSlot {
   std::unique_ptr<Pool> pool;
   int device = 0;
+  bool check_streams = true;  ///< sees captures (docs/graphs.md, "Stream checks are required")
+  bool discarded = false;     ///< the sleep that put it asleep dropped the contents
+};
+
+/// A block allocated under a capture (graph memory).
+struct GraphBlock {
+  int pool = 0;
+  unsigned char* p = nullptr;
+  std::size_t bytes = 0;
+  unsigned char tag = 0;
+  /// What the pool counts in used bytes for it: its size, or that of the
+  /// block freed in the capture that it reused (a known defect:
+  /// test/core/test_fuzz_capture_findings.cpp).
+  std::size_t counted = 0;
+  bool freed_in_graph = false;
+  bool caller_freed = false;  ///< an output the caller freed (outside capture)
+  bool tag_known = false;     ///< an output a launch wrote (and no discarding sleep since)
+};
+
+/// A capture of pool operations, then its graph, executables and launches.
+struct GraphRecord {
+  int id = 0;
+  cudaStream_t origin = nullptr;  ///< the capturing stream, made for it (non-blocking)
+  int device = 0;
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
+  bool capturing = true;
+  /// Invalidated by a call documented to synchronize the device (a trim, the
+  /// out-of-memory path of a pool the capture did not allocate from).
+  bool exposed = false;
+  bool op_may_sync = false;  ///< the current operation made such a call
+  std::size_t syncs_at_begin = 0;
+  std::vector<GraphBlock> blocks;
+  std::vector<int> pools_used;  ///< pools that served one of its allocations: they know the capture
+  /// Pools asked for an allocation under it, served or not: a failed one
+  /// registers the capture with the pool too (GraphMemoryStats::graphs).
+  std::vector<int> pools_tried;
+  cudaGraph_t graph = nullptr;
+  std::vector<cudaGraphExec_t> execs;
+  cudaStream_t last_use = nullptr;  ///< the stream of the last launch (or use of its outputs)
+  bool has_last_use = false;
+  bool released = false;  ///< graph and executables gone, launches done: its memory is back
+  bool uses(int pool) const { return std::find(pools_used.begin(), pools_used.end(), pool) != pools_used.end(); }
+  bool tried(int pool) const { return std::find(pools_tried.begin(), pools_tried.end(), pool) != pools_tried.end(); }
+};
+
+/// A capture of plain work beside the pools', never touching sova.
+struct ForeignCapture {
+  cudaStream_t stream = nullptr;
+  int device = 0;
+  bool open = false;
+  bool exposed = false;  ///< invalidated, by a call that may synchronize the device
+  bool op_may_sync = false;
+  bool invalidated_seen = false;
+  std::shared_ptr<std::atomic<int>> ran = std::make_shared<std::atomic<int>>(0);
+  int nodes = 0;
 };
 
 /// Work on a stream writes or checks a block's tag; mismatches are counted.
@@ -83,8 +146,8 @@ struct Tags {
 
 class World {
  public:
-  World(ByteReader& in, bool threaded)
-      : threaded(threaded), config(config_from(in)), sim(config), granularity(config.granularity) {
+  World(ByteReader& in, bool threaded, const Options& options)
+      : threaded(threaded), options(options), config(config_from(in)), sim(config), granularity(config.granularity) {
     const int pools = 1 + static_cast<int>(in.below(kMaxPools));
     for (int i = 0; i < pools; ++i) create_pool(i, in);
   }
@@ -94,6 +157,7 @@ class World {
     config.device_count = 2;
     config.total_memory = std::size_t{64} << 20;
     config.granularity = (in.byte() & 1) != 0 ? std::size_t{64} << 10 : std::size_t{2} << 20;
+    config.abort_on_fault = false;  // a device fault is counted and checked (faults() == 0)
     return config;
   }
 
@@ -141,6 +205,8 @@ class World {
     try {
       pools[slot].pool = std::make_unique<Pool>(o);
       pools[slot].device = o.device;
+      pools[slot].check_streams = o.check_streams;
+      pools[slot].discarded = false;
       bump(g_counts.pools_made);
     } catch (const Error&) {
       bump(g_counts.pools_refused);
@@ -149,6 +215,7 @@ class World {
   }
 
   const bool threaded;
+  const Options options;
   const SimConfig config;
   SimDriver sim;
   const std::size_t granularity;
@@ -162,11 +229,22 @@ class World {
   std::mutex mu;
   std::map<std::uintptr_t, std::size_t> live;  ///< every live block's range, all pools
   std::deque<Handoff> handoffs;
+  struct Held {
+    std::uintptr_t start;
+    std::size_t bytes;
+    int graph;
+  };
+  std::vector<Held> held;  ///< what graphs hold (their blocks, freed in them or not) until released
 
-  /// Records a new live block, checking it overlaps none.
-  void add_live(const unsigned char* p, std::size_t bytes) {
+  /// Records a new live block, checking it overlaps none, nor memory a graph
+  /// holds (but `graph`'s own: a free in a capture is reusable by it).
+  void add_live(const unsigned char* p, std::size_t bytes, int graph = -1) {
     std::lock_guard lock(mu);
     const auto a = reinterpret_cast<std::uintptr_t>(p);
+    for (const Held& h : held) {
+      FUZZ_CHECK(h.graph == graph || h.start + h.bytes <= a || a + bytes <= h.start,
+                 "a new block overlaps memory a graph holds");
+    }
     auto next = live.lower_bound(a);
     FUZZ_CHECK(next == live.end() || next->first >= a + bytes, "a new block overlaps a live one (after it)");
     if (next != live.begin()) {
@@ -187,24 +265,36 @@ class World {
 
 class Actor {
  public:
-  Actor(World& world, ByteReader in, int id) : w_(world), in_(in), id_(id) {}
+  Actor(World& world, ByteReader in, int id)
+      : w_(world), in_(in), id_(id), trace_(std::getenv("SOVA_FUZZ_TRACE") != nullptr) {}
 
   void run(std::size_t max_ops) {
-    for (std::size_t op = 0; op < max_ops && !in_.done(); ++op) {
-      {
-        std::shared_lock quiet(w_.checking);
-        step();
+    std::size_t op = 0;
+    try {
+      for (; op < max_ops && !in_.done(); ++op) {
+        {
+          std::shared_lock quiet(w_.checking);
+          step();
+        }
+        if (trace_) {
+          std::fprintf(stderr, "sova fuzz: actor %d op %zu: %s (device synchronizes so far: %zu)\n", id_, op,
+                       (op_name_ + op_detail_).c_str(), w_.sim.counters().device_synchronizes);
+        }
+        if (!w_.threaded || op % 16 == 0) {
+          // With threads, the check waits for the others' operations in flight:
+          // check_invariants does not lock stream states created during its walk
+          // (test/core/test_check_invariants_new_streams.cpp, [.lead-todo]).
+          std::unique_lock alone(w_.checking);
+          check_pools();
+          check_quiet();
+          if (!w_.threaded) check_captures();
+        }
       }
-      if (!w_.threaded || op % 16 == 0) {
-        // With threads, the check waits for the others' operations in flight:
-        // check_invariants does not lock stream states created during its walk
-        // (test/core/test_check_invariants_new_streams.cpp, [.lead-todo]).
-        std::unique_lock alone(w_.checking);
-        check_pools();
-      }
+      std::shared_lock quiet(w_.checking);
+      finish();
+    } catch (const Failure& f) {
+      throw Failure(std::string(f.what()) + " [operation " + std::to_string(op) + ": " + op_name_ + op_detail_ + "]");
     }
-    std::shared_lock quiet(w_.checking);
-    finish();
   }
 
  private:
@@ -265,6 +355,8 @@ class Actor {
   // ---- the operations ---------------------------------------------------------
   void step() {
     bump(g_counts.operations);
+    op_name_ = "?";
+    op_detail_.clear();
     switch (in_.below(20)) {
       case 0:
       case 1:
@@ -282,25 +374,66 @@ class Actor {
       case 13: inject(); break;
       case 14: synchronize(); break;
       case 15:
+        op_name_ = "delay";
         w_.sim.delay(pick_stream(static_cast<int>(in_.below(2))), std::chrono::microseconds(in_.below(200)));
         break;
       case 16: handoff(); break;
       case 17: pool_lifecycle(); break;
       case 18: free_across_devices(); break;
-      default: allocate(); break;
+      default: extended(); break;  // 19: the operations added since (captures, graphs, sleep)
     }
   }
+
+  /// Device faults and tag mismatches, as soon as they are seen.
+  void check_quiet() {
+    FUZZ_CHECK(w_.sim.faults() == 0, "a device fault: " + w_.sim.first_fault());
+    FUZZ_CHECK(w_.tags.mismatches.load() == 0, "a block's tag was overwritten while it was live");
+  }
+
+  /// Work on `s` writes (or checks) a block's tag; the simulation checks
+  /// that the memory is mapped with that access when it runs.
+  void write_tag(cudaStream_t s, unsigned char* p, std::size_t bytes, unsigned char tag) {
+    w_.sim.launch_touching(s, p, bytes, true, [p, bytes, tag] { Tags::write(p, bytes, tag); });
+  }
+  void check_tag(cudaStream_t s, const unsigned char* p, std::size_t bytes, unsigned char tag) {
+    Tags* tags = &w_.tags;
+    const bool trace = trace_;
+    const char* what = op_name_;
+    w_.sim.launch_touching(s, p, bytes, false, [p, bytes, tag, tags, trace, what, s] {
+      if (Tags::holds(p, bytes, tag)) return;
+      tags->mismatches.fetch_add(1);
+      if (trace) {
+        std::fprintf(stderr, "sova fuzz: %zu bytes at %p do not hold tag %d (%d %d; checked on stream %p, by %s)\n",
+                     bytes, static_cast<const void*>(p), tag, p[0], p[bytes - 1], static_cast<void*>(s), what);
+      }
+    });
+  }
+  /// With SOVA_FUZZ_TRACE: what an allocation asked and got.
+  void detail(std::size_t bytes, int pool, cudaStream_t s, cudaError_t error) {
+    char text[160];
+    std::snprintf(text, sizeof text, " %zu from pool %d on stream %p: %s", bytes, pool, static_cast<void*>(s),
+                  cudaGetErrorName(error));
+    op_detail_ = text;
+  }
+  unsigned char new_tag() { return static_cast<unsigned char>(1 + (next_tag_++ % 250)); }
 
   void allocate() {
     int index = 0;
     Pool* pool = pick_pool(&index);
     if (pool == nullptr) return;
+    op_name_ = "allocate";
     const cudaStream_t s = pick_stream(w_.pools[index].device);
     const std::size_t bytes = pick_size();
     const PoolStats before = w_.threaded ? PoolStats{} : pool->stats();
+    const bool asleep = !w_.threaded && pool->asleep();
     void* out = reinterpret_cast<void*>(0x1);
     const cudaError_t error = pool->try_allocate(&out, bytes, s);
+    if (trace_) detail(bytes, index, s, error);
     auto* p = static_cast<unsigned char*>(out);
+    // The out-of-memory path's last step, a device synchronize, may come
+    // before a success too, and its count only when it worked: any
+    // allocation may have synchronized.
+    may_synchronize(index);
     if (error == cudaSuccess) {
       if (bytes == 0) {
         FUZZ_CHECK(p == nullptr, "size 0 did not give NULL");
@@ -310,17 +443,24 @@ class Actor {
       FUZZ_CHECK(reinterpret_cast<std::uintptr_t>(p) % 512 == 0, "a block not 512-aligned");
       FUZZ_CHECK(pool->contains(p) && pool->contains(p + bytes - 1), "a block outside its pool");
       FUZZ_CHECK(pool->block_size(p) == bytes, "block_size disagrees with the request");
+      FUZZ_CHECK(!asleep, "an asleep pool allocated");
       w_.add_live(p, bytes);
-      const unsigned char tag = static_cast<unsigned char>(1 + (next_tag_++ % 250));
-      w_.sim.launch(s, [p, bytes, tag] { Tags::write(p, bytes, tag); });
+      const unsigned char tag = new_tag();
+      write_tag(s, p, bytes, tag);
       mine_.push_back(Block{index, p, bytes, tag, s, true});
       bump(g_counts.allocations);
       return;
     }
     bump(g_counts.failed_allocations);
     FUZZ_CHECK(p == nullptr, "a failed allocation left a pointer");
-    FUZZ_CHECK(error == cudaErrorMemoryAllocation || error == cudaErrorInvalidValue || error == cudaErrorUnknown,
-               std::string("an unexpected error: ") + cudaGetErrorName(error));
+    if (asleep) {
+      bump(g_counts.allocations_asleep);
+      FUZZ_CHECK(error == cudaErrorNotPermitted,
+                 std::string("an asleep pool's allocation: ") + cudaGetErrorName(error));
+    } else {
+      FUZZ_CHECK(error == cudaErrorMemoryAllocation || error == cudaErrorInvalidValue || error == cudaErrorUnknown,
+                 std::string("an unexpected error: ") + cudaGetErrorName(error));
+    }
     if (!w_.threaded) {
       const PoolStats after = pool->stats();
       FUZZ_CHECK(after.used_current == before.used_current && after.live_blocks == before.live_blocks &&
@@ -354,13 +494,12 @@ class Actor {
     mine_.pop_back();
     Pool& pool = *w_.pools[b.pool].pool;
     order_after(b, t);
-    const auto* p = b.p;
-    const std::size_t bytes = b.bytes;
-    const unsigned char tag = b.tag;
-    Tags* tags = &w_.tags;
-    w_.sim.launch(t, [p, bytes, tag, tags] {
-      if (!Tags::holds(p, bytes, tag)) tags->mismatches.fetch_add(1);
-    });
+    // Asleep: the memory is unmapped, nothing may touch it; the free is final.
+    if (!w_.threaded && pool.asleep()) {
+      bump(g_counts.frees_asleep);
+    } else {
+      check_tag(t, b.p, b.bytes, b.tag);
+    }
     const PoolStats before = w_.threaded ? PoolStats{} : pool.stats();
     w_.drop_live(b.p);  // before the free: another thread may get the address at once
     const cudaError_t error = pool.try_deallocate(b.p, t);
@@ -376,6 +515,7 @@ class Actor {
   }
 
   void free_one() {
+    op_name_ = "free";
     if (mine_.empty()) return;
     const std::size_t i = in_.below(mine_.size());
     free_block(i, pick_stream(w_.pools[mine_[i].pool].device));
@@ -388,6 +528,7 @@ class Actor {
   /// The stream is one of this actor's, or the implicit stream (legacy or
   /// per-thread) with the thread's current device switched for the free.
   void free_across_devices() {
+    op_name_ = "free across devices";
     if (mine_.empty()) return;
     const std::size_t i = in_.below(mine_.size());
     const int index = mine_[i].pool;
@@ -411,9 +552,13 @@ class Actor {
     free_block(i, t);
     if (implicit) FUZZ_CHECK(w_.sim.set_current_device(0) == cudaSuccess, "set_current_device");
     switch (in_.below(3)) {
-      case 0: w_.pools[index].pool->trim_to(in_.flag() ? 0 : w_.granularity); break;
+      case 0:
+        if (trim_unsafe(index)) break;
+        may_synchronize(index);
+        w_.pools[index].pool->trim_to(in_.flag() ? 0 : w_.granularity);
+        break;
       case 1:
-        if (!w_.threaded) {
+        if (!w_.threaded && !graphs_hold(index) && !any_capture_open()) {
           for (std::size_t j = mine_.size(); j-- > 0;) {
             if (mine_[j].pool == index) free_block(j, pick_stream(w_.pools[index].device));
           }
@@ -427,6 +572,7 @@ class Actor {
   }
 
   void bad_free() {
+    op_name_ = "bad free";
     int index = 0;
     Pool* pool = pick_pool(&index);
     if (pool == nullptr) return;
@@ -475,6 +621,7 @@ class Actor {
   }
 
   void streams() {
+    op_name_ = "streams";
     if (in_.flag() && streams_.size() < kMaxStreams) {
       const int device = static_cast<int>(in_.below(2));
       streams_.emplace_back(w_.sim.create_stream(in_.flag(), device), device);
@@ -489,6 +636,8 @@ class Actor {
     FUZZ_CHECK(w_.sim.stream_synchronize(s) == cudaSuccess, "stream_synchronize");
     for (Block& b : mine_)
       if (b.last == s) b.pending = false;
+    for (auto& g : graphs_)
+      if (g->has_last_use && g->last_use == s) g->has_last_use = false;
     w_.sim.destroy_stream(s);
     bump(g_counts.streams_destroyed);
     streams_.erase(streams_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -498,8 +647,12 @@ class Actor {
     int index = 0;
     Pool* pool = pick_pool(&index);
     if (pool == nullptr) return;
+    op_name_ = "trim";
     const std::size_t keeps[] = {0, w_.granularity, 5 * kMiB, SIZE_MAX};
     const std::uint64_t used = w_.threaded ? 0 : pool->stats().used_current;
+    if (trim_unsafe(index)) return;
+    if (!w_.threaded && pool->asleep()) bump(g_counts.trims_asleep);
+    may_synchronize(index);
     try {
       pool->trim_to(keeps[in_.below(4)]);
     } catch (const Error& e) {
@@ -509,6 +662,7 @@ class Actor {
   }
 
   void attribute() {
+    op_name_ = "attribute";
     int index = 0;
     Pool* pool = pick_pool(&index);
     if (pool == nullptr) return;
@@ -530,15 +684,17 @@ class Actor {
     std::uint64_t value = 0;
     const cudaError_t error = pool->get_attribute(attr, &value);
     FUZZ_CHECK(error == (known ? cudaSuccess : cudaErrorInvalidValue), "get_attribute's answer");
-    if (!w_.threaded && raw == cudaMemPoolAttrUsedMemCurrent) {
+    if (!w_.threaded && raw == cudaMemPoolAttrUsedMemCurrent && !graphs_hold_unreleased(index)) {
       std::uint64_t model = 0;
       for (const Block& b : mine_)
         if (b.pool == index) model += b.bytes;
+      model += released_outputs_bytes(index);
       FUZZ_CHECK(value == model, "UsedMemCurrent differs from the live blocks' bytes");
     }
   }
 
   void access() {
+    op_name_ = "access";
     int index = 0;
     Pool* pool = pick_pool(&index);
     if (pool == nullptr) return;
@@ -573,6 +729,7 @@ class Actor {
   }
 
   void inject() {
+    op_name_ = "inject";
     const int n = 1 + static_cast<int>(in_.below(3));
     const cudaError_t errors[] = {cudaErrorMemoryAllocation, cudaErrorUnknown};
     const cudaError_t error = errors[in_.below(2)];
@@ -584,6 +741,7 @@ class Actor {
   }
 
   void synchronize() {
+    op_name_ = "synchronize";
     int index = 0;
     Pool* pool = pick_pool(&index);
     switch (in_.below(3)) {
@@ -603,10 +761,18 @@ class Actor {
         return;
       }
       default: {  // everything: then every block of this actor holds its tag
-        FUZZ_CHECK(w_.sim.device_synchronize(0) == cudaSuccess && w_.sim.device_synchronize(1) == cudaSuccess,
-                   "device_synchronize");
+        if (any_capture_open()) {
+          // A device synchronize would invalidate the captures: each block's stream instead.
+          for (Block& b : mine_) {
+            if (b.pending) FUZZ_CHECK(w_.sim.stream_synchronize(b.last) == cudaSuccess, "stream_synchronize");
+          }
+        } else {
+          FUZZ_CHECK(w_.sim.device_synchronize(0) == cudaSuccess && w_.sim.device_synchronize(1) == cudaSuccess,
+                     "device_synchronize");
+        }
         for (Block& b : mine_) {
           b.pending = false;
+          if (!w_.threaded && w_.pools[b.pool].pool->asleep()) continue;  // unmapped: not to be touched
           FUZZ_CHECK(Tags::holds(b.p, b.bytes, b.tag), "a live block lost its tag");
         }
         return;
@@ -615,6 +781,7 @@ class Actor {
   }
 
   void handoff() {
+    op_name_ = "handoff";
     if (!w_.threaded) return;
     if (in_.flag() && !mine_.empty()) {  // give one away
       const std::size_t i = in_.below(mine_.size());
@@ -651,8 +818,15 @@ class Actor {
   /// another made in its place.
   void pool_lifecycle() {
     if (w_.threaded) return;
+    op_name_ = "pool lifecycle";
     const int index = static_cast<int>(in_.below(kMaxPools));
+    if (trace_) op_detail_ = " of pool " + std::to_string(index);
     if (w_.pools[index].pool) {
+      if (graphs_hold(index)) return;  // destroy graphs before their pool (docs/graphs.md)
+      // Not while a capture is open: the destructor's device synchronize is
+      // refused then, and it unmaps memory that queued work still uses
+      // (docs/fuzzing.md, "Known defects").
+      if (any_capture_open()) return;
       for (std::size_t i = mine_.size(); i-- > 0;) {
         if (mine_[i].pool == index) free_block(i, pick_stream(w_.pools[index].device));
       }
@@ -661,6 +835,714 @@ class Actor {
       w_.pools[index].pool.reset();
     }
     w_.create_pool(index, in_);
+  }
+
+  // ---- captures and graphs (one thread; docs/graphs.md) -----------------------
+  GraphRecord* open_capture() {
+    for (auto& g : graphs_)
+      if (g->capturing) return g.get();
+    return nullptr;
+  }
+  bool any_capture_open() { return open_capture() != nullptr || foreign_.open; }
+  /// Whether a graph (or a capture) holds or held memory of `pool` that the
+  /// model still follows: the pool must not be destroyed.
+  bool graphs_hold(int pool) {
+    for (auto& g : graphs_)
+      if (g->tried(pool)) return true;
+    return false;
+  }
+  bool graphs_hold_unreleased(int pool) {
+    for (auto& g : graphs_)
+      if (!g->released && g->tried(pool)) return true;
+    return false;
+  }
+  /// The bytes of released graphs' blocks that the caller still holds: ordinary blocks now.
+  std::uint64_t released_outputs_bytes(int pool) {
+    std::uint64_t bytes = 0;
+    for (auto& g : graphs_) {
+      if (!g->released) continue;
+      for (const GraphBlock& b : g->blocks)
+        if (b.pool == pool && !b.freed_in_graph && !b.caller_freed) bytes += b.counted;
+    }
+    return bytes;
+  }
+  /// A call that may synchronize the device comes (a trim, the out-of-memory
+  /// path, a pool's destruction: `pool` -1): a capture that did not allocate
+  /// from that pool is unknown to it and may be invalidated (docs/graphs.md,
+  /// "Device synchronizes wait").
+  void may_synchronize(int pool) {
+    if (w_.threaded) return;
+    for (auto& g : graphs_)
+      if (g->capturing && (pool < 0 || !g->uses(pool))) g->op_may_sync = true;
+    if (foreign_.open) foreign_.op_may_sync = true;
+  }
+  /// After each operation: an open capture found invalidated must owe it to
+  /// a call of that operation documented to synchronize the device.
+  void check_captures() {
+    for (auto& g : graphs_) {
+      if (!g->capturing) continue;
+      CaptureInfo info;
+      FUZZ_CHECK(w_.sim.stream_capture_info(g->origin, &info) == cudaSuccess, "stream_capture_info");
+      if (info.status == cudaStreamCaptureStatusInvalidated && !g->exposed) {
+        if (!g->op_may_sync) {
+          // Not this operation's call: the release worker's reclaim of a
+          // pool that does not know the capture (documented), the only
+          // device synchronize that comes on its own.
+          bool unknown_pool = false;
+          for (int i = 0; i < kMaxPools; ++i)
+            if (w_.pools[i].pool && !g->uses(i)) unknown_pool = true;
+          // (The simulation's count of device synchronizes cannot tell: the
+          // worker's refused call is not counted, its next may come later.)
+          FUZZ_CHECK(unknown_pool,
+                     "the capture was invalidated by an operation that must not synchronize the "
+                     "device, though every pool knows the capture");
+        }
+        g->exposed = true;
+      }
+      g->op_may_sync = false;
+    }
+    ForeignCapture& f = foreign_;
+    if (f.open) {
+      CaptureInfo info;
+      FUZZ_CHECK(w_.sim.stream_capture_info(f.stream, &info) == cudaSuccess, "stream_capture_info");
+      if (info.status == cudaStreamCaptureStatusInvalidated && !f.invalidated_seen) {
+        f.invalidated_seen = true;
+        f.exposed = f.op_may_sync;
+      }
+      f.op_may_sync = false;
+    }
+  }
+  /// A trim of `pool` may synchronize the device and so invalidate an open
+  /// capture that did not allocate from it (documented): the interpreter
+  /// leaves such trims out, so that captures live long enough to be tested.
+  bool trim_unsafe(int pool) {
+    if (w_.threaded) return false;
+    GraphRecord* open = open_capture();
+    return open != nullptr && !open->uses(pool);
+  }
+  /// A pool of `device` that sees captures, or -1.
+  int pick_capture_pool(int device) {
+    const int start = static_cast<int>(in_.below(kMaxPools));
+    for (int k = 0; k < kMaxPools; ++k) {
+      const int i = (start + k) % kMaxPools;
+      if (w_.pools[i].pool && w_.pools[i].device == device && w_.pools[i].check_streams) return i;
+    }
+    return -1;
+  }
+  template <class Pred>
+  GraphRecord* pick_graph(Pred pred) {
+    std::vector<GraphRecord*> choices;
+    for (auto& g : graphs_)
+      if (pred(*g)) choices.push_back(g.get());
+    if (choices.empty()) return nullptr;
+    return choices[in_.below(choices.size())];
+  }
+  /// Makes `t` wait for `from`'s work so far (nothing if the same stream).
+  void wait_for(cudaStream_t t, cudaStream_t from) {
+    if (t == from) return;
+    EventHandle e = event_for(from);
+    FUZZ_CHECK(w_.sim.event_record(e, from) == cudaSuccess, "event_record");
+    FUZZ_CHECK(w_.sim.stream_wait_event(t, e) == cudaSuccess, "stream_wait_event");
+    w_.sim.event_destroy(e);
+  }
+
+  void extended() {
+    op_name_ = "extended";
+    const std::size_t which = in_.below(16);
+    if (w_.threaded) return;  // one-thread operations
+    if (which < 8) {
+      graph_step();
+    } else if (which < 10) {
+      foreign_step();
+    } else {
+      sleep_step();
+    }
+  }
+
+  void graph_step() {
+    if (GraphRecord* open = open_capture()) {
+      switch (in_.below(10)) {
+        case 0:
+        case 1:
+        case 2:
+        case 3: capture_allocate(*open); break;
+        case 4:
+        case 5: capture_free(*open); break;
+        case 6: capture_use(*open); break;
+        case 7: capture_free_earlier(*open); break;
+        default: capture_end(*open); break;
+      }
+      return;
+    }
+    switch (graphs_.empty() ? 0 : in_.below(9)) {
+      case 0:
+      case 1: capture_begin(); break;
+      case 2: instantiate(); break;
+      case 3:
+      case 4: launch(); break;
+      case 5:
+      case 6: destroy_handle(); break;
+      default: free_output(); break;
+    }
+  }
+
+  void capture_begin() {
+    op_name_ = "capture begin";
+    if (graphs_.size() >= 4) return;
+    auto g = std::make_unique<GraphRecord>();
+    g->id = next_graph_id_++;
+    g->device = static_cast<int>(in_.below(2));
+    const cudaStreamCaptureMode modes[] = {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal,
+                                           cudaStreamCaptureModeRelaxed};
+    g->mode = modes[in_.below(3)];
+    g->origin = w_.sim.create_stream(false, g->device);
+    g->syncs_at_begin = w_.sim.counters().device_synchronizes;
+    FUZZ_CHECK(w_.sim.begin_capture(g->origin, g->mode) == cudaSuccess, "begin_capture");
+    bump(g_counts.captures);
+    graphs_.push_back(std::move(g));
+    // Allocate at once, most often: the pool then knows the capture and
+    // keeps its device synchronizes off (docs/graphs.md, "Device synchronizes wait").
+    if (in_.below(4) != 0) capture_allocate(*graphs_.back());
+  }
+
+  /// The capture is still valid, unless something documented may have invalidated it.
+  void check_capture_active(GraphRecord& g, const char* after) {
+    CaptureInfo info;
+    FUZZ_CHECK(w_.sim.stream_capture_info(g.origin, &info) == cudaSuccess, "stream_capture_info");
+    FUZZ_CHECK(g.exposed || g.op_may_sync || info.status == cudaStreamCaptureStatusActive,
+               std::string("the capture was invalidated (") + after + ")");
+  }
+
+  void capture_allocate(GraphRecord& g) {
+    op_name_ = "capture allocate";
+    const int index = pick_capture_pool(g.device);
+    if (index < 0) return;
+    Pool* pool = w_.pools[index].pool.get();
+    const std::size_t bytes = in_.below(4) == 0 ? pick_size() : 1 + in_.below(64) * 4096 + in_.below(1024);
+    const bool asleep = pool->asleep();
+    const PoolStats before = pool->stats();
+    void* out = reinterpret_cast<void*>(0x1);
+    const cudaError_t error = pool->try_allocate(&out, bytes, g.origin);
+    if (!g.tried(index)) g.pools_tried.push_back(index);
+    if (trace_) detail(bytes, index, g.origin, error);
+    auto* p = static_cast<unsigned char*>(out);
+    if (error == cudaSuccess) {
+      if (bytes == 0) {
+        FUZZ_CHECK(p == nullptr, "size 0 did not give NULL (capture)");
+        return;
+      }
+      FUZZ_CHECK(!asleep, "an asleep pool allocated under capture");
+      FUZZ_CHECK(p != nullptr, "success without a block (capture)");
+      FUZZ_CHECK(reinterpret_cast<std::uintptr_t>(p) % 512 == 0, "a graph block not 512-aligned");
+      FUZZ_CHECK(pool->contains(p) && pool->contains(p + bytes - 1), "a graph block outside its pool");
+      w_.add_live(p, bytes, g.id);
+      {
+        std::lock_guard lock(w_.mu);
+        w_.held.push_back(World::Held{reinterpret_cast<std::uintptr_t>(p), bytes, g.id});
+      }
+      const unsigned char tag = new_tag();
+      write_tag(g.origin, p, bytes, tag);  // a node of the graph
+      std::size_t counted = bytes;
+      for (GraphBlock& freed : g.blocks) {
+        if (freed.freed_in_graph && freed.p == p && freed.pool == index && freed.counted != 0) {
+          counted = freed.counted;  // reused: the freed block's count goes with it
+          freed.counted = 0;
+          break;
+        }
+      }
+      g.blocks.push_back(GraphBlock{index, p, bytes, tag, counted});
+      if (!g.uses(index)) g.pools_used.push_back(index);
+      bump(g_counts.graph_allocations);
+      return;
+    }
+    bump(g_counts.graph_failed_allocations);
+    FUZZ_CHECK(p == nullptr, "a failed allocation left a pointer (capture)");
+    if (asleep) {
+      FUZZ_CHECK(error == cudaErrorNotPermitted,
+                 std::string("an asleep pool's allocation under capture: ") + cudaGetErrorName(error));
+    } else {
+      FUZZ_CHECK(error == cudaErrorMemoryAllocation || error == cudaErrorInvalidValue || error == cudaErrorUnknown ||
+                     (g.exposed && error == cudaErrorStreamCaptureInvalidated),
+                 std::string("an unexpected error under capture: ") + cudaGetErrorName(error));
+    }
+    const PoolStats after = pool->stats();
+    FUZZ_CHECK(after.used_current == before.used_current && after.live_blocks == before.live_blocks &&
+                   after.allocations == before.allocations,
+               "a failed allocation under capture changed the pool");
+    check_capture_active(g, "after a failed allocation under capture");
+  }
+
+  GraphBlock* pick_graph_block(GraphRecord& g, bool outputs_only) {
+    std::vector<GraphBlock*> choices;
+    for (GraphBlock& b : g.blocks)
+      if (!b.freed_in_graph && !(outputs_only && b.caller_freed)) choices.push_back(&b);
+    if (choices.empty()) return nullptr;
+    return choices[in_.below(choices.size())];
+  }
+
+  void capture_free(GraphRecord& g) {
+    op_name_ = "capture free";
+    GraphBlock* b = pick_graph_block(g, false);
+    if (b == nullptr) return;
+    check_tag(g.origin, b->p, b->bytes, b->tag);  // a node: the block holds what the graph wrote
+    const cudaError_t error = w_.pools[b->pool].pool->try_deallocate(b->p, g.origin);
+    if (g.exposed && error == cudaErrorStreamCaptureInvalidated) return;  // invalidated: the block stays
+    FUZZ_CHECK(error == cudaSuccess, std::string("a free in the capture failed: ") + cudaGetErrorName(error));
+    b->freed_in_graph = true;
+    w_.drop_live(b->p);  // reusable by this capture's later allocations on this stream
+    bump(g_counts.graph_frees);
+  }
+
+  void capture_use(GraphRecord& g) {
+    op_name_ = "capture use";
+    GraphBlock* b = pick_graph_block(g, false);
+    if (b == nullptr) return;
+    if (in_.flag()) {
+      b->tag = new_tag();
+      write_tag(g.origin, b->p, b->bytes, b->tag);
+    } else {
+      check_tag(g.origin, b->p, b->bytes, b->tag);
+    }
+  }
+
+  /// A free under capture of a block allocated before it: refused, nothing changes.
+  void capture_free_earlier(GraphRecord& g) {
+    op_name_ = "capture free of an earlier block";
+    std::vector<std::size_t> choices;
+    for (std::size_t i = 0; i < mine_.size(); ++i)
+      if (w_.pools[mine_[i].pool].check_streams) choices.push_back(i);
+    if (choices.empty()) return;
+    const Block& b = mine_[choices[in_.below(choices.size())]];
+    Pool& pool = *w_.pools[b.pool].pool;
+    const PoolStats before = pool.stats();
+    const cudaError_t error = pool.try_deallocate(b.p, g.origin);
+    FUZZ_CHECK(error == cudaErrorStreamCaptureUnsupported,
+               std::string("a free under capture of an earlier block: ") + cudaGetErrorName(error));
+    const PoolStats after = pool.stats();
+    FUZZ_CHECK(after.used_current == before.used_current && after.live_blocks == before.live_blocks &&
+                   after.deallocations == before.deallocations && after.reserved_current == before.reserved_current,
+               "a refused free under capture changed the pool");
+    FUZZ_CHECK(pool.block_size(b.p) == b.bytes, "a refused free under capture freed the block");
+    bump(g_counts.capture_frees_refused);
+    check_capture_active(g, "after a refused free");
+  }
+
+  void capture_end(GraphRecord& g) {
+    op_name_ = "capture end";
+    cudaGraph_t graph = nullptr;
+    const cudaError_t error = w_.sim.end_capture(g.origin, &graph);
+    g.capturing = false;
+    if (error == cudaSuccess) {
+      g.graph = graph;
+      bump(g_counts.captures_ended);
+      if (in_.below(4) != 0) {  // most often: instantiated, and launched, at once
+        cudaGraphExec_t exec = nullptr;
+        FUZZ_CHECK(w_.sim.graph_instantiate(&exec, g.graph) == cudaSuccess, "graph_instantiate");
+        g.execs.push_back(exec);
+        if (in_.flag()) launch_graph(g);
+      }
+      return;
+    }
+    FUZZ_CHECK(error == cudaErrorStreamCaptureInvalidated, std::string("end_capture: ") + cudaGetErrorName(error));
+    const bool synchronized = w_.sim.counters().device_synchronizes != g.syncs_at_begin;
+    FUZZ_CHECK(g.exposed || g.op_may_sync,
+               std::string("a capture was invalidated, with no call documented "
+                           "to synchronize the device during it (") +
+                   (synchronized ? "the device was synchronized" : "no device synchronize") + ")");
+    bump(g_counts.captures_invalidated);
+    // The runtime destroyed the graph: its memory comes back; what it handed
+    // out and nobody freed is the caller's (never written: no launch).
+    release_graph(g);
+  }
+
+  void instantiate() {
+    op_name_ = "graph instantiate";
+    GraphRecord* g = pick_graph([](const GraphRecord& r) { return r.graph != nullptr && r.execs.size() < 3; });
+    if (g == nullptr) return;
+    cudaGraphExec_t exec = nullptr;
+    FUZZ_CHECK(w_.sim.graph_instantiate(&exec, g->graph) == cudaSuccess, "graph_instantiate");
+    g->execs.push_back(exec);
+  }
+
+  void launch() {
+    op_name_ = "graph launch";
+    GraphRecord* g = pick_graph([](const GraphRecord& r) { return !r.execs.empty(); });
+    if (g != nullptr) launch_graph(*g);
+  }
+  void launch_graph(GraphRecord& graph) {
+    GraphRecord* g = &graph;
+    for (int pool : g->pools_used)
+      if (w_.pools[pool].pool->asleep()) return;  // its memory is unmapped: the caller must wake the pool first
+    std::vector<cudaStream_t> choices{g->origin};
+    for (const auto& [s, d] : streams_)
+      if (d == g->device) choices.push_back(s);
+    if (g->device == 0) {
+      choices.push_back(nullptr);
+      choices.push_back(cudaStreamPerThread);
+    }
+    const int n = 1 + static_cast<int>(in_.below(3));
+    for (int k = 0; k < n; ++k) {
+      const cudaStream_t l = choices[in_.below(choices.size())];
+      const cudaGraphExec_t exec = g->execs[in_.below(g->execs.size())];
+      // Launches of one graph's executables use the same memory: each after the last.
+      if (g->has_last_use) wait_for(l, g->last_use);
+      FUZZ_CHECK(w_.sim.graph_launch(exec, l) == cudaSuccess, "graph_launch");
+      if (trace_) std::fprintf(stderr, "sova fuzz:   graph %d launched on %p\n", g->id, static_cast<void*>(l));
+      g->last_use = l;
+      g->has_last_use = true;
+      bump(g_counts.graph_launches);
+    }
+    // What the graph left live reads back after the launch.
+    for (GraphBlock& b : g->blocks) {
+      if (b.freed_in_graph || b.caller_freed) continue;
+      b.tag_known = true;
+      check_tag(g->last_use, b.p, b.bytes, b.tag);
+    }
+  }
+
+  void destroy_handle() {
+    op_name_ = "graph destroy";
+    GraphRecord* g = pick_graph([](const GraphRecord& r) { return r.graph != nullptr || !r.execs.empty(); });
+    if (g == nullptr) return;
+    const std::size_t handles = g->execs.size() + (g->graph != nullptr ? 1 : 0);
+    const std::size_t k = in_.below(handles);
+    if (k < g->execs.size()) {
+      FUZZ_CHECK(w_.sim.graph_exec_destroy(g->execs[k]) == cudaSuccess, "graph_exec_destroy");
+      g->execs.erase(g->execs.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      FUZZ_CHECK(w_.sim.graph_destroy(g->graph) == cudaSuccess, "graph_destroy");
+      g->graph = nullptr;
+    }
+    if (g->graph != nullptr || !g->execs.empty()) return;
+    // The last handle: once the launches are done the release callback has
+    // run (on the simulation, by the time the synchronize returns).
+    if (g->has_last_use) {
+      FUZZ_CHECK(w_.sim.stream_synchronize(g->last_use) == cudaSuccess, "stream_synchronize");
+      g->has_last_use = false;
+    }
+    release_graph(*g);
+  }
+
+  /// The model's side of a graph's release; then its memory must be back
+  /// once a statistics read or a trim has run (docs/graphs.md, "When memory comes back").
+  void release_graph(GraphRecord& g) {
+    {
+      std::lock_guard lock(w_.mu);
+      std::erase_if(w_.held, [&](const World::Held& h) { return h.graph == g.id; });
+    }
+    g.released = true;
+    bump(g_counts.graphs_released);
+    for (int index : g.pools_tried) {
+      Pool* pool = w_.pools[index].pool.get();
+      if (pool == nullptr || graphs_hold_unreleased(index)) continue;
+      switch (in_.below(5)) {
+        case 0: (void)pool->stats(); break;
+        case 1: {
+          std::uint64_t v = 0;
+          (void)pool->get_attribute(cudaMemPoolAttrUsedMemCurrent, &v);
+          break;
+        }
+        case 2: (void)pool->graph_memory_stats(); break;
+        case 3:
+          may_synchronize(index);
+          pool->trim_to(SIZE_MAX);
+          break;
+        default:
+          may_synchronize(index);
+          pool->trim_graph_memory();
+          break;
+      }
+      const GraphMemoryStats gs = pool->graph_memory_stats();
+      FUZZ_CHECK(gs.graphs == 0 && gs.held_bytes == 0 && gs.held_blocks == 0,
+                 "a released graph's memory is not back (graphs " + std::to_string(gs.graphs) + ", held bytes " +
+                     std::to_string(gs.held_bytes) + ", blocks " + std::to_string(gs.held_blocks) + ")");
+      std::uint64_t model = released_outputs_bytes(index);
+      for (const Block& b : mine_)
+        if (b.pool == index) model += b.bytes;
+      FUZZ_CHECK(pool->stats().used_current == model,
+                 "after a graph's release, used bytes differ from the blocks held (" +
+                     std::to_string(pool->stats().used_current) + " against " + std::to_string(model) + ")");
+      bump(g_counts.memory_back_checks);
+    }
+  }
+
+  /// The caller frees a block a graph left live (outside capture), ordered
+  /// after the graph's last launch as a user must.
+  void free_output() {
+    op_name_ = "free a graph's output";
+    GraphRecord* g = pick_graph([](const GraphRecord& r) {
+      if (r.capturing) return false;
+      for (const GraphBlock& b : r.blocks)
+        if (!b.freed_in_graph && !b.caller_freed) return true;
+      return false;
+    });
+    if (g == nullptr) return;
+    GraphBlock* b = pick_graph_block(*g, true);
+    Pool& pool = *w_.pools[b->pool].pool;
+    const cudaStream_t t = pick_stream(w_.pools[b->pool].device);
+    if (g->has_last_use) wait_for(t, g->last_use);
+    const bool asleep = pool.asleep();
+    if (b->tag_known && !asleep) check_tag(t, b->p, b->bytes, b->tag);
+    const PoolStats before = pool.stats();
+    w_.drop_live(b->p);
+    const cudaError_t error = pool.try_deallocate(b->p, t);
+    FUZZ_CHECK(error == cudaSuccess, std::string("freeing a graph's output failed: ") + cudaGetErrorName(error));
+    b->caller_freed = true;
+    bump(g_counts.output_frees);
+    if (asleep) bump(g_counts.frees_asleep);
+    const PoolStats after = pool.stats();
+    if (g->released) {
+      FUZZ_CHECK(after.used_current + b->counted == before.used_current,
+                 "a released graph's output's free did not count");
+    }
+    if (in_.below(4) == 0) {  // once only
+      const cudaError_t again = pool.try_deallocate(b->p, t);
+      FUZZ_CHECK(again == cudaErrorInvalidValue,
+                 std::string("a second free of a graph's output: ") + cudaGetErrorName(again));
+      FUZZ_CHECK(pool.stats().used_current == after.used_current, "a refused second free changed used bytes");
+    }
+    if (g->released) forget_if_done(*g);
+  }
+
+  /// A released graph whose outputs are all freed leaves the model.
+  void forget_if_done(GraphRecord& g) {
+    for (const GraphBlock& b : g.blocks)
+      if (!b.freed_in_graph && !b.caller_freed) return;
+    FUZZ_CHECK(w_.sim.stream_synchronize(g.origin) == cudaSuccess, "stream_synchronize");
+    w_.sim.destroy_stream(g.origin);
+    std::erase_if(graphs_, [&](const std::unique_ptr<GraphRecord>& r) { return r.get() == &g; });
+  }
+
+  /// Ends what is open, destroys every graph, frees every output.
+  void finish_graphs() {
+    if (w_.threaded) return;
+    if (foreign_.open) end_foreign();
+    if (GraphRecord* open = open_capture()) capture_end(*open);
+    while (!graphs_.empty()) {
+      GraphRecord& g = *graphs_.front();
+      if (!g.released) {
+        while (g.graph != nullptr || !g.execs.empty()) destroy_handle_of(g);
+      }
+      for (GraphBlock& b : g.blocks) {
+        if (b.freed_in_graph || b.caller_freed) continue;
+        Pool& pool = *w_.pools[b.pool].pool;
+        const cudaStream_t t = any_stream(w_.pools[b.pool].device);
+        if (g.has_last_use) wait_for(t, g.last_use);
+        if (b.tag_known && !pool.asleep()) check_tag(t, b.p, b.bytes, b.tag);
+        w_.drop_live(b.p);
+        FUZZ_CHECK(pool.try_deallocate(b.p, t) == cudaSuccess, "freeing a graph's output");
+        b.caller_freed = true;
+      }
+      forget_if_done(g);
+    }
+  }
+  void destroy_handle_of(GraphRecord& g) {
+    if (!g.execs.empty()) {
+      FUZZ_CHECK(w_.sim.graph_exec_destroy(g.execs.back()) == cudaSuccess, "graph_exec_destroy");
+      g.execs.pop_back();
+    } else {
+      FUZZ_CHECK(w_.sim.graph_destroy(g.graph) == cudaSuccess, "graph_destroy");
+      g.graph = nullptr;
+    }
+    if (g.graph != nullptr || !g.execs.empty()) return;
+    if (g.has_last_use) {
+      FUZZ_CHECK(w_.sim.stream_synchronize(g.last_use) == cudaSuccess, "stream_synchronize");
+      g.has_last_use = false;
+    }
+    release_graph(g);
+  }
+
+  // ---- a capture beside the pools' ------------------------------------------------
+  void foreign_step() {
+    op_name_ = "foreign capture";
+    ForeignCapture& f = foreign_;
+    if (!f.open) {
+      f = ForeignCapture{};
+      f.device = static_cast<int>(in_.below(2));
+      f.stream = w_.sim.create_stream(false, f.device);
+      FUZZ_CHECK(w_.sim.begin_capture(f.stream, cudaStreamCaptureModeGlobal) == cudaSuccess, "begin_capture");
+      f.open = true;
+      bump(g_counts.foreign_captures);
+    }
+    if (in_.below(3) != 0) {
+      auto ran = f.ran;
+      w_.sim.launch(f.stream, [ran] { ran->fetch_add(1); });
+      ++f.nodes;
+      return;
+    }
+    end_foreign();
+  }
+  void end_foreign() {
+    ForeignCapture& f = foreign_;
+    cudaGraph_t graph = nullptr;
+    const cudaError_t error = w_.sim.end_capture(f.stream, &graph);
+    f.open = false;
+    if (error == cudaSuccess) {
+      bump(g_counts.foreign_ended);
+      cudaGraphExec_t exec = nullptr;
+      FUZZ_CHECK(w_.sim.graph_instantiate(&exec, graph) == cudaSuccess, "graph_instantiate");
+      FUZZ_CHECK(w_.sim.graph_launch(exec, f.stream) == cudaSuccess, "graph_launch");
+      FUZZ_CHECK(w_.sim.stream_synchronize(f.stream) == cudaSuccess, "stream_synchronize");
+      FUZZ_CHECK(f.ran->load() == f.nodes, "a foreign graph did not run its work");
+      FUZZ_CHECK(w_.sim.graph_exec_destroy(exec) == cudaSuccess, "graph_exec_destroy");
+      FUZZ_CHECK(w_.sim.graph_destroy(graph) == cudaSuccess, "graph_destroy");
+    } else {
+      FUZZ_CHECK(error == cudaErrorStreamCaptureInvalidated, std::string("end_capture: ") + cudaGetErrorName(error));
+      bump(g_counts.foreign_invalidated);
+      if (!f.exposed && !f.op_may_sync) bump(g_counts.foreign_invalidated_unexplained);
+      FUZZ_CHECK(!w_.options.strict_foreign_captures,
+                 std::string("sova invalidated a capture beside the pools'") +
+                     (f.exposed || f.op_may_sync ? " (by a trim, an allocation or a pool's destruction)"
+                                                 : " (by an operation not documented to synchronize the device)"));
+    }
+    FUZZ_CHECK(w_.sim.stream_synchronize(f.stream) == cudaSuccess, "stream_synchronize");
+    w_.sim.destroy_stream(f.stream);
+  }
+
+  // ---- sleep and wake (one thread; docs/sleep-wake.md) -------------------------------
+  void sleep_step() {
+    op_name_ = "sleep/wake";
+    int index = 0;
+    Pool* pool = pick_pool(&index);
+    if (pool == nullptr) return;
+    // Mostly wake an asleep pool, if there is one: allocations wait for it.
+    for (int k = 0; k < kMaxPools && !pool->asleep() && in_.below(4) != 0; ++k) {
+      if (w_.pools[k].pool && w_.pools[k].pool->asleep()) {
+        index = k;
+        pool = w_.pools[k].pool.get();
+      }
+    }
+    const cudaStream_t s = pick_stream(w_.pools[index].device);
+    if (!pool->asleep() || in_.below(4) == 0) {
+      sleep_pool(index, s);  // asleep already: finishes a release a failed unmap cut short
+    } else {
+      wake_pool(index, s);
+    }
+  }
+
+  void disarm() {
+    w_.sim.fail_unmap_at(0);
+    w_.sim.fail_memcpy_at(0);
+    w_.sim.fail_host_alloc_at(0);
+    w_.sim.fail_physical_create_at(0);
+    w_.sim.fail_map_at(0);
+    w_.sim.fail_set_access_at(0);
+  }
+
+  /// Every stream that may have used memory is ordered before `s` (the
+  /// caller's duty before a sleep): this actor's, the graphs', and the
+  /// implicit streams of both devices.
+  void order_everything_before(cudaStream_t s) {
+    for (const auto& [t, d] : streams_) wait_for(s, t);
+    for (auto& g : graphs_)
+      if (!g->capturing) wait_for(s, g->origin);
+    wait_for(s, nullptr);
+    wait_for(s, cudaStreamPerThread);
+    FUZZ_CHECK(w_.sim.set_current_device(1) == cudaSuccess, "set_current_device");
+    EventHandle legacy1 = nullptr, per_thread1 = nullptr;
+    FUZZ_CHECK(w_.sim.event_create_on(1, &legacy1) == cudaSuccess, "event_create_on");
+    FUZZ_CHECK(w_.sim.event_create_on(1, &per_thread1) == cudaSuccess, "event_create_on");
+    FUZZ_CHECK(w_.sim.event_record(legacy1, nullptr) == cudaSuccess, "event_record");
+    FUZZ_CHECK(w_.sim.event_record(per_thread1, cudaStreamPerThread) == cudaSuccess, "event_record");
+    FUZZ_CHECK(w_.sim.set_current_device(0) == cudaSuccess, "set_current_device");
+    FUZZ_CHECK(w_.sim.stream_wait_event(s, legacy1) == cudaSuccess, "stream_wait_event");
+    FUZZ_CHECK(w_.sim.stream_wait_event(s, per_thread1) == cudaSuccess, "stream_wait_event");
+    w_.sim.event_destroy(legacy1);
+    w_.sim.event_destroy(per_thread1);
+  }
+
+  void sleep_pool(int index, cudaStream_t s) {
+    Pool& pool = *w_.pools[index].pool;
+    const bool was_asleep = pool.asleep();
+    const bool backup = in_.below(4) != 0;
+    switch (in_.below(6)) {  // a failure at one of sleep's driver calls, or none
+      case 0: w_.sim.fail_unmap_at(1 + static_cast<int>(in_.below(3))); break;
+      case 1: w_.sim.fail_memcpy_at(1 + static_cast<int>(in_.below(3))); break;
+      case 2: w_.sim.fail_host_alloc_at(1); break;
+      default: break;
+    }
+    order_everything_before(s);
+    const std::uint64_t used = pool.stats().used_current;
+    const cudaError_t error = pool.sleep(backup ? SleepMode::backup : SleepMode::discard, s);
+    if (trace_) {
+      op_detail_ = std::string(" sleep pool ") + std::to_string(index) + (backup ? " backup: " : " discard: ") +
+                   cudaGetErrorName(error) + (pool.asleep() ? " (asleep)" : " (awake)");
+    }
+    disarm();
+    bump(g_counts.sleeps);
+    FUZZ_CHECK(pool.stats().used_current == used, "sleep changed used bytes");
+    if (error == cudaSuccess) {
+      FUZZ_CHECK(pool.asleep(), "a sleep that succeeded left the pool awake");
+    } else if (pool.asleep()) {
+      bump(g_counts.cut_short_sleeps);
+    } else {
+      bump(g_counts.failed_sleeps);
+      FUZZ_CHECK(!was_asleep, "a failed sleep woke the pool");
+      // Awake as it was: every block holds its bytes.
+      for (Block& b : mine_) {
+        if (b.pool != index) continue;
+        check_tag(s, b.p, b.bytes, b.tag);
+        b.last = s;
+        b.pending = true;
+      }
+      return;
+    }
+    if (!was_asleep) w_.pools[index].discarded = !backup;
+  }
+
+  void wake_pool(int index, cudaStream_t s) {
+    Pool& pool = *w_.pools[index].pool;
+    switch (in_.below(10)) {  // a failure at one of wake's driver calls, or none
+      case 0: w_.sim.fail_physical_create_at(1 + static_cast<int>(in_.below(3)), cudaErrorMemoryAllocation); break;
+      case 1: w_.sim.fail_map_at(1 + static_cast<int>(in_.below(3))); break;
+      case 2: w_.sim.fail_set_access_at(1 + static_cast<int>(in_.below(2))); break;
+      default: break;
+    }
+    if (in_.flag()) w_.sim.delay_copies(std::chrono::microseconds(200));  // the restore runs late
+    const std::uint64_t used = pool.stats().used_current;
+    const cudaError_t error = pool.wake(s);
+    if (trace_) op_detail_ = std::string(" wake pool ") + std::to_string(index) + ": " + cudaGetErrorName(error);
+    w_.sim.delay_copies(std::chrono::microseconds(0));
+    disarm();
+    bump(g_counts.wakes);
+    FUZZ_CHECK(pool.stats().used_current == used, "wake changed used bytes");
+    if (error != cudaSuccess) {
+      bump(g_counts.failed_wakes);
+      FUZZ_CHECK(pool.asleep(), "a failed wake left the pool awake");
+      return;
+    }
+    FUZZ_CHECK(!pool.asleep(), "a wake that succeeded left the pool asleep");
+    const bool discarded = w_.pools[index].discarded;
+    // Work on `s` after wake sees the contents: kept blocks hold their tags
+    // (after a backup), or are written anew (after a discard).
+    for (Block& b : mine_) {
+      if (b.pool != index) continue;
+      if (discarded) {
+        b.tag = new_tag();
+        write_tag(s, b.p, b.bytes, b.tag);
+      } else {
+        check_tag(s, b.p, b.bytes, b.tag);
+        bump(g_counts.blocks_restored);
+      }
+      b.last = s;
+      b.pending = true;
+    }
+    for (auto& g : graphs_) {
+      if (!g->tried(index)) continue;
+      if (g->has_last_use) wait_for(s, g->last_use);
+      for (GraphBlock& b : g->blocks) {
+        if (b.pool != index || b.freed_in_graph || b.caller_freed || !b.tag_known) continue;
+        if (discarded) {
+          b.tag_known = false;
+        } else {
+          check_tag(s, b.p, b.bytes, b.tag);
+          bump(g_counts.blocks_restored);
+        }
+      }
+      // Its launches, a capture's open now included, come after the restore.
+      g->last_use = s;
+      g->has_last_use = true;
+    }
   }
 
   void check_pools() {
@@ -676,6 +1558,8 @@ class Actor {
 
   /// Frees everything this actor holds (and, single-threaded, what was handed off).
   void finish() {
+    op_name_ = "finish";
+    finish_graphs();
     while (!mine_.empty()) {
       const Block& b = mine_.back();
       free_block(mine_.size() - 1, b.pending ? b.last : any_stream(w_.pools[b.pool].device));
@@ -694,6 +1578,14 @@ class Actor {
   std::vector<Block> freed_;                           ///< recently freed (double-free attempts)
   std::vector<std::pair<cudaStream_t, int>> streams_;  ///< created: (handle, device)
   unsigned next_tag_ = 0;
+  std::vector<std::unique_ptr<GraphRecord>> graphs_;  ///< captures and graphs (one thread)
+  int next_graph_id_ = 0;
+  ForeignCapture foreign_;
+  const char* op_name_ = "start";
+  std::string op_detail_;  ///< with SOVA_FUZZ_TRACE: what the operation did
+  bool trace_ = false;
+  std::size_t syncs_at_op_ = 0;  ///< the simulation's device synchronizes before the current operation  ///<
+                                 ///< SOVA_FUZZ_TRACE set: each operation's name on stderr
 };
 
 /// After every actor is done: what was left handed off is freed, every pool
@@ -727,6 +1619,8 @@ void finish_world(World& w) {
   const SimCounters c = w.sim.counters();
   FUZZ_CHECK(c.physical_bytes == 0, "physical memory leaked past the pools' destruction");
   FUZZ_CHECK(c.reservations == 0, "VA leaked past the pools' destruction");
+  FUZZ_CHECK(c.pinned_host_bytes == 0, "pinned host memory (sleep backups) leaked past the pools' destruction");
+  FUZZ_CHECK(w.sim.faults() == 0, "a device fault: " + w.sim.first_fault());
 }
 
 /// Runs `body`, turning the pool's own exceptions into failures.
@@ -754,23 +1648,49 @@ Counts counts() {
   c.pools_refused = g_counts.pools_refused.load();
   c.streams_destroyed = g_counts.streams_destroyed.load();
   c.handoffs = g_counts.handoffs.load();
+#define FUZZ_COPY(name) c.name = g_counts.name.load()
+  FUZZ_COPY(captures);
+  FUZZ_COPY(captures_ended);
+  FUZZ_COPY(captures_invalidated);
+  FUZZ_COPY(graph_allocations);
+  FUZZ_COPY(graph_failed_allocations);
+  FUZZ_COPY(graph_frees);
+  FUZZ_COPY(capture_frees_refused);
+  FUZZ_COPY(graph_launches);
+  FUZZ_COPY(graphs_released);
+  FUZZ_COPY(output_frees);
+  FUZZ_COPY(memory_back_checks);
+  FUZZ_COPY(foreign_captures);
+  FUZZ_COPY(foreign_ended);
+  FUZZ_COPY(foreign_invalidated);
+  FUZZ_COPY(foreign_invalidated_unexplained);
+  FUZZ_COPY(sleeps);
+  FUZZ_COPY(failed_sleeps);
+  FUZZ_COPY(cut_short_sleeps);
+  FUZZ_COPY(wakes);
+  FUZZ_COPY(failed_wakes);
+  FUZZ_COPY(frees_asleep);
+  FUZZ_COPY(allocations_asleep);
+  FUZZ_COPY(trims_asleep);
+  FUZZ_COPY(blocks_restored);
+#undef FUZZ_COPY
   return c;
 }
 
-void run_program(const std::uint8_t* data, std::size_t size) {
+void run_program(const std::uint8_t* data, std::size_t size, const Options& options) {
   guarded([&] {
     ByteReader in(data, size);
-    World world(in, /*threaded=*/false);
+    World world(in, /*threaded=*/false, options);
     Actor actor(world, in, 0);
     actor.run(4096);
     finish_world(world);
   });
 }
 
-void run_program_threaded(const std::uint8_t* data, std::size_t size, int threads) {
+void run_program_threaded(const std::uint8_t* data, std::size_t size, int threads, const Options& options) {
   guarded([&] {
     ByteReader header(data, size < 16 ? size : 16);
-    World world(header, /*threaded=*/true);
+    World world(header, /*threaded=*/true, options);
     const std::size_t body = size > 16 ? size - 16 : 0;
     const std::size_t slice = threads > 0 ? body / static_cast<std::size_t>(threads) : 0;
     std::vector<std::thread> workers;
