@@ -127,6 +127,7 @@ cudaError_t Arena::map_chunk(const Chunk& chunk, bool with_access) noexcept {
 }
 
 Arena::~Arena() {
+  if (abandoned_) return;                 // left to the process's end (abandon())
   ghosts_.set_settler(nullptr, nullptr);  // the caller guarantees the device no longer touches any of it
   // A chunk whose unmap fails is tried once more (a passing failure); one
   // that stays mapped after that keeps the reservation, which cannot be

@@ -36,6 +36,11 @@ class Arena {
   /// Unmaps and releases every chunk and frees the reservation. The caller
   /// guarantees the device no longer touches any of it.
   ~Arena();
+  /// The device could not be waited for (a capture runs on it) while work
+  /// queued on this memory may still run: the destructor then leaves every
+  /// mapping, handle and the reservation to the process's end instead of
+  /// unmapping them under that work. Called by the pool's destructor only.
+  void abandon() noexcept { abandoned_ = true; }
   Arena(const Arena&) = delete;
   Arena& operator=(const Arena&) = delete;
 
@@ -269,6 +274,7 @@ class Arena {
   GhostMappings ghosts_;                  ///< the old places of moved chunks, still mapped
   std::vector<cudaMemAccessDesc> peers_;  // devices other than the owner
   std::size_t backed_bytes_ = 0;
+  bool abandoned_ = false;  ///< abandon(): nothing is released at destruction
   std::size_t backed_high_ = 0;
   std::uint64_t chunks_mapped_ = 0;
   std::uint64_t chunks_unmapped_ = 0;

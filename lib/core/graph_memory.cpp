@@ -94,6 +94,7 @@ cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t st
   const auto stream_key = reinterpret_cast<std::uintptr_t>(stream);
 
   RelaxedMode relaxed(driver_);
+  void* reused = nullptr;
   {
     std::lock_guard<std::mutex> lock(mu_);
     end_captures_on_locked(stream, info.id);  // an earlier capture on this stream is over
@@ -105,13 +106,18 @@ cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t st
     if (lists != graph->reusable.end()) {
       auto fit = lists->second.lower_bound(bytes);
       if (fit != lists->second.end()) {
-        void* block = fit->second;
+        reused = fit->second;
         lists->second.erase(fit);
-        blocks_[block].live = true;
-        *ptr = block;
-        return cudaSuccess;
+        blocks_[reused].live = true;
       }
     }
+  }
+  if (reused != nullptr) {
+    // The pool counts the block at this allocation's size from now on (used
+    // bytes are requested bytes), outside the lock (the source takes its own).
+    source_.requested(reused, bytes);
+    *ptr = reused;
+    return cudaSuccess;
   }
   // New memory from the pool, outside the lock (the pool's allocate may
   // collect released graphs, which takes it).

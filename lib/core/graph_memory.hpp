@@ -75,6 +75,9 @@ class GraphBlockSource {
   /// `stream` (outside capture) while a graph held it: free as an ordinary
   /// free on `stream` made now (so after the caller's, never before),
   /// complete only once that stream's work so far is.
+  /// A block from take(), freed and reused within one capture, now serves
+  /// an allocation of `bytes` (what the pool counts as used for it).
+  virtual void requested(void* block, std::size_t bytes) noexcept = 0;
   /// `freer`: the opaque token the pool passed to deallocate() with the
   /// caller's free (its stream's state: the handle may be destroyed by now,
   /// so it is never used again).

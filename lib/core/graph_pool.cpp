@@ -58,4 +58,6 @@ void PoolGraphs::give_back_freed_on(void* block, void* freer) noexcept {
   core_.free_graph_output(block, static_cast<StreamState*>(freer));
 }
 
+void PoolGraphs::requested(void* block, std::size_t bytes) noexcept { core_.set_requested(block, bytes); }
+
 }  // namespace sova::detail

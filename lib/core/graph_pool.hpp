@@ -34,6 +34,7 @@ class PoolGraphs final : public GraphBlockSource {
   cudaError_t take(std::size_t bytes, void** out) noexcept override;
   void give_back(const std::vector<void*>& blocks) noexcept override;
   void give_back_freed_on(void* block, void* freer) noexcept override;
+  void requested(void* block, std::size_t bytes) noexcept override;
 
  private:
   /// The private stream, made on first use; nullptr (and *error) if the driver cannot.

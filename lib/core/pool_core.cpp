@@ -106,7 +106,13 @@ PoolCore::~PoolCore() {
     waited = !streams_.any_unfenced(states) && streams_.wait_fences(states);
   } catch (...) {
   }
-  if (!waited) streams_.synchronize_devices();
+  if (!waited && streams_.synchronize_devices() != cudaSuccess) {
+    // Refused: a capture runs on the device (the synchronize invalidated it).
+    // Work queued on this memory may still run and nothing else can say when
+    // it ends: the memory stays mapped to the process's end rather than be
+    // unmapped under that work (docs/graphs.md, "Captures sova does not know").
+    arena_.abandon();
+  }
   // Then streams_ destroys the events, and arena_ unmaps and releases every
   // chunk and frees the reservation.
 }
@@ -236,6 +242,18 @@ cudaError_t PoolCore::free_graph_output(void* ptr, StreamState* freer) noexcept 
   Block* block = heap_.find(offset);
   if (block == nullptr) return cudaErrorInvalidValue;
   return free_stamped(block, offset, freer, nullptr, /*may_fence=*/false);
+}
+
+void PoolCore::set_requested(void* ptr, std::size_t bytes) noexcept {
+  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (!arena_.contains(address)) return;
+  const std::size_t offset = address - arena_.base();
+  Block* block = heap_.find(offset);
+  if (block == nullptr || block->offset != offset || block->allocated_on == nullptr) return;
+  StreamState* owner = block->allocated_on;
+  std::lock_guard<SpinLock> lock(owner->lock);
+  StreamState::bump(owner->live_bytes, static_cast<std::int64_t>(bytes) - static_cast<std::int64_t>(block->requested));
+  block->requested = bytes;
 }
 
 cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,

@@ -94,6 +94,10 @@ class PoolCore {
   /// stream may capture or be destroyed by now): no fence is recorded; the
   /// stream's next fence, or a synchronize, completes it.
   cudaError_t free_graph_output(void* ptr, StreamState* freer) noexcept;
+  /// The live block at `ptr` now counts `bytes` as requested (a graph's block
+  /// reused within its capture: PoolGraphs::requested); its allocating
+  /// stream's used bytes follow.
+  void set_requested(void* ptr, std::size_t bytes) noexcept;
   cudaError_t trim_to(std::size_t bytes_to_keep) noexcept;
   /// Pool::stream_synchronized: everything freed on `stream` so far is complete.
   cudaError_t stream_synchronized(cudaStream_t stream) noexcept;

@@ -1,8 +1,7 @@
 // Defects the fuzz interpreter's capture operations found (docs/fuzzing.md,
-// "Known defects"), each the smallest program that shows it. Tagged
-// [!mayfail]: they fail until sova is fixed; then drop the tag. One crashes
-// the process (a segmentation fault: the simulation sees no fault once the
-// pool's VA is freed too) and is hidden as well ([.]): run it by name.
+// "Known defects"), each the smallest program that shows it. One still open is
+// tagged [!mayfail] (it fails until sova is fixed; then drop the tag); the
+// fixed ones guard their fix.
 #include "core/sim_pool_fixture.hpp"
 
 #include <chrono>
@@ -18,7 +17,7 @@ using namespace sova::test;
 // requested size once the graph is released (fuzz: random #0, seed 17,
 // length 1536).
 TEST_CASE("a graph output that reused a block freed in its capture counts its own size after the release",
-          "[graphs][fuzz-finding][!mayfail]") {
+          "[graphs][fuzz-finding]") {
   SimDriver sim(small_sim());
   Pool pool(options_on(sim));
   cudaStream_t s = sim.create_stream();
@@ -43,11 +42,12 @@ TEST_CASE("a graph output that reused a block freed in its capture counts its ow
 // ~Pool "waits for the device's outstanding work, then releases all memory".
 // While another stream captures, its device synchronize is refused
 // (cudaErrorStreamCaptureUnsupported, and the capture invalidated: the
-// documented limitation), and it then unmaps memory that queued work still
-// uses: a device fault (a segmentation fault with plain kernels). Found by
-// the fuzz corpus's seed-03 once captures were added. Hidden: it crashes.
-TEST_CASE("a pool destroyed while another stream captures waits for the work queued on its memory",
-          "[.][graphs][fuzz-finding][!mayfail]") {
+// documented limitation); it then unmapped memory that queued work still
+// used: a device fault (a segmentation fault with plain kernels; the fuzz
+// corpus's seed-03 once captures were added). Now the memory is left mapped
+// to the process's end (Arena::abandon).
+TEST_CASE("a pool destroyed while another stream captures never unmaps memory queued work still uses",
+          "[graphs][fuzz-finding]") {
   SimConfig config = small_sim();
   config.abort_on_fault = false;
   SimDriver sim(config);

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -56,6 +57,11 @@ class RecordingSource final : public GraphBlockSource {
     }
     give_back(std::vector<void*>{block});
   }
+  /// The size a reused block serves now, by block (requested()).
+  void requested(void* block, std::size_t bytes) noexcept override {
+    std::lock_guard<std::mutex> lock(mu_);
+    requested_[block] = bytes;
+  }
   void fail_next() { fail_next_ = true; }
   /// give_back waits, once inside it, until open_gate().
   void close_gate() { gate_closed_.store(true); }
@@ -85,6 +91,7 @@ class RecordingSource final : public GraphBlockSource {
   std::atomic<bool> gate_closed_{false};
   std::atomic<bool> at_gate_{false};
   std::vector<std::pair<void*, cudaStream_t>> freed_on_;
+  std::map<void*, std::size_t> requested_;
   bool fail_next_ = false;
   std::size_t takes_ = 0;
   std::set<void*> out_;

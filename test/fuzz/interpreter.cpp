@@ -80,9 +80,8 @@ struct GraphBlock {
   unsigned char* p = nullptr;
   std::size_t bytes = 0;
   unsigned char tag = 0;
-  /// What the pool counts in used bytes for it: its size, or that of the
-  /// block freed in the capture that it reused (a known defect:
-  /// test/core/test_fuzz_capture_findings.cpp).
+  /// What the pool counts in used bytes for it: its size; 0 once a later
+  /// allocation of the capture reused it.
   std::size_t counted = 0;
   bool freed_in_graph = false;
   bool caller_freed = false;  ///< an output the caller freed (outside capture)
@@ -1042,15 +1041,15 @@ class Actor {
       }
       const unsigned char tag = new_tag();
       write_tag(g.origin, p, bytes, tag);  // a node of the graph
-      std::size_t counted = bytes;
+      // A block freed earlier in the capture and reused here counts this
+      // allocation's size from now on (GraphBlockSource::requested).
       for (GraphBlock& freed : g.blocks) {
         if (freed.freed_in_graph && freed.p == p && freed.pool == index && freed.counted != 0) {
-          counted = freed.counted;  // reused: the freed block's count goes with it
           freed.counted = 0;
           break;
         }
       }
-      g.blocks.push_back(GraphBlock{index, p, bytes, tag, counted});
+      g.blocks.push_back(GraphBlock{index, p, bytes, tag, bytes});
       if (!g.uses(index)) g.pools_used.push_back(index);
       bump(g_counts.graph_allocations);
       return;
