@@ -42,7 +42,7 @@ Allocators:
   native         PyTorch's caching allocator
   native_again   the same, a second group (the A/A comparison above)
   expandable     native with PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-  sova           sova.torch.enable() (the pluggable allocator, default options)
+  sova           sova.torch.enable(backend="pluggable") (default options)
   sova_nochecks  sova.torch.enable(stream_checks=False): the pool's per-call
                  stream checks off, so the difference to `sova` is their cost (DDP only)
   sova_recstream sova with TORCH_NCCL_AVOID_RECORD_STREAMS=0: c10d then records
@@ -100,7 +100,8 @@ class Trainer:
         self.sova = None
         if allocator.startswith("sova"):
             import sova.torch as sova_torch
-            sova_torch.enable(**({"stream_checks": False} if allocator == "sova_nochecks" else {}))
+            sova_torch.enable(backend="pluggable",
+                              **({"stream_checks": False} if allocator == "sova_nochecks" else {}))
             self.sova = sova_torch
         torch.cuda.set_device(self.local)
         self.dev = torch.device("cuda", self.local)

@@ -14,7 +14,7 @@ Backends (the process's allocator; one torchrun launch each):
   pytorch    PyTorch's caching allocator; sova only in the MemPool
   native     sova.torch.enable(backend="native"): sova serves ordinary
              allocations, PyTorch's allocator manages MemPools (segments from sova)
-  pluggable  sova.torch.enable() (the pluggable allocator): reported, not
+  pluggable  sova.torch.enable(backend="pluggable"): reported, not
              judged, since PyTorch's MemPool registration needs its caching
              allocator's segment list
 
@@ -65,7 +65,7 @@ def worker(backend: str, sizes_mib: list, iters: int, reps: int, out: str) -> No
     rank, world, local = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), int(os.environ["LOCAL_RANK"])
     import sova.torch
     if backend != "pytorch":
-        sova.torch.enable(**({"backend": "native"} if backend == "native" else {}))
+        sova.torch.enable(backend="native" if backend == "native" else "pluggable")
     torch.cuda.set_device(local)
     dev = torch.device("cuda", local)
     dist.init_process_group("nccl", device_id=dev)

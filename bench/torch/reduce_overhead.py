@@ -4,7 +4,7 @@ process (an allocator is chosen once per process):
 
   torch          PyTorch's caching allocator
   sova-native    sova.torch.enable(backend="native"): what reduce-overhead needs
-  sova-pluggable sova.torch.enable() (the default route): no reduce-overhead
+  sova-pluggable sova.torch.enable(backend="pluggable"): no reduce-overhead
                  (docs/python.md, "CUDA graphs"), only the torch.cuda.graph phase
 
 Phases, in each process (deterministic settings, same seed):
@@ -197,7 +197,7 @@ def worker(args):
         st.enable(backend="native")
     elif args.worker == "sova-pluggable":
         import sova.torch as st
-        st.enable()
+        st.enable(backend="pluggable")
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.deterministic = True

@@ -205,7 +205,7 @@ def main():
     args = p.parse_args()
     if args.impl == "sova":
         import sova.torch
-        sova.torch.enable()
+        sova.torch.enable(backend="pluggable")
     import torch
     if not torch.cuda.is_available():
         print("no GPU", file=sys.stderr)

@@ -39,7 +39,8 @@ _lock = threading.Lock()
 _options: PoolOptions | None = None   # set by the first configure()/enable()
 _enabled = False
 _backend = None                       # "pluggable" or "native" once enabled
-BACKENDS = ("pluggable", "native")
+_requested_backend = None             # what enable() was asked for ("auto" included)
+BACKENDS = ("auto", "pluggable", "native")
 _allocator = None                     # the CUDAPluggableAllocator installed by enable()
 _pool_allocator = None                # the one behind mem_pool()
 _orig_record_stream = None
@@ -140,21 +141,28 @@ def out_of_memory_error():
     return _oom_error
 
 
-def enable(options: PoolOptions | None = None, backend: str = "pluggable", **kwargs) -> None:
+def enable(options: PoolOptions | None = None, backend: str = "auto", **kwargs) -> None:
     """Makes sova PyTorch's CUDA allocator for the whole process.
 
     Must run before PyTorch initializes CUDA (before the first CUDA tensor);
     afterwards it raises SovaError and changes nothing. Options as configure().
     Calling it again with the same options and backend does nothing.
 
-    backend="pluggable" (default): through CUDAPluggableAllocator; its hooks
-    route record_stream (also from PyTorch's C++, e.g. DDP's NCCL streams) and
-    torch.cuda.empty_cache() to sova. backend="native": a c10 CUDAAllocator
-    built against the installed PyTorch on first use (a C++ compiler and the
-    CUDA headers needed); what torch.compile(mode="reduce-overhead") needs, and
-    torch.cuda.memory_stats() then reports sova. docs/python.md, "CUDA graphs".
+    backend="auto" (default): the native backend where it can be built here,
+    else the pluggable one with one warning saying what will not work. The
+    native backend is a c10 CUDAAllocator built against the installed PyTorch
+    on first use (a C++ compiler and the CUDA toolkit's headers needed; about
+    a minute, said on stderr with the time it took; cached in PyTorch's
+    extension directory, TORCH_EXTENSIONS_DIR, for later processes): it runs
+    everything, torch.compile(mode="reduce-overhead") included, and
+    torch.cuda.memory_stats() reports sova. backend="pluggable": through
+    CUDAPluggableAllocator, no build; its hooks route record_stream (also from
+    PyTorch's C++, e.g. DDP's NCCL streams) and torch.cuda.empty_cache() to
+    sova, but PyTorch's pluggable allocator cannot serve reduce-overhead's
+    cudagraph trees (sova's error says so). backend="native" forces the build
+    and fails if it cannot. docs/python.md, "Which backend".
     """
-    global _enabled, _allocator, _orig_record_stream, _backend, _oom_error
+    global _enabled, _allocator, _orig_record_stream, _backend, _oom_error, _requested_backend
     if backend not in BACKENDS:
         raise ValueError(f"sova.torch.enable: backend must be one of {BACKENDS}, not {backend!r}")
     opts = _make_options(options, kwargs)  # checked before anything changes
@@ -162,7 +170,7 @@ def enable(options: PoolOptions | None = None, backend: str = "pluggable", **kwa
     with _lock:
         enabled = _enabled
     if enabled:
-        if _options != opts or _backend != backend:
+        if _options != opts or backend not in (_requested_backend, _backend):
             raise SovaError(f"sova.torch.enable: already enabled ({_backend}) with {_options}; "
                             f"the allocator cannot be changed to {backend} with {opts}")
         return
@@ -172,13 +180,26 @@ def enable(options: PoolOptions | None = None, backend: str = "pluggable", **kwa
                         "PyTorch's allocator is already in use in this process and cannot be "
                         "swapped. Call it at the start of the program.")
     configure(opts)
-    if backend == "native":
+    if backend in ("auto", "native"):
         from . import _torch_native
-        _torch_native.install()
-        with _lock:
-            _oom_error = torch.OutOfMemoryError  # raised by the backend itself
-            _enabled, _backend = True, backend
-        return
+        try:
+            _torch_native.install(announce=True)
+        except SovaError as e:
+            if backend == "native":
+                raise
+            warnings.warn(
+                "sova.torch.enable(): the native backend could not be built here, so sova runs "
+                "through PyTorch's pluggable allocator, under which torch.compile(mode="
+                "\"reduce-overhead\") cannot run (PyTorch's CUDAPluggableAllocator has no "
+                "checkPoolLiveAllocations); everything else works. To get it: a C++ compiler and "
+                "the CUDA toolkit's headers (CUDA_HOME). To choose the pluggable backend without "
+                f"this warning: enable(backend=\"pluggable\"). The build said: {e}",
+                RuntimeWarning, stacklevel=2)
+        else:
+            with _lock:
+                _oom_error = torch.OutOfMemoryError  # raised by the backend itself
+                _enabled, _backend, _requested_backend = True, "native", backend
+            return
     _bind_torch_errors(torch)
     allocator = torch.cuda.memory.CUDAPluggableAllocator(_library(), "sova_torch_malloc",
                                                           "sova_torch_free")
@@ -187,13 +208,38 @@ def enable(options: PoolOptions | None = None, backend: str = "pluggable", **kwa
         torch.cuda.memory.change_current_allocator(allocator)
     except RuntimeError as e:
         raise SovaError(f"sova.torch.enable: PyTorch refused the allocator: {e}") from e
+    _explain_reduce_overhead(torch)
     with _lock:
         _allocator = allocator
-        _enabled, _backend = True, backend
+        _enabled, _backend, _requested_backend = True, "pluggable", backend
         if not record_stream_hooked and _orig_record_stream is None:
             # A PyTorch without set_record_stream_fn: only the Python method reaches sova.
             _orig_record_stream = torch.Tensor.record_stream
             torch.Tensor.record_stream = _record_stream
+
+
+def _explain_reduce_overhead(torch) -> None:
+    """Under the pluggable backend, torch.compile(mode="reduce-overhead")'s
+    cudagraph trees call checkPoolLiveAllocations, which PyTorch's pluggable
+    allocator refuses with an error that names neither sova nor the fix:
+    the call raises sova's instead (the same RuntimeError type)."""
+    original = getattr(torch._C, "_cuda_checkPoolLiveAllocations", None)
+    if original is None or getattr(original, "_sova_explained", False):
+        return
+
+    def check_pool_live_allocations(*args, **kwargs):
+        try:
+            return original(*args, **kwargs)
+        except RuntimeError as e:
+            raise RuntimeError(
+                "sova.torch: torch.compile(mode=\"reduce-overhead\") needs sova's native backend; "
+                "this process runs the pluggable one (PyTorch's CUDAPluggableAllocator does not yet "
+                "support checkPoolLiveAllocations). Call sova.torch.enable() with a C++ compiler and "
+                "the CUDA toolkit's headers present (it then builds the native backend), or "
+                f"enable(backend=\"native\"). PyTorch said: {e}") from e
+
+    check_pool_live_allocations._sova_explained = True
+    torch._C._cuda_checkPoolLiveAllocations = check_pool_live_allocations
 
 
 def _set_pluggable_hooks(allocator) -> bool:
@@ -218,7 +264,8 @@ def is_enabled() -> bool:
 
 
 def backend():
-    """"pluggable" or "native" once enable() ran, else None."""
+    """The backend enable() installed: "pluggable" or "native" (enable()'s "auto"
+    says which it chose), else None."""
     return _backend
 
 

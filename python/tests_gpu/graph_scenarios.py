@@ -1,8 +1,9 @@
 """Scenarios of the CUDA graph GPU tests (test_torch_graphs_gpu.py).
 
 Each runs in a fresh process under one allocator, chosen by ``mode``:
-"torch" (PyTorch's own), "sova" (sova.torch.enable(): the pluggable allocator)
-or "native" (sova.torch.enable(backend="native")), and saves what it computed
+"torch" (PyTorch's own), "sova" (sova.torch.enable(backend="pluggable")),
+"native" (sova.torch.enable(backend="native")) or "default" (sova.torch.enable()
+with no arguments: the native backend where it builds), and saves what it computed
 with torch.save, so that the test can check that sova's results equal
 PyTorch's bit for bit: the same kernels on the same inputs, with
 deterministic algorithms. Inputs come from a CPU generator, so that no
@@ -20,7 +21,7 @@ os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
 
 import torch  # noqa: E402
 
-MODES = ("torch", "sova", "native")
+MODES = ("torch", "sova", "native", "default")
 
 
 def setup(mode: str) -> None:
@@ -28,7 +29,11 @@ def setup(mode: str) -> None:
         raise SystemExit(f"mode must be one of {MODES}, not {mode!r}")
     if mode != "torch":
         import sova.torch
-        sova.torch.enable(backend="pluggable" if mode == "sova" else "native")
+        if mode == "default":  # enable() as a user calls it: "auto", native where it builds
+            sova.torch.enable()
+            assert sova.torch.backend() == "native", sova.torch.backend()
+        else:
+            sova.torch.enable(backend="pluggable" if mode == "sova" else "native")
     torch.manual_seed(0)
     torch.use_deterministic_algorithms(True)
 
@@ -223,7 +228,7 @@ def reduce_overhead(mode: str) -> dict:
     segments = sum(s["total_size"] for s in torch.cuda.memory_snapshot())
     used = sova_used()
     print(f"graph pool segments {segments} bytes; sova used {used}")
-    if mode == "native":
+    if mode in ("native", "default"):
         assert segments > 0 and used >= segments, "the graph pools' segments are not sova's"
     result = {"outs": [o.cpu() for o in outs], "losses": torch.stack(losses).cpu(),
               "params": [p.detach().cpu().clone() for p in train_model.parameters()]}
@@ -234,7 +239,7 @@ def reduce_overhead(mode: str) -> dict:
     torch.cuda.empty_cache()
     left = sum(s["total_size"] for s in torch.cuda.memory_snapshot())
     print(f"graph pool segments after reset: {left} bytes; sova used {sova_used()}")
-    if mode == "native":
+    if mode in ("native", "default"):
         assert left == 0, f"graph pools kept {left} bytes after reset and empty_cache"
         assert sova_used() < used, "no memory returned to sova"
     return result

@@ -10,7 +10,7 @@ def test_enable_after_cuda_init_is_a_clear_error():
     out = run_script(PRELUDE + """
     x = torch.ones(4, device="cuda")
     try:
-        sova.torch.enable()
+        sova.torch.enable(backend="pluggable")
     except sova.SovaError as e:
         assert "before PyTorch initializes CUDA" in str(e), e
         print("refused")
@@ -53,7 +53,7 @@ def test_statistics_match_what_was_allocated():
 
 def test_out_of_memory_raises_torch_error_and_training_goes_on():
     out = run_script(PRELUDE + """
-    sova.torch.enable()
+    sova.torch.enable(backend="pluggable")
     model = torch.nn.Linear(256, 256).cuda()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     def step():
@@ -89,7 +89,7 @@ def test_record_stream_with_a_delayed_kernel():
     # right. Both streams are PyTorch side streams, not the legacy default
     # stream, whose implicit synchronization could hide the hazard.
     out = run_script(PRELUDE + """
-    sova.torch.enable()
+    sova.torch.enable(backend="pluggable")
     # record_stream reaches sova through the allocator's hook, not a Python patch
     assert sova.torch._orig_record_stream is None
     n = 1 << 22
@@ -135,7 +135,7 @@ def test_record_stream_with_a_delayed_kernel():
 
 def test_dataloader_pinned_memory_and_worker_streams():
     run_script(PRELUDE + """
-    sova.torch.enable()
+    sova.torch.enable(backend="pluggable")
     import torch.utils.data as tud
     class DS(tud.Dataset):
         def __len__(self): return 96
@@ -181,7 +181,7 @@ def test_mem_pool_scoped_use_without_enable():
 def test_history_in_pytorch_snapshot_format():
     run_script(PRELUDE + """
     import pickle, tempfile, os
-    sova.torch.enable()
+    sova.torch.enable(backend="pluggable")
     sova.torch.record_memory_history(max_entries=1000)
     a = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
     b = torch.empty(4096, dtype=torch.uint8, device="cuda")

@@ -67,12 +67,21 @@ def test_graph_into_sova_mem_pool_under_pytorchs_allocator():
     run_scenario("torch", "graph_in_sova_mem_pool")
 
 
+def test_reduce_overhead_default_enable():
+    # enable() with no arguments builds and picks the native backend where it
+    # can (a compiler and the toolkit's headers: the GPU machines have both),
+    # and reduce-overhead then runs, equal to PyTorch's allocator bit for bit.
+    assert_bitwise_equal(run_scenario("default", "reduce_overhead"),
+                         run_scenario("torch", "reduce_overhead"))
+
+
 def test_reduce_overhead_pluggable_is_a_clear_error():
     # The pluggable allocator cannot give cudagraph trees their checkpoints
-    # (docs/python.md): the error must say so, and eager work goes on.
+    # (docs/python.md): sova's error must say so and name the fix, and eager
+    # work goes on.
     out = run_script("""
     import torch, sova.torch
-    sova.torch.enable()
+    sova.torch.enable(backend="pluggable")
     model = torch.nn.Linear(64, 64).cuda()
     f = torch.compile(model, mode="reduce-overhead")
     x = torch.randn(8, 64, device="cuda")
@@ -88,6 +97,7 @@ def test_reduce_overhead_pluggable_is_a_clear_error():
     print("eager ok")
     """)
     assert "does not yet support" in out and "eager ok" in out, out
+    assert "sova.torch: torch.compile" in out and "native backend" in out, out
 
 
 def test_native_backend_statistics_and_errors():
@@ -140,7 +150,7 @@ def test_c10d_collectives_on_sova_tensors_are_safe_and_record_streams_reach_sova
     # be reused while NCCL still reads it: the results must be exact.
     out = run_script("""
     import os, tempfile, torch, torch.distributed as dist, sova.torch
-    sova.torch.enable()
+    sova.torch.enable(backend="pluggable")
     assert sova.torch._orig_record_stream is None, "Tensor.record_stream was patched"
     init = "file://" + os.path.join(tempfile.mkdtemp(), "rendezvous")
     dist.init_process_group("nccl", init_method=init, rank=0, world_size=1,

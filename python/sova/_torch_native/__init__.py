@@ -61,11 +61,50 @@ def build(verbose: bool = False) -> str:
     return path
 
 
-def install(verbose: bool = False) -> str:
+def _cached() -> bool:
+    """Whether a build for this PyTorch is already in its extension directory."""
+    try:
+        from torch.utils import cpp_extension
+        directory = cpp_extension._get_build_directory(_NAME, False)
+    except Exception:  # a private helper of PyTorch's: when it moves, say nothing
+        return True
+    return os.path.isfile(os.path.join(directory, f"{_NAME}.so"))
+
+
+def _can_compile() -> str:
+    """Why the backend cannot be built here ('' when it may be): checked
+    before a build is tried, so that enable()'s fallback is quick and clear."""
+    import shutil
+    from torch.utils import cpp_extension
+    compiler = os.environ.get("CXX", "c++")
+    if shutil.which(compiler) is None:
+        return f"no C++ compiler ({compiler} is not on PATH)"
+    home = cpp_extension.CUDA_HOME
+    if home is None or not os.path.isfile(os.path.join(home, "include", "cuda_runtime_api.h")):
+        return "no CUDA toolkit headers (CUDA_HOME unset, or without include/cuda_runtime_api.h)"
+    return ""
+
+
+def install(verbose: bool = False, announce: bool = False) -> str:
     """Builds if needed and makes the backend PyTorch's CUDA allocator. Must run
     before PyTorch initializes CUDA; raises SovaError and changes nothing
-    otherwise. Returns the library's path."""
-    path = build(verbose)
+    otherwise. Returns the library's path. With `announce`, a build (not a
+    cached one) is said on stderr, with the time it took."""
+    if announce and not _cached():
+        reason = _can_compile()
+        if reason:
+            raise SovaError(f"sova.torch native backend: cannot be built here: {reason}")
+        import sys
+        import time
+        import torch
+        print(f"sova.torch: building the native backend for PyTorch {torch.__version__} "
+              "(once per PyTorch build; about a minute)...", file=sys.stderr, flush=True)
+        start = time.monotonic()
+        path = build(verbose)
+        print(f"sova.torch: native backend built in {time.monotonic() - start:.0f} s", file=sys.stderr,
+              flush=True)
+    else:
+        path = build(verbose)
     _capi.torch_lib()  # libsova_torch.so first, so the backend binds to this copy
     # RTLD_LOCAL (ctypes' default): nothing looks the backend's symbols up by
     # name, and made global they broke Triton's compiler in the same process
