@@ -394,6 +394,7 @@ std::uint64_t StreamRegistry::close_epoch_locked(StreamState* s) noexcept {
     return s->epoch - 1;
   }
   s->open_epoch_has_frees = false;
+  s->closed_unfenced = s->epoch;  // complete once the caller's wait succeeds (mark_complete_through_locked)
   return s->epoch++;  // frees from now on get the next epoch
 }
 
@@ -442,7 +443,10 @@ bool StreamRegistry::any_unfenced(const std::vector<StreamState*>& states) noexc
   for (StreamState* s : states) {
     std::lock_guard<SpinLock> lock(s->lock);
     poll_fences_locked(s);
-    if (s->open_epoch_has_frees) return true;
+    // The open epoch's frees, or an epoch closed for a synchronize or stream
+    // wait that failed (a capture refused it): no fence covers either.
+    const std::uint64_t covered = s->fences.empty() ? s->safe_epoch : std::max(s->safe_epoch, s->fences.back().epoch);
+    if (s->open_epoch_has_frees || s->closed_unfenced > covered) return true;
   }
   return false;
 }

@@ -68,6 +68,10 @@ struct StreamState {
   std::uint32_t misses = 0;           ///< counts slow-path allocations (see kMissClockEvery)
   std::uint32_t foreign_frees = 0;    ///< counts frees of blocks allocated on another stream
   bool open_epoch_has_frees = false;  ///< a free is stamped with `epoch` (a fence would cover it)
+  /// The newest epoch closed without a fence (StreamRegistry::close_epoch_locked,
+  /// for a synchronize or a stream wait); its frees wait for that synchronize,
+  /// and where it failed, for a later one: no fence covers them.
+  std::uint64_t closed_unfenced = 0;
 
   // ---- written under `lock`, read by statistics without it ------------------
   std::atomic<std::int64_t> live_bytes{0};  ///< requested bytes allocated minus freed on this stream

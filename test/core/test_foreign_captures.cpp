@@ -137,3 +137,33 @@ TEST_CASE("foreign capture: idle release still gives a quiet stream's large free
   CHECK(capture.end() == cudaSuccess);
   sim.destroy_stream(s);
 }
+
+TEST_CASE("foreign capture: frees a refused synchronize closed stay pending until a later wait covers them",
+          "[core][graphs][foreign_capture]") {
+  // The fuzz interpreter's seeds 1002, 1005 and 1007 (length 3072) under
+  // AddressSanitizer: a trim's device synchronize, refused while a capture ran,
+  // had closed the stream's epoch; a later trim found no free in an open epoch
+  // and no fence, waited for nothing, and released memory a kernel still read.
+  SimConfig config = small_sim();
+  config.abort_on_fault = false;
+  SimDriver sim(config);
+  PoolOptions options = options_on(sim);
+  options.release_threshold = ~std::uint64_t{0};  // only the trims release
+  Pool pool(options);
+  const cudaStream_t s = sim.create_stream();
+  void* p = pool.allocate(kMiB, s);  // small: its free records no fence
+  sim.delay(s, std::chrono::milliseconds(100));
+  sim.launch_touching(s, p, kMiB, /*write=*/false, [] {});  // still reading it when the trims come
+  pool.deallocate(p, s);
+  {
+    ForeignCapture capture(sim);
+    pool.trim_to(0);  // its device synchronize is refused (and invalidates the capture)
+    CHECK(capture.end() == cudaErrorStreamCaptureInvalidated);
+  }
+  pool.trim_to(0);  // must wait for the kernel before it releases p's memory
+  REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  CHECK(sim.faults() == 0);
+  INFO(sim.first_fault());
+  CHECK(pool.stats().reserved_current == 0);
+  sim.destroy_stream(s);
+}
