@@ -265,9 +265,14 @@ typedef struct sovaMemPoolStats {
   uint64_t streamStates;   /**< stream states held, retired ones included */
   uint64_t retiredStreams; /**< of them, destroyed streams whose handles were reused */
   uint64_t activeStreams;  /**< streams that allocated or freed in the last ~200 ms (as last counted) */
-  uint64_t strandedBytes;  /**< cached by retired or inactive streams, until the release worker's synchronize */
+  uint64_t strandedBytes;  /**< cached by retired or inactive streams, until their frees are known complete */
   uint64_t asleepBytes;    /**< physical memory sleep gave back that wake has not made again */
   uint64_t sleepHostBytes; /**< pinned host memory kept for sleep's backups */
+  /* CUDA graphs (docs/graphs.md): what captured graphs hold now, pool memory
+   * also counted in reservedCurrent and usedCurrent. */
+  uint64_t graphHeldBytes;  /**< bytes of the blocks graphs hold */
+  uint64_t graphHeldBlocks; /**< those blocks */
+  uint64_t graphs;          /**< graphs whose memory is not yet back in the pool */
 } sovaMemPoolStats;
 
 /** Fills *stats with `pool`'s statistics (see sovaMemPoolStats for the size

@@ -72,8 +72,9 @@ struct PoolStats {
   std::uint64_t active_streams = 0;
   /// Bytes cached by the states of retired or inactive streams (never the
   /// legacy stream's): no fence of theirs will come, so other streams get
-  /// them back with the release worker's synchronize (~0.2-1.2 s after the
-  /// streams stopped) or, where their frees are known complete, at a miss.
+  /// them back where fences cover their frees (the release worker, ~0.2-1.2 s
+  /// after the streams stopped, or a miss), else at a trim or the
+  /// out-of-memory path's synchronize.
   /// The growth budget (PoolOptions::remap) leaves them out. A hint, as
   /// active_streams is.
   std::uint64_t stranded_bytes = 0;
@@ -82,6 +83,12 @@ struct PoolStats {
   /// backups (across cycles, until release_sleep_host_memory).
   std::uint64_t asleep_bytes = 0;
   std::uint64_t sleep_host_bytes = 0;
+  /// CUDA graphs (docs/graphs.md): the bytes and blocks captured graphs hold
+  /// now — pool memory, counted in reserved_current and used_current too —
+  /// and the graphs whose memory is not yet back (graph_memory_stats()'s).
+  std::uint64_t graph_held_bytes = 0;
+  std::uint64_t graph_held_blocks = 0;
+  std::uint64_t graphs = 0;
 
   /// Peak reserved / peak used: the memory overhead of the pool since the
   /// high-water marks were last reset (1.0 = none; 0 when nothing was used).

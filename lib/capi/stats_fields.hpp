@@ -65,7 +65,10 @@
   X(activeStreams, active_streams) \
   X(strandedBytes, stranded_bytes) \
   X(asleepBytes, asleep_bytes) \
-  X(sleepHostBytes, sleep_host_bytes)
+  X(sleepHostBytes, sleep_host_bytes) \
+  X(graphHeldBytes, graph_held_bytes) \
+  X(graphHeldBlocks, graph_held_blocks) \
+  X(graphs, graphs)
 
 namespace sova::capi::stats_fields {
 

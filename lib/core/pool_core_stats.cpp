@@ -18,7 +18,11 @@ void PoolCore::sample_used_high() noexcept {
 PoolStats PoolCore::stats() {
   // Released graphs' memory back first: a read after the release sees it.
   if (graphs_.memory().has_released()) graphs_.memory().collect();
+  const GraphMemoryStats graph = graphs_.memory().stats();  // its own lock, before the heap's
   PoolStats s;
+  s.graph_held_bytes = graph.held_bytes;
+  s.graph_held_blocks = graph.held_blocks;
+  s.graphs = graph.graphs;
   std::lock_guard<HeapMutex> heap(heap_.mutex());
   sample_used_high();
   s.reserved_current = arena_.backed_bytes();

@@ -144,10 +144,12 @@ _STAT_FIELDS = ["reservedCurrent", "reservedHigh", "usedCurrent", "usedHigh", "l
                 # moves back to a chunk's old mapping, and those mappings now
                 "remapsToGhosts", "ghostMappings",
                 # stream states held, retired, and active (allocated in the last ~200 ms);
-                # bytes cached by retired or inactive ones, until the worker's synchronize
+                # bytes cached by retired or inactive ones, until their frees are known complete
                 "streamStates", "retiredStreams", "activeStreams", "strandedBytes",
                 # physical memory asleep, and the pinned host memory kept for backups
-                "asleepBytes", "sleepHostBytes"]
+                "asleepBytes", "sleepHostBytes",
+                # what CUDA graphs hold now (also in reservedCurrent and usedCurrent)
+                "graphHeldBytes", "graphHeldBlocks", "graphs"]
 
 
 class PoolStats(ctypes.Structure):

@@ -46,6 +46,16 @@ TEST_CASE("C API: allocation and free under capture give graph memory", "[capi][
 
   CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemCurrent) == 3 * MiB);
   CHECK(pool_graph_attr(pool, cudaGraphMemAttrReservedMemCurrent) == 3 * MiB);
+  {  // the same in the pool's statistics, within what it reserves and uses
+    sovaMemPoolStats stats;
+    stats.structSize = sizeof stats;
+    REQUIRE(sovaMemPoolGetStats(pool, &stats) == cudaSuccess);
+    CHECK(stats.graphHeldBytes == 3 * MiB);
+    CHECK(stats.graphHeldBlocks == 1);
+    CHECK(stats.graphs == 1);
+    CHECK(stats.reservedCurrent >= stats.graphHeldBytes);
+    CHECK(stats.usedCurrent >= stats.graphHeldBytes);
+  }
   CHECK(device_graph_attr(0, cudaGraphMemAttrUsedMemCurrent) == device_before + 1 * MiB);
 
   cudaGraphExec_t exec = nullptr;
@@ -61,6 +71,13 @@ TEST_CASE("C API: allocation and free under capture give graph memory", "[capi][
   REQUIRE(d.graph_exec_destroy(exec) == cudaSuccess);
   REQUIRE(d.graph_destroy(graph) == cudaSuccess);
   CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemCurrent) == 0);
+  {
+    sovaMemPoolStats stats;
+    stats.structSize = sizeof stats;
+    REQUIRE(sovaMemPoolGetStats(pool, &stats) == cudaSuccess);
+    CHECK(stats.graphHeldBytes == 0);
+    CHECK(stats.graphs == 0);
+  }
   CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemHigh) == 3 * MiB);
   CHECK(device_graph_attr(0, cudaGraphMemAttrUsedMemCurrent) == device_before);
 
