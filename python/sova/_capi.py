@@ -85,7 +85,7 @@ class SovaError(RuntimeError):
         self.code = code
 
 
-# Codes that mean no usable NVIDIA driver or GPU (lib/driver/no_gpu_hint.hpp).
+# Codes that mean no usable NVIDIA driver or GPU (lib/base/no_gpu_hint.hpp).
 _NO_GPU_CODES = (3, 34, 35, 100)
 _NO_GPU_HINT = ("no NVIDIA driver or GPU was found (or the driver is older than CUDA 12); "
                 "SOVA_DRIVER=sim runs sova on its host simulation, without a GPU")
