@@ -34,7 +34,8 @@ DeviceInfo query_device(Driver& driver, int device) {
                 error);
   }
   if (device < 0 || device >= count) {
-    throw Error("sova: device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " devices)",
+    throw Error("sova: device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+                    (count == 1 ? " device)" : " devices)"),
                 cudaErrorInvalidDevice);
   }
   DeviceInfo info;

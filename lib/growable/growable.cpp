@@ -20,7 +20,9 @@ DeviceInfo device_info_of(Driver& driver, int device) {
     throw Error(std::string("sova: no usable device: ") + cudaGetErrorName(err), err);
   }
   if (device < 0 || device >= count) {
-    throw Error("sova: device " + std::to_string(device) + " does not exist", cudaErrorInvalidDevice);
+    throw Error("sova: device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+                    (count == 1 ? " device)" : " devices)"),
+                cudaErrorInvalidDevice);
   }
   DeviceInfo info;
   if (const cudaError_t err = driver.device_info(device, &info); err != cudaSuccess) {
