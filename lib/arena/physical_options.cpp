@@ -5,7 +5,7 @@
 
 namespace sova::detail {
 
-PhysicalProps physical_props_for(const PoolOptions& options, const DeviceInfo& info) {
+PhysicalProps physical_props_for(const PhysicalOptions& options, const DeviceInfo& info) {
   PhysicalProps props;
   props.location.type = cudaMemLocationTypeDevice;
   props.location.id = options.device;
@@ -47,7 +47,7 @@ PhysicalProps physical_props_for(const PoolOptions& options, const DeviceInfo& i
   return props;
 }
 
-DeviceInfo for_physical_options(Driver& driver, DeviceInfo info, const PoolOptions& options) {
+DeviceInfo for_physical_options(Driver& driver, DeviceInfo info, const PhysicalOptions& options) {
   const PhysicalProps props = physical_props_for(options, info);
   if (props.location.type == cudaMemLocationTypeDevice && props.handle_types == 0 && !props.compressible) {
     return info;  // plain device memory: the device's own granularity

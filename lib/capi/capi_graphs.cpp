@@ -8,11 +8,11 @@
 // its default pool and its current pool. Graph memory taken through
 // sovaMallocFromPoolAsync from another pool is that pool's (the per-pool
 // calls).
+#include "base/raw_enum.hpp"
 #include "capi/capi_errors.hpp"
 #include "capi/last_error.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
-#include "core/raw_enum.hpp"
 
 #include <sova/sova.h>
 
@@ -23,7 +23,7 @@ using namespace sova::capi;
 namespace {
 
 /// `attr`: the raw value of a cudaGraphMemAttributeType (a C caller may pass
-/// any int: core/raw_enum.hpp).
+/// any int: base/raw_enum.hpp).
 cudaError_t read_attribute(const sova::GraphMemoryStats& s, int attr, std::uint64_t* out) {
   switch (attr) {
     // sova's graph memory is pool memory: what graphs use is what is reserved for them.

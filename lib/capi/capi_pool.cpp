@@ -1,11 +1,11 @@
 // sova C API — pools: create, destroy, attributes, trim, access.
 // Error codes follow docs/runtime-errors.md; Pool returns the runtime's
 // codes for everything it validates itself (attributes, access descriptors).
+#include "base/raw_enum.hpp"
 #include "capi/capi_errors.hpp"
 #include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
-#include "core/raw_enum.hpp"
 
 #include <sova/sova.h>
 
@@ -89,7 +89,7 @@ static cudaError_t sovaMemPoolSetAttribute_unchecked(sovaMemPool_t pool, enum cu
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
-  // Checked as an int before the enum is passed on (core/raw_enum.hpp).
+  // Checked as an int before the enum is passed on (base/raw_enum.hpp).
   if (!sova::detail::known_pool_attr(raw_enum(attr))) return cudaErrorInvalidValue;
   return e->pool.set_attribute(attr, value);
 }
@@ -101,7 +101,7 @@ static cudaError_t sovaMemPoolGetAttribute_unchecked(sovaMemPool_t pool, enum cu
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
-  // Checked as an int before the enum is passed on (core/raw_enum.hpp).
+  // Checked as an int before the enum is passed on (base/raw_enum.hpp).
   if (!sova::detail::known_pool_attr(raw_enum(attr))) return cudaErrorInvalidValue;
   return e->pool.get_attribute(attr, value);
 }

@@ -5,11 +5,11 @@
 // (sovaGetLastErrorMessage): the pool (NULL, an imported pool, a destroyed or
 // never-made handle), the mode (any int a C caller may pass), the stream (the
 // driver asked which device it is on; capture-safe).
+#include "base/raw_enum.hpp"
 #include "capi/capi_errors.hpp"
 #include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
-#include "core/raw_enum.hpp"
 
 #include <sova/sova.h>
 

@@ -1,7 +1,7 @@
 // sova C API — the per-thread last error message (last_error.hpp).
 #include "capi/last_error.hpp"
 
-#include "driver/no_gpu_hint.hpp"
+#include "base/no_gpu_hint.hpp"
 
 #include <sova/sova.h>
 

@@ -10,6 +10,7 @@
 #include "core/alloc_log.hpp"
 #include "driver/process_driver.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <type_traits>
@@ -72,7 +73,11 @@ Driver& query_driver() noexcept {
 cudaError_t check_device(int device, cudaError_t bad_device_error) noexcept {
   int count = 0;
   if (const cudaError_t err = query_driver().device_count(&count); err != cudaSuccess) return err;
-  return (device < 0 || device >= count) ? bad_device_error : cudaSuccess;
+  if (device >= 0 && device < count) return cudaSuccess;
+  char text[96];
+  std::snprintf(text, sizeof text, "device %d does not exist (%d device%s)", device, count, count == 1 ? "" : "s");
+  note_detail(bad_device_error, text);
+  return bad_device_error;
 }
 
 cudaError_t create_pool(PoolOptions options, bool is_default, PoolEntry** out) noexcept {

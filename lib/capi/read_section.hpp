@@ -21,7 +21,7 @@
 // refuses membarrier, readers fall back to a seq_cst fence (~10 ns).
 #pragma once
 
-#include "driver/tls_model.hpp"
+#include "base/tls_model.hpp"
 
 #include <atomic>
 #include <cstdint>

@@ -3,8 +3,8 @@
 // (alloc_log.hpp says why rows come out in causal order).
 #include "core/alloc_log.hpp"
 
+#include "base/no_destroy.hpp"
 #include "core/spin_lock.hpp"
-#include "driver/no_destroy.hpp"
 
 #include <sova/pool.hpp>
 

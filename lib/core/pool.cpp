@@ -2,9 +2,9 @@
 // the cudaError_t the core returns. The allocation log (core/alloc_log.hpp)
 // hooks in here: every allocation and free of every pool, C API included,
 // passes through one of the four calls below.
+#include "base/raw_enum.hpp"
 #include "core/alloc_log.hpp"
 #include "core/pool_core.hpp"
-#include "core/raw_enum.hpp"
 
 #include <sova/pool.hpp>
 
@@ -109,7 +109,7 @@ void Pool::trim_to(std::size_t bytes_to_keep) {
 }
 
 // Enum values are read as integers and checked here, before the core
-// switches on them (lib/core/raw_enum.hpp says why).
+// switches on them (lib/base/raw_enum.hpp says why).
 cudaError_t Pool::set_attribute(cudaMemPoolAttr attr, const void* value) noexcept {
   if (!detail::known_pool_attr(detail::raw_enum(attr))) return cudaErrorInvalidValue;
   return core_->set_attribute(attr, value);

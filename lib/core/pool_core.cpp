@@ -1,6 +1,6 @@
 // PoolCore construction, destruction and the fast paths.
 #include "core/pool_core.hpp"
-#include "driver/no_gpu_hint.hpp"
+#include "base/no_gpu_hint.hpp"
 
 #include "arena/physical_options.hpp"
 #include "core/clock.hpp"
@@ -34,7 +34,8 @@ DeviceInfo query_device(Driver& driver, int device) {
                 error);
   }
   if (device < 0 || device >= count) {
-    throw Error("sova: device " + std::to_string(device) + " does not exist (" + std::to_string(count) + " devices)",
+    throw Error("sova: device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+                    (count == 1 ? " device)" : " devices)"),
                 cudaErrorInvalidDevice);
   }
   DeviceInfo info;
@@ -65,14 +66,19 @@ std::size_t va_bytes_for(const PoolOptions& options, const DeviceInfo& info) {
 
 Driver& driver_of(const PoolOptions& options) { return options.driver != nullptr ? *options.driver : process_driver(); }
 
+/// The part of `options` about what the arena's chunks are made of.
+PhysicalOptions physical_options_of(const PoolOptions& options) {
+  return {options.device, options.handle_types, options.compressible, options.host_numa_node};
+}
+
 }  // namespace
 
 PoolCore::PoolCore(const PoolOptions& options)
     : driver_(driver_of(options)),
       device_(options.device),
-      info_(for_physical_options(driver_, query_device(driver_, options.device), options)),
+      info_(for_physical_options(driver_, query_device(driver_, options.device), physical_options_of(options))),
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size, options.max_chunk,
-             physical_props_for(options, info_)),
+             physical_props_for(physical_options_of(options), info_)),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       heap_(
           arena_.size(), info_.granularity, placement_,
@@ -339,7 +345,7 @@ cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
   return cudaSuccess;
 }
 
-cudaError_t PoolCore::chunks_under(const void* ptr, std::size_t bytes, std::vector<Pool::ChunkView>* out) {
+cudaError_t PoolCore::chunks_under(const void* ptr, std::size_t bytes, std::vector<ChunkView>* out) {
   if (out == nullptr) return cudaErrorInvalidValue;
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address)) return cudaErrorInvalidValue;
@@ -357,8 +363,8 @@ cudaError_t PoolCore::chunks_under(const void* ptr, std::size_t bytes, std::vect
     if (!arena_.chunks_touching(block->offset, bytes, chunks)) return cudaErrorInvalidValue;
     out->clear();
     for (const Arena::ChunkInfo& c : chunks) {
-      out->push_back(Pool::ChunkView{c.first_granule * arena_.granularity(), c.granules * arena_.granularity(),
-                                     c.handle, c.serial});
+      out->push_back(
+          ChunkView{c.first_granule * arena_.granularity(), c.granules * arena_.granularity(), c.handle, c.serial});
     }
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;

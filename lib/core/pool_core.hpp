@@ -55,7 +55,10 @@
 #include "core/slow_path_stats.hpp"
 #include "core/stream_registry.hpp"
 
-#include <sova/pool.hpp>
+#include <sova/options.hpp>
+#include <sova/sleep.hpp>
+#include <sova/stats.hpp>
+#include <sova/views.hpp>
 
 #include <atomic>
 #include <cstdint>
@@ -132,7 +135,7 @@ class PoolCore {
   /// for the message of a refused free (Heap::status_of). Error paths only.
   PointerStatus pointer_status(const void* ptr);
   /// Pool::chunks_under: the chunks under a live block, under the heap lock.
-  cudaError_t chunks_under(const void* ptr, std::size_t bytes, std::vector<Pool::ChunkView>* out);
+  cudaError_t chunks_under(const void* ptr, std::size_t bytes, std::vector<ChunkView>* out);
   const Arena& arena() const noexcept { return arena_; }  ///< base, size, granularity, props: fixed for life
   int device() const noexcept { return device_; }
   int stream_device(cudaStream_t stream) noexcept { return streams_.known_device(stream); }

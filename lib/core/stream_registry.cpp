@@ -2,8 +2,8 @@
 // events, synchronizes.
 #include "core/stream_registry.hpp"
 
+#include "base/tls_model.hpp"
 #include "core/clock.hpp"
-#include "driver/tls_model.hpp"
 
 #include <algorithm>
 

@@ -2,7 +2,7 @@
 // locked when the C API creates its first pool.
 #include "driver/process_driver.hpp"
 
-#include "driver/no_destroy.hpp"
+#include "base/no_destroy.hpp"
 
 #include <sova/sim.hpp>
 

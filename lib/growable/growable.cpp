@@ -2,7 +2,6 @@
 // from offset 0 up to the size and released from the top down.
 #include <sova/error.hpp>
 #include <sova/growable.hpp>
-#include <sova/options.hpp>
 
 #include "arena/arena.hpp"
 #include "arena/physical_options.hpp"
@@ -21,7 +20,9 @@ DeviceInfo device_info_of(Driver& driver, int device) {
     throw Error(std::string("sova: no usable device: ") + cudaGetErrorName(err), err);
   }
   if (device < 0 || device >= count) {
-    throw Error("sova: device " + std::to_string(device) + " does not exist", cudaErrorInvalidDevice);
+    throw Error("sova: device " + std::to_string(device) + " does not exist (" + std::to_string(count) +
+                    (count == 1 ? " device)" : " devices)"),
+                cudaErrorInvalidDevice);
   }
   DeviceInfo info;
   if (const cudaError_t err = driver.device_info(device, &info); err != cudaSuccess) {
@@ -34,8 +35,8 @@ DeviceInfo device_info_of(Driver& driver, int device) {
   return info;
 }
 
-PoolOptions as_pool_options(const GrowableOptions& o) {
-  PoolOptions p;
+detail::PhysicalOptions physical_options_of(const GrowableOptions& o) {
+  detail::PhysicalOptions p;
   p.device = o.device;
   p.compressible = o.compressible;
   p.host_numa_node = o.host_numa_node;
@@ -47,9 +48,9 @@ PoolOptions as_pool_options(const GrowableOptions& o) {
 GrowableBuffer::GrowableBuffer(std::size_t max_size, const GrowableOptions& options)
     : driver_(&driver_of(options)), device_(options.device), max_size_(max_size) {
   if (max_size == 0) throw Error("sova: a growable buffer needs a maximum size above 0", cudaErrorInvalidValue);
-  const PoolOptions pool_options = as_pool_options(options);
-  const DeviceInfo info = detail::for_physical_options(*driver_, device_info_of(*driver_, device_), pool_options);
-  const PhysicalProps props = detail::physical_props_for(pool_options, info);
+  const detail::PhysicalOptions physical = physical_options_of(options);
+  const DeviceInfo info = detail::for_physical_options(*driver_, device_info_of(*driver_, device_), physical);
+  const PhysicalProps props = detail::physical_props_for(physical, info);
   if (max_size > SIZE_MAX - info.granularity) throw Error("sova: maximum size too large", cudaErrorInvalidValue);
   // max_chunk 0 in the arena = a whole run in one chunk, which is what a
   // growth step is.

@@ -9,7 +9,7 @@ legacy default stream.
 Loading: as _capi.lib() (``$SOVA_LIBRARY``, else the libsova.so installed
 beside the package). The package's own build (-Dpython=true) loads with
 ctypes; a regular build's libsova.so uses initial-exec thread-locals
-(lib/driver/tls_model.hpp) and cannot be loaded after start-up ("cannot
+(lib/base/tls_model.hpp) and cannot be loaded after start-up ("cannot
 allocate memory in static TLS block"): preload it (``LD_PRELOAD``), as
 test/adapters/meson.build does.
 """

@@ -85,7 +85,7 @@ class SovaError(RuntimeError):
         self.code = code
 
 
-# Codes that mean no usable NVIDIA driver or GPU (lib/driver/no_gpu_hint.hpp).
+# Codes that mean no usable NVIDIA driver or GPU (lib/base/no_gpu_hint.hpp).
 _NO_GPU_CODES = (3, 34, 35, 100)
 _NO_GPU_HINT = ("no NVIDIA driver or GPU was found (or the driver is older than CUDA 12); "
                 "SOVA_DRIVER=sim runs sova on its host simulation, without a GPU")
@@ -116,7 +116,9 @@ def check(err: int, what: str, detail: str = "", capi: bool = True) -> None:
         reason += f" ({error_name(err)})"
     if err in _NO_GPU_CODES and "SOVA_DRIVER" not in reason:
         reason += f": {_NO_GPU_HINT}"
-    message = f"sova: {what} failed: {reason}"
+    # The C API's own message may already say what failed ("allocating N bytes
+    # failed: ..."): not said twice.
+    message = f"sova: {reason}" if reason.startswith(f"{what} ") else f"sova: {what} failed: {reason}"
     if detail:
         message += f" ({detail})"
     raise SovaError(message, err)

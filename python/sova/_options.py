@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# sovaPolicy and sovaMemPoolFlags (include/sova/sova.h).
+# sovaPolicy and sovaMemPoolFlags (include/sova/sova.h; the capi_constants_python
+# test, test/capi/check_python_constants.py, compares them).
 POLICIES = {"default": 0, "size_classes": 1, "buddy": 2, "best_fit": 3}
 REMAP_EFFORTS = ("off", "balanced", "thorough")
 FLAG_NO_STREAM_CHECKS = 0x1

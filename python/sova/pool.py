@@ -16,7 +16,8 @@ _ATTR_RELEASE_THRESHOLD = 4
 _ATTR_RESERVED_HIGH = 6
 _ATTR_USED_HIGH = 8
 _INT_MAX = (1 << 31) - 1
-# sovaSleepMode values (sova.h).
+# sovaSleepMode values (sova.h; compared by test/capi/check_python_constants.py,
+# as are the cudaMemPoolAttr values above).
 _SLEEP_BACKUP = 0
 _SLEEP_DISCARD = 1
 

@@ -69,3 +69,21 @@ def test_out_of_memory_and_bad_frees_change_nothing():
         print("closed:", e)
     """)
     assert "double free refused" in out and "closed" in out
+
+
+def test_error_messages_say_what_failed_once_and_how_many_devices():
+    out = run_py("""
+    import sova
+    p = sova.Pool(max_size=8 << 20)
+    try:
+        p.allocate(64 << 20)
+    except sova.SovaError as e:
+        print("oom:", e)
+    try:
+        sova.Pool(device=5)
+    except sova.SovaError as e:
+        print("device:", e)
+    """)
+    assert "oom: sova: allocating 67108864 bytes failed: cudaErrorMemoryAllocation (out of memory)\n" in out, out
+    assert out.count("allocating") == 1, out
+    assert "device: sova: creating a pool on device 5 failed: device 5 does not exist (1 device)" in out, out

@@ -75,12 +75,26 @@ TEST_CASE("capi last error: other failures name the call and the code", "[capi][
   CHECK(contains(last(),
                  "sovaMallocFromPoolAsync: allocating 1099511627776 bytes failed: "
                  "cudaErrorMemoryAllocation (out of memory)"));
+  CHECK(last().find("allocating") == last().rfind("allocating"));  // said once
 
   // An exception's message inside the library becomes the reason.
   sovaMemPoolProps props = props_on(7);
   sovaMemPool_t none = nullptr;
   CHECK(sovaMemPoolCreate(&none, &props) != cudaSuccess);
   CHECK(contains(last(), "sovaMemPoolCreate: "));
+}
+
+TEST_CASE("capi last error: a device out of range says how many there are", "[capi][last_error]") {
+  sovaMemPoolProps props = props_on(7);
+  sovaMemPool_t none = nullptr;
+  CHECK(sovaMemPoolCreate(&none, &props) == cudaErrorInvalidValue);
+  CHECK(last() == "sovaMemPoolCreate: device 7 does not exist (2 devices)");
+  CHECK(sovaDeviceGetDefaultMemPool(&none, -1) == cudaErrorInvalidDevice);
+  CHECK(last() == "sovaDeviceGetDefaultMemPool: device -1 does not exist (2 devices)");
+  // A later failure of the same code with nothing to add is not given the old reason.
+  CHECK(sovaMemPoolTrimTo(nullptr, 0) == cudaErrorInvalidValue);
+  CHECK(last() ==
+        std::string("sovaMemPoolTrimTo: cudaErrorInvalidValue (") + cudaGetErrorString(cudaErrorInvalidValue) + ")");
 }
 
 TEST_CASE("capi last error: each thread has its own", "[capi][last_error]") {

@@ -1,6 +1,6 @@
 #include "driver/cuda/cuda_driver.hpp"
 
-#include "driver/no_destroy.hpp"
+#include "base/no_destroy.hpp"
 
 namespace sova {
 

@@ -4,13 +4,13 @@
 // refuses the granularity query without one.
 // memory_info and device_synchronize act on a context and use the device's
 // primary one, then give the caller's back.
+#include "base/tls_model.hpp"
 #include "driver/cuda/allocation_prop.hpp"
 #include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
 #include "driver/cuda/entry_points.hpp"
 #include "driver/cuda/error_map.hpp"
 #include "driver/cuda/runtime_call.hpp"
-#include "driver/tls_model.hpp"
 
 namespace sova::cuda_detail {
 

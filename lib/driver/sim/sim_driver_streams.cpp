@@ -4,7 +4,7 @@
 // kernel waiting on its own stream would hang.
 #include "sim_state.hpp"
 
-#include "core/raw_enum.hpp"
+#include "base/raw_enum.hpp"
 
 #include <optional>
 #include <utility>

@@ -3,7 +3,7 @@
 
 #include "sim_streams.hpp"
 
-#include "core/raw_enum.hpp"
+#include "base/raw_enum.hpp"
 
 #include <algorithm>
 #include <optional>

@@ -88,7 +88,7 @@ namespace sova::sim {
 
 class SimStreams;
 
-/// Whether `raw` (an int that may hold any value, core/raw_enum.hpp) is a
+/// Whether `raw` (an int that may hold any value, base/raw_enum.hpp) is a
 /// cudaStreamCaptureMode.
 inline bool valid_capture_mode(int raw) noexcept {
   return raw == cudaStreamCaptureModeGlobal || raw == cudaStreamCaptureModeThreadLocal ||
