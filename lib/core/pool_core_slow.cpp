@@ -55,7 +55,10 @@ cudaError_t PoolCore::allocate_slow(void** ptr, std::size_t bytes, std::size_t s
     }
     if (block == nullptr) {
       const cudaError_t error = grow(size, need, state, stream, &block);
-      if (error != cudaSuccess && error != cudaErrorMemoryAllocation) {
+      // cudaErrorNotReady: a ghost mapping in the way whose owner's frees
+      // could not be completed now (its wait refused while a capture runs):
+      // memory not available, as out of memory is; the ladder goes on.
+      if (error != cudaSuccess && error != cudaErrorMemoryAllocation && error != cudaErrorNotReady) {
         ++stats_.failed_allocations;
         return error;
       }
