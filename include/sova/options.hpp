@@ -82,8 +82,9 @@ struct PoolOptions {
   /// captured, and no stream is destroyed while blocks it freed may be pending.
   bool check_streams = true;
   /// Largest physical chunk the pool creates at once. Larger chunks cost fewer
-  /// driver calls to grow (one create/map/set-access round, ~50 us, whatever
-  /// the size up to 512 MiB on H100); smaller ones can be released sooner, since
+  /// driver calls to grow (one create/map/set-access round, whose access grant
+  /// costs the same whatever the size: docs/benchmarks.md, "Driver costs");
+  /// smaller ones can be released sooner, since
   /// a chunk goes back only when every byte of it is free. 0 = no limit.
   std::size_t max_chunk = std::size_t{32} << 20;
   /// The driver to use; nullptr = process_driver(). Must outlive the pool.
