@@ -1,7 +1,7 @@
 // sova — a second virtual address for a block: the same physical memory
 // mapped again elsewhere (the CUDA programming guide's virtual aliasing).
 //
-// Coherence rules (docs/vmm.md, "Aliasing"), the guide's:
+// Coherence rules (docs/vmm.md, "Aliases"), the guide's:
 //  * Work ordered after other work (later in the same stream, or after an
 //    event, a stream wait or a synchronize) sees every write the earlier work
 //    made through either address: write through one view in one kernel, read

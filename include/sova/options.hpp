@@ -73,17 +73,19 @@ struct PoolOptions {
   /// How much work remapping may spend (RemapEffort); ignored without remap.
   RemapEffort remap_effort = RemapEffort::balanced;
   /// Check the stream of each allocation and free (docs/design.md, "Stream
-  /// checks"): a stream under graph capture is refused with
-  /// cudaErrorStreamCaptureUnsupported, and a handle that a new stream reused
-  /// after cudaStreamDestroy is told apart from the destroyed stream, whose
-  /// pending frees it must not inherit. Costs one driver call per free and two
+  /// checks"): a stream under graph capture is served graph memory
+  /// (docs/graphs.md), and a handle that a new stream reused after
+  /// cudaStreamDestroy is told apart from the destroyed stream, whose pending
+  /// frees it must not inherit. Without the checks an allocation on a
+  /// capturing stream is served as an eager one, wrong for a graph. Costs one driver call per free and two
   /// per allocation (~18 ns each on the H100's host) on streams other than the
   /// legacy stream. Turn off only where no stream this pool serves is ever
   /// captured, and no stream is destroyed while blocks it freed may be pending.
   bool check_streams = true;
   /// Largest physical chunk the pool creates at once. Larger chunks cost fewer
-  /// driver calls to grow (one create/map/set-access round, ~50 us, whatever
-  /// the size up to 512 MiB on H100); smaller ones can be released sooner, since
+  /// driver calls to grow (one create/map/set-access round, whose access grant
+  /// costs the same whatever the size: docs/benchmarks.md, "Driver costs");
+  /// smaller ones can be released sooner, since
   /// a chunk goes back only when every byte of it is free. 0 = no limit.
   std::size_t max_chunk = std::size_t{32} << 20;
   /// The driver to use; nullptr = process_driver(). Must outlive the pool.

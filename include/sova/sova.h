@@ -40,11 +40,12 @@ typedef enum sovaPolicy {
 
 /** Flags of a pool (sovaMemPoolProps::flags). */
 typedef enum sovaMemPoolFlags {
-  /** No per-call stream checks: the pool no longer refuses streams under
-   * graph capture nor tells a new stream from a destroyed one whose handle it
-   * received (docs/design.md, "Stream checks"); an allocate+free pair then
-   * makes no driver call. Only where no stream is captured, and none destroyed
-   * while blocks it freed may still be in use. The default pools take it from
+  /** No per-call stream checks: the pool no longer sees graph capture (an
+   * allocation on a capturing stream is then served as an eager one, wrong
+   * for a graph: docs/graphs.md, "Limits") nor tells a new stream from a
+   * destroyed one whose handle it received (docs/design.md, "Stream checks");
+   * an allocate+free pair then makes no driver call. Only where no stream is
+   * captured, and none destroyed while blocks it freed may still be in use. The default pools take it from
    * the environment: SOVA_STREAM_CHECKS=0. */
   sovaMemPoolNoStreamChecks = 0x1,
   /** No physical remapping: back new blocks with new physical memory only,
@@ -147,8 +148,8 @@ typedef enum sovaSleepMode {
  * Checked first, nothing changed on failure (sovaGetLastErrorMessage says
  * which): NULL, invalid or imported pool, or a mode other than the two:
  * cudaErrorInvalidValue; a stream the driver does not know: the driver's
- * error (cudaErrorInvalidResourceHandle; a garbage pointer may crash the
- * CUDA driver, as with the runtime). Backup on a driver without host copies:
+ * error (cudaErrorInvalidResourceHandle; a garbage pointer or a destroyed
+ * stream's handle may crash the CUDA driver, as with the runtime). Backup on a driver without host copies:
  * cudaErrorNotSupported. Must not race with allocations from the pool. */
 SOVA_API cudaError_t sovaMemPoolSleep(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream);
 /** Makes the memory anew under the same addresses with the access granted
