@@ -31,12 +31,6 @@ bool stats_within(const sova::Pool& pool, std::chrono::milliseconds limit, Predi
   return false;
 }
 
-// Waits up to `limit` for the pool's heap to hold a free, backed block of at
-// least `bytes` (what the retired stream's frees, coalesced, make).
-bool heap_offers(const sova::Pool& pool, std::size_t bytes, std::chrono::milliseconds limit) {
-  return stats_within(pool, limit, [bytes](const sova::PoolStats& s) { return s.largest_free_block >= bytes; });
-}
-
 // threads_mixed's loop on one thread: each stream holds a window of 8 blocks
 // of sizes 256 B + k x 4 KiB (k < 64) and replaces a random one `pairs`
 // times, the streams interleaved; then frees its window. Returns the slow-path
