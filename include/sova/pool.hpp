@@ -44,8 +44,13 @@ class SOVA_API Pool {
   /// Reserves the pool's VA range. Throws Error (cudaErrorNotSupported) when
   /// the device lacks VMM, cudaErrorInvalidDevice for a bad ordinal.
   explicit Pool(const PoolOptions& options = PoolOptions{});
-  /// Waits for the device's outstanding work, then releases all memory. Blocks
-  /// still live become invalid.
+  /// Waits for the device's outstanding work on the pool's memory, then
+  /// releases all memory: for the fences of its pending frees where every
+  /// one has a fence and no block is live (event waits: a capture running
+  /// elsewhere survives), else for the devices. A device synchronize refused
+  /// while a capture runs leaves the memory mapped to the process's end
+  /// rather than unmap it under queued work (docs/graphs.md, "Captures sova
+  /// does not know"). Blocks still live become invalid.
   ~Pool();
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;

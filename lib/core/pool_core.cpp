@@ -106,10 +106,12 @@ PoolCore::~PoolCore() {
   // accepted on any device's stream): wait before unmapping anything — for
   // their fences where every free has one, else for the devices
   // (StreamRegistry::synchronize).
+  // A live block may still have work queued on it (~Pool waits for the
+  // device's outstanding work): then the devices, as for unfenced frees.
   bool waited = false;
   try {
     const std::vector<StreamState*> states = streams_.all();
-    waited = !streams_.any_unfenced(states) && streams_.wait_fences(states);
+    waited = streams_.live_bytes() == 0 && !streams_.any_unfenced(states) && streams_.wait_fences(states);
   } catch (...) {
   }
   if (!waited && streams_.synchronize_devices() != cudaSuccess) {
