@@ -229,10 +229,17 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (check_streams_ && !state->is_legacy) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
   }
+  // Right after a wake its restore may still write this block: the free is
+  // ordered after it (one atomic load otherwise).
+  if (sleep_.restore_pending()) [[unlikely]]
+    sleep_.order_after_restore(stream);
   return free_stamped(block, offset, state, stream, /*may_fence=*/true);
 }
 
 cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) noexcept {
+  // Complete for every stream at once (PoolGraphs::give_back): not before a
+  // wake's restore, which may still write the block, is done.
+  sleep_.wait_for_restore();
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address)) return cudaErrorInvalidValue;
   const std::size_t offset = address - arena_.base();
@@ -244,6 +251,7 @@ cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) 
 }
 
 cudaError_t PoolCore::free_graph_output(void* ptr, StreamState* freer) noexcept {
+  sleep_.wait_for_restore();  // no handle to order: the host waits (as free_released_graph_block)
   const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
   if (!arena_.contains(address) || freer == nullptr) return cudaErrorInvalidValue;
   const std::size_t offset = address - arena_.base();

@@ -291,11 +291,17 @@ cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::s
   for (const Range& extent : extents) {
     if (const cudaError_t e = enqueue_restore(extent); e != cudaSuccess) return undo(e);
   }
+  bool pending = false;
   if (!extents.empty()) {
-    // Later work on the caller's stream sees the contents; wake returns at once.
+    // Later work on the caller's stream sees the contents; wake returns at
+    // once. Frees on other streams meanwhile wait too (order_after_restore).
     cudaError_t e = driver_.event_record(copy_event_, copy_stream_);
+    pending = e == cudaSuccess;
     if (e == cudaSuccess) e = driver_.stream_wait_event(stream, copy_event_);
-    if (e != cudaSuccess && drain_copies() != cudaSuccess) return undo(e);
+    if (e != cudaSuccess) {
+      if (drain_copies() != cudaSuccess) return undo(e);
+      pending = false;  // drained: the restore is done
+    }
   }
   try {
     arena_.rebacked(released_, handles);
@@ -307,8 +313,26 @@ cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::s
   saved_.clear();
   slept_ = false;
   asleep_bytes_.store(0, std::memory_order_relaxed);
+  restore_pending_.store(pending, std::memory_order_release);
   asleep_.store(false, std::memory_order_release);
   return cudaSuccess;
+}
+
+void PoolSleep::wait_for_restore() noexcept {
+  if (!restore_pending()) return;
+  if (driver_.event_synchronize(copy_event_) == cudaSuccess || drain_copies() == cudaSuccess) {
+    restore_pending_.store(false, std::memory_order_relaxed);
+  }
+}
+
+void PoolSleep::order_after_restore(cudaStream_t stream) noexcept {
+  if (driver_.event_query(copy_event_) == cudaSuccess) {
+    restore_pending_.store(false, std::memory_order_relaxed);  // done: frees need not ask again
+    return;
+  }
+  // An event re-recorded meanwhile (the next sleep's copies) makes the wait
+  // longer, never unsafe. Where the stream cannot wait, the host does.
+  if (driver_.stream_wait_event(stream, copy_event_) != cudaSuccess) (void)driver_.event_synchronize(copy_event_);
 }
 
 cudaError_t PoolSleep::release_host_memory() noexcept {

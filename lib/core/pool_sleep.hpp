@@ -99,6 +99,17 @@ class PoolSleep {
   /// backup dropped, and no byte outside the live blocks is written.
   /// Awake already: cudaSuccess, nothing done.
   cudaError_t wake(cudaStream_t stream, const std::function<bool(std::size_t offset)>& still_live) noexcept;
+  /// Whether a wake's restore may still be writing live blocks (one relaxed
+  /// load: the pool's free asks it on every free).
+  bool restore_pending() const noexcept { return restore_pending_.load(std::memory_order_acquire); }
+  /// A free on `stream` while a restore may run: later work on `stream`
+  /// (and so the free's fence) waits for the restore's copies, so that the
+  /// block's memory is never reused or released under them — a block live at
+  /// wake, freed at once on another stream than wake's (docs/sleep-wake.md).
+  void order_after_restore(cudaStream_t stream) noexcept;
+  /// The host waits for a pending restore (a graph's blocks going back as
+  /// complete for every stream, with no stream to order).
+  void wait_for_restore() noexcept;
   /// Frees the pinned host memory kept for backups (awake only; asleep:
   /// cudaErrorNotPermitted, the backups are in it).
   cudaError_t release_host_memory() noexcept;
@@ -173,6 +184,10 @@ class PoolSleep {
   bool slept_ = false;
   std::vector<Arena::Extent> released_;  ///< where the released chunks lay
   std::atomic<bool> asleep_{false};
+  /// Set by a wake whose restore copies may still run (copy_event_ marks
+  /// their end); cleared once they are seen done (order_after_restore) or
+  /// drained by the next sleep.
+  std::atomic<bool> restore_pending_{false};
   std::atomic<std::size_t> asleep_bytes_{0};
   std::atomic<std::size_t> host_bytes_{0};
 };
