@@ -15,6 +15,8 @@
 // whole entry or none. Entries are only ever the driver's answers.
 #pragma once
 
+#include "base/implicit_stream.hpp"
+
 #include <sova/driver.hpp>
 
 #include <cuda_runtime_api.h>
@@ -61,11 +63,7 @@ class StreamDevices {
   std::array<std::atomic<std::uint64_t>, kSlots> slots_{};
 };
 
-/// Whether `stream` is 0, cudaStreamLegacy or cudaStreamPerThread: a stream
-/// of the calling thread's current device.
-inline bool is_implicit_stream(cudaStream_t stream) noexcept {
-  return stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
-}
+using sova::detail::is_implicit_stream;
 
 /// The process's cache: constant-initialized and trivially destructible, so
 /// usable from any static constructor or destructor.

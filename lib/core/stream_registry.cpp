@@ -2,6 +2,7 @@
 // events, synchronizes.
 #include "core/stream_registry.hpp"
 
+#include "base/implicit_stream.hpp"
 #include "base/tls_model.hpp"
 #include "core/clock.hpp"
 
@@ -39,17 +40,11 @@ std::uintptr_t per_thread_key() noexcept {
   return t_per_thread_key;
 }
 
-bool is_implicit(cudaStream_t stream) noexcept {
-  const auto value = reinterpret_cast<std::uintptr_t>(stream);
-  return value == 0 || value == reinterpret_cast<std::uintptr_t>(cudaStreamLegacy) ||
-         value == reinterpret_cast<std::uintptr_t>(cudaStreamPerThread);
-}
-
 /// For an implicit handle on a system of several devices: the calling
 /// thread's current device where it is not the pool's, whose stream the
 /// handle then names; else -1.
 int other_current_device(Driver& driver, bool several_devices, int pool_device, cudaStream_t stream) noexcept {
-  if (!several_devices || !is_implicit(stream)) return -1;
+  if (!several_devices || !is_implicit_stream(stream)) return -1;
   int device = pool_device;
   if (driver.current_device(&device) != cudaSuccess) return -1;
   return device == pool_device ? -1 : device;
@@ -171,7 +166,7 @@ StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
         auto fresh = std::make_unique<StreamState>();
         fresh->key = key;
         fresh->is_legacy = (key & 0x7) == kLegacyKey;  // either device's legacy stream
-        if (is_implicit(stream)) {
+        if (is_implicit_stream(stream)) {
           fresh->device.store(other_device >= 0 ? other_device : device_, std::memory_order_relaxed);
           if (other_device >= 0) fresh->foreign.store(true, std::memory_order_relaxed);
         } else {
@@ -185,7 +180,7 @@ StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
             !capturing) {
           driver_.stream_id(stream, &fresh->stream_id);
         }
-        if (!is_implicit(stream)) learn_device(fresh.get(), stream);
+        if (!is_implicit_stream(stream)) learn_device(fresh.get(), stream);
         // Counted active before it is published: the release worker's count,
         // if it sees the state, then stores it among the others, and if it
         // does not, stores one too few until its next pass (20 ms) — never
@@ -279,24 +274,17 @@ void StreamRegistry::learn_device(StreamState* state, cudaStream_t stream) noexc
   // another device's stream and only freed on, never allocated on, keeps the
   // old stream's device here. That stays correct: the fences of such a stream
   // cannot be recorded (an event of the pool's device on another device's
-  // stream is refused), and fence_refused then marks it foreign; and every
+  // stream is refused), and the refused record asks again and marks it
+  // foreign (record_fence_locked); and every
   // synchronize that completes frees covers every device the process uses
   // (synchronize_devices), whichever device a free was made on.
   // One device: the pool's, set when the state was made; an implicit handle:
   // its key's (find_slow).
-  if (!several_devices_ || is_implicit(stream)) return;
+  if (!several_devices_ || is_implicit_stream(stream)) return;
   int device = -1;
   if (driver_.stream_device(stream, &device) != cudaSuccess) device = -1;
   state->device.store(device, std::memory_order_relaxed);
   if (device != device_) state->foreign.store(true, std::memory_order_relaxed);
-}
-
-void StreamRegistry::fence_refused(StreamState* state, cudaStream_t stream) noexcept {
-  if (!several_devices_ || is_implicit(stream)) return;  // implicit handles: foreign from their keys
-  int device = -1;
-  if (driver_.stream_device(stream, &device) == cudaSuccess && device == device_) return;  // refused for another reason
-  state->device.store(device, std::memory_order_relaxed);
-  state->foreign.store(true, std::memory_order_relaxed);
 }
 
 cudaError_t StreamRegistry::synchronize_devices() noexcept {
@@ -367,7 +355,9 @@ void StreamRegistry::record_fence_locked(StreamState* state, cudaStream_t stream
   // from any thread, the release worker's (device 0 current) included.
   if (driver_.event_record_on(device_, event, handle) != cudaSuccess) {
     return_event(event);
-    fence_refused(state, stream);
+    // Where the system has several devices, the handle may now name another
+    // device's stream (a reused handle only freed on): ask, and mark it foreign.
+    learn_device(state, stream);
     return;
   }
   try {

@@ -164,9 +164,7 @@ class StreamRegistry {
     state->older = all_states_.load(std::memory_order_relaxed);
     all_states_.store(state, std::memory_order_release);
   }
-  /// A fence could not be recorded on `stream`: where the system has
-  /// several devices, the handle may now name another device's stream.
-  void fence_refused(StreamState* state, cudaStream_t stream) noexcept;
+
   EventHandle acquire_event() noexcept;
   void return_event(EventHandle event) noexcept;
 

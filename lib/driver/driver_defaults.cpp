@@ -1,6 +1,8 @@
 // The Driver methods a driver need not implement: plain device memory through
 // physical_create, and cudaErrorNotSupported for the rest (a Driver written
 // before properties and sharing existed keeps serving plain pools).
+#include "base/implicit_stream.hpp"
+
 #include <sova/driver.hpp>
 
 namespace sova {
@@ -33,7 +35,7 @@ cudaError_t Driver::event_create_on(int device, EventHandle* event) noexcept {
 }
 
 cudaError_t Driver::event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept {
-  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) {
+  if (detail::is_implicit_stream(stream)) {
     int current = -1;
     if (const cudaError_t err = current_device(&current); err != cudaSuccess) return err;
     if (device != current) return cudaErrorInvalidDevice;

@@ -4,6 +4,7 @@
 // cudaMemcpyDefault, so that unified addressing picks the direction. A copy
 // on a created stream runs with that stream's device current (a pool's copy
 // stream is its device's, whatever the calling thread's current device).
+#include "base/implicit_stream.hpp"
 #include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
 #include "driver/cuda/relaxed_capture.hpp"
@@ -50,7 +51,7 @@ cudaError_t CudaDriver::memcpy_async(void* dst, const void* src, std::size_t byt
   if (bytes == 0) return cudaSuccess;
   RelaxedCapture relaxed;  // a copy on sova's own stream during another stream's capture
   auto copy = [&] { return quiet([&] { return cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream); }); };
-  const bool implicit = stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread;
+  const bool implicit = detail::is_implicit_stream(stream);
   int device = -1;
   if (implicit || stream_device(stream, &device) != cudaSuccess) return copy();
   ScopedContext context(device);

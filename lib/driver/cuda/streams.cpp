@@ -9,6 +9,7 @@
 // event_create_on on a named one. An event can be recorded only on a stream of
 // its own device (cudaErrorInvalidResourceHandle otherwise), so the pool
 // creates its fence events with event_create_on(its device).
+#include "base/implicit_stream.hpp"
 #include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
 #include "driver/cuda/entry_points.hpp"
@@ -69,9 +70,7 @@ cudaError_t CudaDriver::event_record(EventHandle event, cudaStream_t stream) noe
 }
 
 cudaError_t CudaDriver::event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept {
-  if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) {
-    return event_record(event, stream);
-  }
+  if (!detail::is_implicit_stream(stream)) return event_record(event, stream);
   // The implicit handles name the current context's streams: `device`'s
   // primary context current for the call, the caller's given back (as
   // event_create_on does).
@@ -157,7 +156,7 @@ cudaError_t CudaDriver::stream_id(cudaStream_t stream, unsigned long long* id) n
 cudaError_t CudaDriver::stream_device(cudaStream_t stream, int* device) noexcept {
   if (device == nullptr) return cudaErrorInvalidValue;
   // The special handles name a stream of the current device's context.
-  if (stream == nullptr || stream == cudaStreamLegacy || stream == cudaStreamPerThread) return current_device(device);
+  if (detail::is_implicit_stream(stream)) return current_device(device);
   const EntryPoints& cu = entry_points();
   if (cu.status != cudaSuccess) return cu.status;
   // Through the stream's context, not cuStreamGetDevice: that one refuses a

@@ -4,6 +4,7 @@
 // kernel waiting on its own stream would hang.
 #include "sim_state.hpp"
 
+#include "base/implicit_stream.hpp"
 #include "base/raw_enum.hpp"
 
 #include <optional>
@@ -30,9 +31,7 @@ cudaError_t SimDriver::event_destroy(EventHandle event) noexcept {
 }
 
 cudaError_t SimDriver::event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept {
-  if (stream != nullptr && stream != cudaStreamLegacy && stream != cudaStreamPerThread) {
-    return event_record(event, stream);
-  }
+  if (!detail::is_implicit_stream(stream)) return event_record(event, stream);
   if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
   // The implicit handles as `device` current names them, the thread's own
   // current device given back.
