@@ -240,10 +240,8 @@ cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) 
   // Complete for every stream at once (PoolGraphs::give_back): not before a
   // wake's restore, which may still write the block, is done.
   sleep_.wait_for_restore();
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (!arena_.contains(address)) return cudaErrorInvalidValue;
-  const std::size_t offset = address - arena_.base();
-  Block* block = heap_.find(offset);
+  std::size_t offset = 0;
+  Block* block = block_starting_at(ptr, &offset);
   if (block == nullptr) return cudaErrorInvalidValue;
   StreamState* state = streams_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
@@ -252,20 +250,16 @@ cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) 
 
 cudaError_t PoolCore::free_graph_output(void* ptr, StreamState* freer) noexcept {
   sleep_.wait_for_restore();  // no handle to order: the host waits (as free_released_graph_block)
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (!arena_.contains(address) || freer == nullptr) return cudaErrorInvalidValue;
-  const std::size_t offset = address - arena_.base();
-  Block* block = heap_.find(offset);
-  if (block == nullptr) return cudaErrorInvalidValue;
+  std::size_t offset = 0;
+  Block* block = block_starting_at(ptr, &offset);
+  if (block == nullptr || freer == nullptr) return cudaErrorInvalidValue;
   return free_stamped(block, offset, freer, nullptr, /*may_fence=*/false);
 }
 
 void PoolCore::set_requested(void* ptr, std::size_t bytes) noexcept {
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (!arena_.contains(address)) return;
-  const std::size_t offset = address - arena_.base();
-  Block* block = heap_.find(offset);
-  if (block == nullptr || block->offset != offset || block->allocated_on == nullptr) return;
+  std::size_t offset = 0;
+  Block* block = block_starting_at(ptr, &offset);
+  if (block == nullptr || block->allocated_on == nullptr) return;
   StreamState* owner = block->allocated_on;
   std::lock_guard<SpinLock> lock(owner->lock);
   StreamState::bump(owner->live_bytes, static_cast<std::int64_t>(bytes) - static_cast<std::int64_t>(block->requested));
@@ -329,14 +323,9 @@ cudaError_t PoolCore::refuse_capture(cudaStream_t stream) noexcept {
 }
 
 std::size_t PoolCore::block_size(const void* ptr) const noexcept {
-  const std::uintptr_t address = reinterpret_cast<std::uintptr_t>(ptr);
-  if (!arena_.contains(address)) return 0;
-  const std::size_t offset = address - arena_.base();
-  const Block* block = heap_.find(offset);
-  // find() answers for any offset in a block's first 512 bytes: only its start is the block.
-  if (block == nullptr || block->offset != offset || block->state.load(std::memory_order_acquire) != BlockState::live) {
-    return 0;
-  }
+  std::size_t offset = 0;
+  const Block* block = block_starting_at(ptr, &offset);
+  if (block == nullptr || block->state.load(std::memory_order_acquire) != BlockState::live) return 0;
   return block->requested;
 }
 

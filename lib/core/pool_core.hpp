@@ -164,6 +164,16 @@ class PoolCore {
   /// block not live.
   cudaError_t free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,
                            bool may_fence) noexcept;
+  /// The block starting exactly at `ptr`, its pool offset in `*offset`;
+  /// nullptr outside the arena or off a block's start (heap_.find answers for
+  /// any of a block's first 512 bytes).
+  Block* block_starting_at(const void* ptr, std::size_t* offset) const noexcept {
+    const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+    if (!arena_.contains(address)) return nullptr;
+    *offset = address - arena_.base();
+    Block* block = heap_.find(*offset);
+    return block != nullptr && block->offset == *offset ? block : nullptr;
+  }
 
   // ---- the slow path (pool_core_slow.cpp) -----------------------------------
   cudaError_t allocate_slow(void** ptr, std::size_t bytes, std::size_t size, std::size_t need, StreamState* state,
