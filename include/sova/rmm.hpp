@@ -31,13 +31,21 @@
 //   as RMM's resources refuse it, changing nothing.
 // - Errors: running out of memory throws rmm::out_of_memory (what cuDF's
 //   spilling and RMM's failure_callback_resource_adaptor catch), any other
-//   allocation failure (a stream under graph capture, a bad device) throws
+//   allocation failure (an invalidated capture, a bad device) throws
 //   rmm::bad_alloc; both carry sova's message and change nothing. deallocate
 //   is noexcept, as RMM's and any_resource's are: a pointer that is not a live
 //   block of this pool (foreign, interior, freed twice, or given with another
 //   alignment than at allocation) prints what was wrong to stderr and aborts,
 //   as glibc's free() does on a double free; the pool is unchanged. `bytes` is
 //   not needed to free (the pool knows each block's size) and is not checked.
+// - Graph capture: allocate and deallocate on a capturing stream give and
+//   take graph memory, as sova's pools do (docs/graphs.md), so RMM's
+//   containers can be made and dropped inside a capture. A block allocated
+//   before a capture and dropped on its stream during it (a container that
+//   goes out of scope there) is a free sova refuses under capture
+//   (cudaErrorStreamCaptureUnsupported): the resource keeps it and frees it
+//   on that stream at its first call outside the capture, as PyTorch's
+//   allocator defers such frees. That stream must still exist then.
 // - The synchronous pair works on the legacy default stream: allocate_sync
 //   allocates on it and synchronizes it (as RMM's cuda_async resources), so
 //   the memory is usable at once by any stream or the host; deallocate_sync
@@ -69,10 +77,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace sova {
 
@@ -104,6 +115,7 @@ class RmmResource {
   [[nodiscard]] void* allocate(cuda::stream_ref stream, std::size_t bytes,
                                std::size_t alignment = rmm::CUDA_ALLOCATION_ALIGNMENT) {
     if (!is_power_of_two(alignment)) refuse_alignment(alignment);
+    keep_->free_deferred();
     if (alignment <= kPoolAlignment) return allocate_block(bytes, stream.get());
     if (bytes == 0) return nullptr;
     const std::size_t extra = alignment - kPoolAlignment;
@@ -121,9 +133,14 @@ class RmmResource {
   void deallocate(cuda::stream_ref stream, void* ptr, [[maybe_unused]] std::size_t bytes,
                   std::size_t alignment = rmm::CUDA_ALLOCATION_ALIGNMENT) noexcept {
     if (ptr == nullptr) return;
+    keep_->free_deferred();
     void* const block = alignment <= kPoolAlignment ? ptr : block_start(ptr, alignment);
     const cudaError_t error = pool_->try_deallocate(block, stream.get());
-    if (error != cudaSuccess) bad_free(ptr, alignment, error);
+    if (error == cudaErrorStreamCaptureUnsupported) {
+      keep_->defer(block, stream.get());  // an eager block dropped during a capture
+    } else if (error != cudaSuccess) {
+      bad_free(ptr, alignment, error);
+    }
   }
 
   /// allocate on the legacy default stream, then synchronizes that stream:
@@ -158,7 +175,8 @@ class RmmResource {
   [[nodiscard]] const std::shared_ptr<Pool>& shared_pool() const noexcept { return keep_->pool; }
 
  private:
-  // Holds the pool for every copy; leaves it to the OS when the last copy
+  // Holds the pool for every copy, and the frees sova refused under capture
+  // until they can be made; leaves the pool to the OS when the last copy
   // goes during process exit (RMM's static per-device map), when destroying
   // it would call a driver that may be gone.
   struct Keeper {
@@ -167,10 +185,40 @@ class RmmResource {
     Keeper(const Keeper&) = delete;
     Keeper& operator=(const Keeper&) = delete;
     ~Keeper() {
-      if (pool != nullptr && rmm::process_is_exiting()) {
+      if (pool == nullptr) return;
+      if (rmm::process_is_exiting()) {
         new std::shared_ptr<Pool>(std::move(pool));  // leaked on purpose
+        return;
+      }
+      free_deferred();  // the last copy: frees still refused now stay the pool's until it goes
+    }
+
+    /// Keeps a free of `block` on `stream` refused under capture, for later.
+    /// Host memory running out leaves the block to the pool's destruction.
+    void defer(void* block, cudaStream_t stream) noexcept {
+      std::lock_guard lock(deferred_mutex);
+      try {
+        deferred.emplace_back(block, stream);
+        any_deferred.store(true, std::memory_order_relaxed);
+      } catch (const std::bad_alloc&) {
       }
     }
+    /// Makes the frees deferred so far where the pool now takes them (their
+    /// stream's capture is over). One relaxed load when there are none.
+    void free_deferred() noexcept {
+      if (!any_deferred.load(std::memory_order_relaxed)) [[likely]] return;
+      std::lock_guard lock(deferred_mutex);
+      std::size_t kept = 0;
+      for (const auto& [block, stream] : deferred) {
+        if (pool->try_deallocate(block, stream) == cudaErrorStreamCaptureUnsupported) deferred[kept++] = {block, stream};
+      }
+      deferred.resize(kept);
+      any_deferred.store(kept != 0, std::memory_order_relaxed);
+    }
+
+    std::atomic<bool> any_deferred{false};
+    std::mutex deferred_mutex;
+    std::vector<std::pair<void*, cudaStream_t>> deferred;  // under deferred_mutex
   };
 
   static constexpr bool is_power_of_two(std::size_t value) noexcept { return value != 0 && (value & (value - 1)) == 0; }
@@ -212,8 +260,8 @@ class RmmResource {
     std::abort();
   }
 
-  // deallocate is noexcept (as RMM's): a free sova refused is a bug in the
-  // caller (or a stream under capture), reported and fatal. During process
+  // deallocate is noexcept (as RMM's): a free sova refused, other than
+  // under capture (deferred), is a bug in the caller, reported and fatal. During process
   // exit the driver may be gone; errors then are ignored, as RMM does.
   void bad_free(void* ptr, std::size_t alignment, cudaError_t error) const noexcept {
     if (rmm::process_is_exiting()) return;
@@ -223,7 +271,7 @@ class RmmResource {
                   error == cudaErrorInvalidValue
                       ? "not a live block of this pool (foreign pointer, double free, or another alignment "
                         "than at allocation)"
-                      : "the pool refused the free (a stream under graph capture, or the driver failed)");
+                      : "the pool refused the free (the driver failed)");
     abort_with(message);
   }
 

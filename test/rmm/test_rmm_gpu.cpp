@@ -230,3 +230,45 @@ TEST_CASE("out of device memory: rmm::out_of_memory from RMM's containers, the p
   rmm::device_buffer fits(50 * kMiB, s.ref(), mr);
   CHECK(mr.pool().contains(fits.data()));
 }
+
+TEST_CASE("RMM's containers under stream capture: a graph of device_buffer and device_uvector launched many times",
+          "[rmm][gpu][graphs]") {
+  RmmResource mr{on_gpu()};
+  Stream s;
+  test_device().reset_mismatches();
+  constexpr std::uint32_t kOutputTag = 0x0A7F1u;
+  std::optional<rmm::device_buffer> output;  // made in the graph, read after it
+  REQUIRE(cudaStreamBeginCapture(s.handle, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  {
+    rmm::device_buffer scratch(4 * kMiB, s.ref(), mr);
+    rmm::device_uvector<std::uint32_t> words(std::size_t{1} << 20, s.ref(), mr);
+    test_device().fill(scratch.data(), 4 * kMiB, 0x5C4A7C4u, s.handle);
+    test_device().fill(words.data(), words.size() * sizeof(std::uint32_t), 0x7E57u, s.handle);
+    test_device().expect(scratch.data(), 4 * kMiB, 0x5C4A7C4u, s.handle);
+    test_device().expect(words.data(), words.size() * sizeof(std::uint32_t), 0x7E57u, s.handle);
+    output.emplace(2 * kMiB, s.ref(), mr);
+    test_device().fill(output->data(), 2 * kMiB, kOutputTag, s.handle);
+  }  // scratch and words freed under capture: memory the graph frees itself
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s.handle, &graph) == cudaSuccess);  // the resource never invalidates it
+  CHECK(mr.pool().stats().graph_held_bytes >= 2 * kMiB);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  for (int i = 0; i < 100; ++i) REQUIRE(cudaGraphLaunch(exec, s.handle) == cudaSuccess);
+  test_device().expect(output->data(), 2 * kMiB, kOutputTag, s.handle);
+  REQUIRE(cudaStreamSynchronize(s.handle) == cudaSuccess);
+  CHECK(test_device().mismatches() == 0);
+
+  output.reset();  // the caller frees the graph's output, outside capture, on its stream
+  REQUIRE(cudaGraphExecDestroy(exec) == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  REQUIRE(cudaStreamSynchronize(s.handle) == cudaSuccess);
+  std::uint64_t held = 1;
+  for (int i = 0; i < 10000 && held != 0; ++i) {  // the driver releases a graph on its own thread
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    held = mr.pool().graph_memory_stats().held_bytes;
+  }
+  CHECK(held == 0);
+  CHECK(mr.pool().stats().used_current == 0);
+  mr.pool().check_invariants();
+}
