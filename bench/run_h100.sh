@@ -30,7 +30,7 @@
 # --benchmark_min_time form the installed Google Benchmark accepts: "0.2s" for
 # 1.8, a plain "0.2" for 1.7). Arguments go to sova_bench (and sova_bench_rmm).
 #
-# With $OUT set, at most 10 files land there:
+# With $OUT set, at most 11 files land there:
 #   seed.txt        the seed table
 #   bench.txt       console output of sova_bench, sova_bench_torch, sova_bench_rmm
 #   bench.json      sova_bench, Google Benchmark JSON (aggregates of 3 repetitions)
@@ -38,7 +38,8 @@
 #   torch_expandable.json   sova_bench_torch --expandable, torch_expandable
 #   rmm.json        sova_bench_rmm, the same (when it was built)
 #   summary.md      tables per workload and the targets (tools/plot_bench.py)
-#   ratios.png, threads.png, overheads.png   the figures (tools/plot_bench.py)
+#   ratios.png, threads.png, overheads.png   the figures (tools/plot_bench.py),
+#   traces.png      and the replay/ cases' when bench/traces/ has traces
 # Exit status: non-zero if the build, sova_seed (e.g. a wrong kernel result),
 # sova_bench, sova_bench_rmm or either sova_bench_torch run failed (including a torch run whose
 # JSON context does not read back the expandable_segments it was run with);

@@ -18,7 +18,8 @@
 # replay.json, replay_torch.json, replay_torch_expandable.json (Google
 # Benchmark JSON), replay_memory.csv, replay_memory_torch.csv,
 # replay_memory_torch_expandable.csv (memory over time), and from
-# tools/plot_bench.py summary.md, ratios.png, replay.png, replay_memory.png.
+# tools/plot_bench.py --prefix replay: replay_summary.md, replay_ratios.png,
+# replay_traces.png, replay_memory.png.
 # Exit status: non-zero if the build or any program failed (each runs even
 # when an earlier one failed).
 set -uo pipefail
@@ -79,7 +80,7 @@ if [ -n "${OUT:-}" ]; then
   plot_args=()
   for m in "${memories[@]}"; do [ -s "$OUT/$m" ] && plot_args+=(--replay-memory "$OUT/$m"); done
   for j in "${jsons[@]}"; do [ -s "$OUT/$j" ] && plot_args+=("$OUT/$j"); done
-  python3 tools/plot_bench.py --out "$OUT" "${plot_args[@]}" || status=1
+  python3 tools/plot_bench.py --out "$OUT" --prefix replay "${plot_args[@]}" || status=1
 fi
 echo "run_replay.sh: $((SECONDS - start_s)) s in all, exit status $status"
 exit $status

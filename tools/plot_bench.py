@@ -1,29 +1,39 @@
 #!/usr/bin/env python3
 """Plots and tabulates Google Benchmark JSON from sova_bench / sova_bench_torch / sova_bench_rmm.
 
-    tools/plot_bench.py [--out DIR] [--no-png] [--replay-memory CSV ...] BENCH.json [MORE.json ...]
+    tools/plot_bench.py [--out DIR] [--prefix NAME] [--no-png] [--replay-memory CSV ...] BENCH.json [MORE.json ...]
 
 Reads one or more JSON files written with --benchmark_out_format=json (with
 or without --benchmark_report_aggregates_only; later files add to earlier
-ones, e.g. bench.json then torch.json) and writes into DIR (default: .):
+ones, e.g. bench.json then torch.json) and writes into DIR (default: .),
+each name starting with NAME_ when --prefix NAME is given (micro_summary.md,
+micro_ratios.png, ...: two result sets in one folder keep apart):
 
     summary.md     a markdown table per workload group: median time, spread,
                    ratio to cudaMallocAsync, the cases' counters; the
-                   targets; what was skipped and why
+                   targets; what was skipped and why; the command that made
+                   it; the figures, each with what it shows
     ratios.png     bars per workload: each allocator's cost per unit of work
-                   over cudaMallocAsync's (log scale; below 1 is faster)
-    threads.png    threads/: aggregate pairs/s against threads (log-log)
+                   over cudaMallocAsync's (log scale; the dashed line at 1 is
+                   cudaMallocAsync; lower is better)
+    threads.png    threads/ and threads_mixed/: aggregate pairs/s against
+                   threads (log-log), a panel per workload
     overheads.png  multistream/ vs_prealloc (time over the preallocated
                    floor) and random/ res_over_req (peak reserved over peak
                    requested), per allocator
-    replay.png     replay/: peak reserved over peak used and over the trace's
+    traces.png     replay/: peak reserved over peak used and over the trace's
                    peak, and operations per second, per trace and allocator
-    replay_memory.png  replay/: reserved memory over time per trace, from the
+    memory.png     replay/: reserved memory over time per trace, from the
                    --replay-memory CSV files: sova's default, its best
-                   alternative and the peers, one color each, one legend
+                   alternative and the peers
+
+Every figure names the device and the day of the run at its top (the
+JSON's context: gpu, date), has one legend, below its panels, and draws an
+allocator in the same color and with the same marker as every other figure
+(ALLOCATOR_STYLES).
 
 A PNG is only written when its data is there; with --no-png, or without
-matplotlib, only summary.md. Case names are group/allocator[/args]
+matplotlib, only the summary. Case names are group/allocator[/args]
 (replay/<trace>/<allocator>: there the trace is the argument); the
 figures compare allocators within a workload (group + args, leaving out
 allocs:N, which only sets how much work one iteration is).
@@ -60,6 +70,8 @@ GROUP_TITLES = {
     "multistream": "multistream/: 4 streams x 25 rounds of (2 temporaries, 200 us kernel) (time per loop)",
     "random": "random/: RMM's random_allocations shape (time per replay of the trace)",
     "growth": "growth/: one buffer grown by 64 equal steps, copying at each (time per growth)",
+    "threads_mixed": "threads_mixed/: T threads, own stream each, 8 live blocks of mixed sizes each "
+                     "(time per pair and thread)",
 }
 # Counters shown in the tables, per group (others are left out to keep them narrow).
 TABLE_COUNTERS = {
@@ -322,7 +334,18 @@ def growth_table(members, cases):
 OWN_TABLES = {"pair_cold": cold_pair_table, "growth": growth_table}
 
 
-def write_summary(path, cases, failed, contexts, pngs):
+def workload_cell(case, by_threads):
+    """A table row's workload: its arguments, and its thread count where the
+    group runs at several (threads_mixed/'s rows told only the classes)."""
+    args = pretty_args(case.args)
+    if not by_threads:
+        return args or "-"
+    return "/".join(a for a in (args, "threads:%d" % case.threads) if a)
+
+
+def write_summary(path, cases, failed, contexts, pngs, command):
+    """The tables; pngs: [(file name, what it shows, its panels)] of the figures written;
+    command: the plot_bench command line that made the summary."""
     lines = []
     ctx = contexts[0][1] if contexts else {}
     lines.append("# sova benchmarks: %s" % ctx.get("gpu", "(no gpu in context)"))
@@ -335,6 +358,7 @@ def write_summary(path, cases, failed, contexts, pngs):
             ", " + extra if extra else ""))
     if ctx.get("note"):
         lines.append("- note: %s" % ctx["note"])
+    lines.append("- made by `%s`" % command)
     reps = sorted({c.repetitions() for c in cases})
     lines.append("")
     lines.append("Figures are host wall time; each is the median over %s repetitions (cv: their spread, "
@@ -388,9 +412,7 @@ def write_summary(path, cases, failed, contexts, pngs):
             _, ref = reference_cost(row_cases)
             for allocator in allocator_order(row_cases):
                 c = row_cases[allocator]
-                name = pretty_args(c.args) or "-"
-                if group == "threads":
-                    name = "threads:%d" % c.threads
+                name = workload_cell(c, group in THREAD_GROUPS)
                 cv = c.cv()
                 cost = c.cost()
                 ratio = "%.3g" % (cost / ref) if ref and cost else "-"
@@ -408,196 +430,343 @@ def write_summary(path, cases, failed, contexts, pngs):
     if pngs:
         lines.append("## Figures")
         lines.append("")
-        for png in pngs:
-            lines.append("![%s](%s)" % (png, png))
+        lines.append("Each figure names at its top the device (%s) and the day of the run (%s)." % (
+            " / ".join(run_devices(contexts)), run_dates(contexts)))
         lines.append("")
+        for png, shows, panels in pngs:
+            lines.append("`%s`: %s; panels: %s." % (png, shows, ", ".join(panels)))
+            lines.append("")
+            lines.append("![%s](%s)" % (shows, png))
+            lines.append("")
     with open(path, "w") as f:
         f.write("\n".join(lines))
 
 
-# One color per allocator in every figure and every run: the known ones have
-# their own; the others take, in order, the colors of EXTRA_COLORS that the
-# figure does not use yet (hues apart from the known ones', then lighter
-# shades), so that no two allocators of a figure share a color.
-KNOWN_COLORS = {
-    "sova_pool": "#1f77b4", "sova": "#1f77b4", "sova_capi": "#17becf", "sova_thorough": "#2ca02c",
-    "cudaMallocAsync_default": "#d62728", "cudaMallocAsync": "#d62728", "cudaMallocAsync_pool": "#ff9896",
-    "torch_caching": "#ff7f0e", "torch_expandable": "#9467bd", "preallocated": "#7f7f7f",
-    "cudaMalloc": "#8c564b", "rmm_pool": "#e7298a", "rmm_arena": "#66a61e", "rmm_binning": "#a6761d",
-    "rmm_cuda_async": "#7570b3",
+# ---- figures: one look for every figure ------------------------------------
+# An allocator is drawn in the same color and with the same marker in every
+# figure and every run, so that a reader who learnt one figure reads the
+# next without its legend. Families share hues where colors allow it: sova's
+# in blues, greens and cyans, CUDA's in reds and browns, PyTorch's orange and
+# purple, RMM's in magenta, olive and gold. Every allocator a program in
+# bench/ registers is here (test_plot_bench.py checks it); a host-simulation
+# case (name with _sim) is drawn as its GPU twin.
+ALLOCATOR_STYLES = {
+    "sova_pool": ("#1f77b4", "o"),
+    "sova_capi": ("#17becf", "D"),
+    "sova_thorough": ("#2ca02c", "P"),
+    "sova_pool_unchecked": ("#000080", "h"),
+    "sova_pool_logged": ("#e377c2", "p"),
+    "sova_capi_unchecked": ("#6baed6", "d"),
+    "sova_capi_from_pool": ("#9edae5", "8"),
+    "sova_pool_noremap": ("#98df8a", "H"),
+    "sova_size_classes": ("#1b9e77", "<"),
+    "sova_buddy": ("#bcbd22", ">"),
+    "sova_best_fit": ("#637939", "*"),
+    "sova_rmm": ("#393b79", "X"),
+    "cudaMallocAsync_default": ("#d62728", "s"),
+    "cudaMallocAsync_pool": ("#ff9896", "s"),
+    "cudaMalloc": ("#8c564b", "v"),
+    "preallocated": ("#7f7f7f", "_"),
+    "torch_caching": ("#ff7f0e", "^"),
+    "torch_expandable": ("#9467bd", "v"),
+    "rmm_pool": ("#e7298a", "<"),
+    "rmm_arena": ("#66a61e", ">"),
+    "rmm_binning": ("#a6761d", "d"),
+    "rmm_cuda_async": ("#e6ab02", "D"),
 }
-EXTRA_COLORS = ("#e377c2", "#bcbd22", "#000080", "#e6ab02", "#1b9e77", "#8c564b", "#7f7f7f", "#e7298a",
-                "#66a61e", "#a6761d", "#7570b3", "#aec7e8", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2",
-                "#dbdb8d", "#9edae5", "#ffbb78", "#c7c7c7")
+# seed/ names its variants in sova_seed's words.
+STYLE_ALIASES = {"sova": "sova_pool", "cudaMallocAsync": "cudaMallocAsync_default"}
+# Allocators no table above knows (a case added since) take these, in order,
+# skipping colors the figure already uses, so that two never share one.
+EXTRA_COLORS = ("#c49c94", "#c5b0d5", "#f7b6d2", "#dbdb8d", "#ffbb78", "#c7c7c7", "#aec7e8", "#7570b3",
+                "#e41a1c", "#4daf4a", "#984ea3", "#a65628")
+EXTRA_MARKERS = ("o", "s", "^", "v", "D", "P", "X", "h")
+BASELINE = "cudaMallocAsync_default"
+
+
+def style_name(allocator):
+    """The name whose style an allocator takes: its GPU twin for a _sim case,
+    the bench's name for seed/'s."""
+    base = allocator.replace("_sim", "")
+    return STYLE_ALIASES.get(base, base)
+
+
+def known_style(allocator):
+    return ALLOCATOR_STYLES.get(style_name(allocator))
+
+
+def styles_for(allocators):
+    """allocator -> (color, marker): the fixed ones, and for the others the
+    extra colors no known allocator of this figure has."""
+    styles = {a: known_style(a) for a in allocators if known_style(a)}
+    used = {color for color, _ in styles.values()}
+    free = [c for c in EXTRA_COLORS if c not in used] or list(EXTRA_COLORS)
+    others = [a for a in allocator_order(allocators) if a not in styles]
+    for i, name in enumerate(others):
+        styles[name] = (free[i % len(free)], EXTRA_MARKERS[i % len(EXTRA_MARKERS)])
+    return styles
 
 
 def colors_for(allocators):
-    colors = {}
-    for name in allocators:
-        base = name[:-4] if name.endswith("_sim") else name
-        if base in KNOWN_COLORS:
-            colors[name] = KNOWN_COLORS[base]
-    free = [c for c in EXTRA_COLORS if c not in colors.values()] or list(EXTRA_COLORS)
-    others = [a for a in allocator_order(allocators) if a not in colors]
-    for i, name in enumerate(others):
-        colors[name] = free[i % len(free)]
-    return colors
+    return {a: color for a, (color, _) in styles_for(allocators).items()}
 
 
-def figure_legend(fig, axes, columns=None):
+def markers_for(allocators):
+    return {a: marker for a, (_, marker) in styles_for(allocators).items()}
+
+
+def output_name(prefix, name):
+    """A file's name in the output folder: prefix_name, so that two result
+    sets written to one folder (--prefix micro, --prefix replay) never
+    overwrite each other's summary or figures."""
+    return "%s_%s" % (prefix, name) if prefix else name
+
+
+def run_devices(contexts):
+    devices = []
+    for _, ctx in contexts:
+        gpu = ctx.get("gpu") or "device not recorded"
+        if gpu == "no GPU":
+            gpu = "no GPU: host simulation, not GPU figures"
+        if gpu not in devices:
+            devices.append(gpu)
+    return devices
+
+
+def run_dates(contexts):
+    """The days the JSON files were written (Google Benchmark's context date,
+    the host's local time), first and last."""
+    days = sorted({ctx["date"][:10] for _, ctx in contexts if ctx.get("date")})
+    if not days:
+        return "date not recorded"
+    return days[0] if len(days) == 1 else "%s to %s" % (days[0], days[-1])
+
+
+def run_caption(contexts):
+    """What every figure says at its top: the device, the day of the run and
+    the files it was drawn from, so that a figure copied out of its page still
+    says what it measured."""
+    files = ", ".join(os.path.basename(path) for path, _ in contexts)
+    return "%s  ·  run of %s  ·  %s" % (" / ".join(run_devices(contexts)) or "device not recorded",
+                                         run_dates(contexts), files)
+
+
+def figure_legend(fig, axes, columns):
     """One legend for the whole figure, below its panels: every label of
     every panel once, in the order first drawn (a legend per panel repeated
-    the same allocators beside each)."""
+    the same allocators beside each, and one inside a panel covered data)."""
     handles = OrderedDict()
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             handles.setdefault(label, handle)
     if not handles:
-        return None
-    columns = columns or min(len(handles), 4)
-    return fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=columns, fontsize=8,
-                      frameon=False, bbox_to_anchor=(0.5, 0.0))
+        return 0
+    fig.legend(list(handles.values()), list(handles), loc="lower center", ncol=columns, fontsize=8.5,
+               frameon=False, bbox_to_anchor=(0.5, 0.0))
+    return -(-len(handles) // columns)
 
 
-def save_with_legend(fig, axes, path, columns=None):
-    """Lays the panels out above one figure legend and writes the PNG."""
-    legend = figure_legend(fig, axes, columns)
-    rows = 0
-    if legend is not None:
-        n = len(legend.get_texts())
-        rows = -(-n // (columns or min(n, 4)))
-    fig.tight_layout(rect=(0, min(0.01 + 0.22 * rows / fig.get_size_inches()[1], 0.3), 1, 1))
+def finish_figure(fig, axes, path, caption, columns=4):
+    """The caption on top, one legend below, the panels between; writes the PNG."""
+    fig.suptitle(caption, fontsize=10, fontweight="bold")
+    legend_rows = figure_legend(fig, axes, columns)
+    height = fig.get_size_inches()[1]
+    bottom = min(0.02 + 0.2 * legend_rows / height, 0.4)
+    fig.tight_layout(rect=(0, bottom, 1, 1))  # tight_layout leaves the suptitle its room
     fig.savefig(path, dpi=110)
 
 
-def draw_bars(ax, rows, data, colors, clip=None):
+def draw_bars(ax, rows, data, styles, clip=None, fmt="%.3g"):
     """Grouped bars: one group per row (workload), one bar per allocator, each
-    labelled with its value; bars above `clip` are cut there (label shows the value)."""
+    labelled with its value; bars above `clip` are cut there (the label
+    gives the value, with a '>' so the cut is seen)."""
     present = allocator_order({a for r in rows for a in data[r]})
     width = 0.8 / max(len(present), 1)
     for i, allocator in enumerate(present):
         xs = [x + (i - (len(present) - 1) / 2) * width for x, r in enumerate(rows) if allocator in data[r]]
         ys = [data[r][allocator] for r in rows if allocator in data[r]]
         shown = [min(y, clip) if clip else y for y in ys]
-        bars = ax.bar(xs, shown, width, label=allocator, color=colors[allocator])
+        bars = ax.bar(xs, shown, width, label=allocator, color=styles[allocator][0], edgecolor="white",
+                      linewidth=0.4)
         for bar, y in zip(bars, ys):
-            ax.annotate("%.3g" % y, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                        va="bottom", fontsize=6, rotation=90, xytext=(0, 2), textcoords="offset points")
+            text = (">" if clip and y > clip else "") + fmt_value(fmt, y)
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                        va="bottom", fontsize=7, rotation=90, xytext=(0, 2), textcoords="offset points")
     ax.set_xticks(range(len(rows)))
     ax.set_xlim(-0.6, len(rows) - 0.4)
 
 
-def plain_log_axis(ax):
+def fmt_value(fmt, value):
+    return fmt(value) if callable(fmt) else fmt % value
+
+
+def plain_log_axis(ax, fmt="%g"):
+    """Log scale with ticks written as numbers (0.01, 1M), not powers of ten."""
     from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: PLC0415
     ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: fmt_value(fmt, v)))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def plot_ratios(path, cases):
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    table = workloads(cases)
+def draw_baseline(ax, label):
+    """The ratio-1 line, in the baseline allocator's color, dashed, with a
+    legend entry saying what 1 means."""
+    ax.axhline(1.0, color=ALLOCATOR_STYLES[BASELINE][0], linewidth=1.2, linestyle="--", label=label, zorder=3)
+
+
+def ratio_panels(cases):
+    """group -> [(workload, {allocator: cost over the baseline's})], the
+    baseline itself left out (it is the line at 1). threads_mixed/ is drawn in
+    the threads figure, against its thread counts."""
     groups = OrderedDict()
-    for workload, by_alloc in table.items():
+    for workload, by_alloc in workloads(cases).items():
+        group = workload.split("/")[0]
         ref_name, ref = reference_cost(by_alloc)
-        if not ref:
+        if not ref or group in THREAD_GROUPS:
             continue
         ratios = {a: c.cost() / ref for a, c in by_alloc.items() if a != ref_name and c.cost()}
         if ratios:
-            groups.setdefault(workload.split("/")[0], []).append((workload, ratios))
+            groups.setdefault(group, []).append((workload, ratios))
+    return groups
+
+
+def plot_ratios(path, cases, caption):
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    groups = ratio_panels(cases)
     if not groups:
-        return False
-    allocators = {a for rows in groups.values() for _, r in rows for a in r}
-    colors = colors_for(allocators)
-    fig, axes = plt.subplots(len(groups), 1, figsize=(13, 3.4 * len(groups)), squeeze=False)
+        return []
+    styles = styles_for({a for rows in groups.values() for _, r in rows for a in r})
+    fig, axes = plt.subplots(len(groups), 1, figsize=(13, 3.6 * len(groups) + 1.2), squeeze=False)
     for ax, (group, rows) in zip(axes[:, 0], groups.items()):
-        data = OrderedDict((w, r) for w, r in rows)
-        draw_bars(ax, list(data), data, colors)
-        ax.axhline(1.0, color="black", linewidth=0.8)
+        data = OrderedDict(rows)
+        draw_bars(ax, list(data), data, styles)
+        draw_baseline(ax, "%s = 1 (the baseline)" % BASELINE)
         plain_log_axis(ax)
         values = [v for r in data.values() for v in r.values() if v > 0]
         ax.set_ylim(min(min(values), 1.0) / 2, max(max(values), 1.0) * 5)
-        ax.set_xticklabels([pretty_args(w.split("/")[1:]) or group for w in data], fontsize=8)
-        ax.set_title(GROUP_TITLES.get(group, group) + ": cost over cudaMallocAsync's", fontsize=9)
-        ax.set_ylabel("ratio (log)")
+        ax.set_xticklabels([pretty_args(w.split("/")[1:]) or group for w in data], fontsize=8.5)
+        ax.set_title(GROUP_TITLES.get(group, group + "/") + "\ncost per unit of work over cudaMallocAsync's: "
+                     "lower is better", fontsize=9.5)
+        ax.set_ylabel("x cudaMallocAsync (log)")
         ax.grid(axis="y", which="major", alpha=0.3)
-    save_with_legend(fig, axes[:, 0], path)
+    finish_figure(fig, axes[:, 0], path, caption)
     plt.close(fig)
-    return True
+    return [group + "/" for group in groups]
 
 
-def plot_threads(path, cases):
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-    lines = defaultdict(list)
+# Groups whose cases run at several thread counts: drawn as rate against threads.
+THREAD_GROUPS = ("threads", "threads_mixed")
+
+
+def thread_panels(cases):
+    """(workload, {allocator: [(threads, pairs/s)]}) per workload of THREAD_GROUPS."""
+    panels = OrderedDict()
     for c in cases:
-        if c.group == "threads" and c.get("pairs"):
-            lines[c.allocator].append((c.threads, c.get("pairs")))
-    if not lines:
-        return False
-    colors = colors_for(lines)
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    for allocator in allocator_order(lines):
-        points = sorted(lines[allocator])
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=allocator,
-                color=colors[allocator])
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ticks = sorted({t for pts in lines.values() for t, _ in pts})
-    ax.set_xticks(ticks)
-    ax.set_xticklabels([str(t) for t in ticks])
-    ax.set_xlabel("threads (each with its own stream)")
-    ax.set_ylabel("allocate+free pairs per second, all threads")
-    ax.set_title("threads/: aggregate rate (higher is better)", fontsize=10)
-    ax.grid(which="both", alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return True
+        if c.group in THREAD_GROUPS and c.get("pairs"):
+            panels.setdefault(c.workload, defaultdict(list))[c.allocator].append((c.threads, c.get("pairs")))
+    order = sorted(panels, key=lambda w: (w.split("/")[0] != "threads", arg_sort_key(w.split("/")[1:])))
+    return [(w, panels[w]) for w in order]
 
 
-def plot_overheads(path, cases):
+THREAD_TITLES = {
+    "threads": "threads/: one block at a time, 256 B to 64 KiB",
+    "threads_mixed": "threads_mixed/: 8 live blocks a thread,",
+}
+
+
+def thread_panel_title(workload):
+    group, _, args = workload.partition("/")
+    classes = " %s size classes" % args.split(":", 1)[1] if args.startswith("classes:") else args
+    return THREAD_TITLES.get(group, group + "/") + classes + "\naggregate rate: higher is better"
+
+
+def dodge(points, index, count, spread=0.05):
+    """The x of an allocator's points moved a little to its own side (in
+    log2 units), so that lines through the same values stay visible."""
+    shift = 2 ** ((index - (count - 1) / 2) * spread)
+    return [x * shift for x, _ in points]
+
+
+def plot_threads(path, cases, caption):
     import matplotlib.pyplot as plt  # noqa: PLC0415
+    panels = thread_panels(cases)
+    if not panels:
+        return []
+    styles = styles_for({a for _, lines in panels for a in lines})
+    columns = len(panels)
+    # One y scale for all panels, so that their rates compare at a glance.
+    fig, axes = plt.subplots(1, columns, figsize=(5.2 * columns + 1, 5.4), squeeze=False, sharey=True)
+    for ax, (workload, lines) in zip(axes[0], panels):
+        names = allocator_order(lines)
+        for i, allocator in enumerate(names):
+            points = sorted(lines[allocator])
+            color, marker = styles[allocator]
+            ax.plot(dodge(points, i, len(names)), [p[1] for p in points], marker=marker, label=allocator,
+                    color=color, markersize=7.5, markeredgecolor="white", markeredgewidth=0.6, linewidth=1.4)
+        ax.set_xscale("log", base=2)
+        plain_log_axis(ax, fmt_number)
+        ticks = sorted({t for pts in lines.values() for t, _ in pts})
+        ax.set_xticks(ticks)
+        ax.set_xticklabels([str(t) for t in ticks])
+        ax.minorticks_off()
+        ax.set_xlabel("threads (each with its own stream)")
+        ax.set_title(thread_panel_title(workload), fontsize=9.5)
+        ax.grid(which="major", alpha=0.3)
+    axes[0][0].set_ylabel("allocate + free pairs per second, all threads (log)")
+    finish_figure(fig, axes[0], path, caption, columns=3)
+    plt.close(fig)
+    return [workload if "/" in workload else workload + "/" for workload, _ in panels]
+
+
+def overhead_panels(cases):
+    """(group, title, {workload: {allocator: value}}, target) for multistream/'s time
+    over the preallocated floor and random/'s peak reserved over requested."""
     panels = []
     ms = defaultdict(dict)
+    rnd = defaultdict(dict)
     for c in cases:
         if c.group == "multistream" and c.get("vs_prealloc") is not None:
             ms["/".join(c.args)][c.allocator] = c.get("vs_prealloc")
-    if ms:
-        panels.append(("multistream/: loop time / preallocated floor (target: 1.10)", ms, 1.10))
-    rnd = defaultdict(dict)
-    for c in cases:
         if c.group == "random" and c.get("res_over_req") is not None:
             rnd["/".join(a for a in c.args if not a.startswith("allocs:"))][c.allocator] = c.get("res_over_req")
+    if ms:
+        panels.append(("multistream/", "multistream/: loop time / the preallocated floor's (lower is better; target 1.10)", ms, 1.10))
     if rnd:
-        panels.append(("random/: peak reserved / peak requested (memory overhead)", rnd, None))
+        panels.append(("random/", "random/: peak reserved / peak requested, memory overhead (lower is better)", rnd, None))
+    return panels
+
+
+def plot_overheads(path, cases, caption):
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    panels = overhead_panels(cases)
     if not panels:
-        return False
-    colors = colors_for({a for _, data, _ in panels for row in data.values() for a in row})
-    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.8 * len(panels)), squeeze=False)
-    for ax, (title, data, target) in zip(axes[:, 0], panels):
+        return []
+    styles = styles_for({a for _, _, data, _ in panels for row in data.values() for a in row})
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.8 * len(panels) + 1.2), squeeze=False)
+    for ax, (_, title, data, target) in zip(axes[:, 0], panels):
         rows = sorted(data, key=lambda w: arg_sort_key(w.split("/")))
         clip = 3.0
-        draw_bars(ax, rows, data, colors, clip=clip)
-        ax.axhline(1.0, color="black", linewidth=0.8)
+        draw_bars(ax, rows, data, styles, clip=clip)
+        ax.axhline(1.0, color="black", linewidth=0.8, label="1 = no overhead")
         if target:
-            ax.axhline(target, color="red", linewidth=0.8, linestyle="--", label="target %.2f" % target)
+            ax.axhline(target, color="black", linewidth=1.0, linestyle=":", label="target %.2f" % target)
         top = max(v for r in data.values() for v in r.values())
         ax.set_ylim(0, min(top, clip) * 1.3)
-        ax.set_xticklabels(rows, fontsize=8)
-        ax.set_title(title + ("; bars cut at %g, labels give the value" % clip if top > clip else ""), fontsize=9)
+        ax.set_xticklabels(rows, fontsize=8.5)
+        ax.set_title(title + ("; bars cut at %g, labels give the value" % clip if top > clip else ""), fontsize=9.5)
+        ax.set_ylabel("ratio")
         ax.grid(axis="y", alpha=0.3)
-    save_with_legend(fig, axes[:, 0], path)
+    finish_figure(fig, axes[:, 0], path, caption)
     plt.close(fig)
-    return True
+    return [group for group, _, _, _ in panels]
 
 
 # ---- replay/: recorded allocation traces (bench/replay/replay.hpp) ----------
 # Everything the replay cases need here is in this block: their names
 # (replay/<trace>/<allocator>: the trace is the workload), their group's
-# title and table counters, and their figures, replay.png and
-# replay_memory.png (memory over time, from the CSV files sova_bench and
-# sova_bench_torch write with --replay_memory_out, given with --replay-memory).
+# title and table counters, and their figures, traces.png and memory.png
+# (memory over time, from the CSV files sova_bench and sova_bench_torch write
+# with --replay_memory_out, given with --replay-memory).
 
 GROUP_ORDER = GROUP_ORDER + ("replay",)
 GROUP_TITLES["replay"] = "replay/: recorded allocation traces, every allocation and free in order (time per replay)"
@@ -633,44 +802,48 @@ def read_replay_memory(paths):
     return series
 
 
-def plot_replay_figures(path, cases):
-    """replay.png: per trace, each allocator's peak reserved over its own peak
+def plot_replay_traces(path, cases, caption):
+    """traces.png: per trace, each allocator's peak reserved over its own peak
     used and over the trace's peak (1 = nothing held beyond what was handed
     out; bars cut at 3, labels give the value), and its operations per
     second (log scale)."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
     panels = []
-    for counter, title, log in (
-            ("res_over_used", "replay/: peak reserved / the allocator's peak used (lower is better)", False),
-            ("res_over_req", "replay/: peak reserved / the trace's peak live bytes (lower is better)", False),
-            ("ops", "replay/: allocations + frees per second (higher is better)", True)):
+    for counter, title, ylabel, log in (
+            ("res_over_used", "peak reserved / the allocator's own peak used: lower is better",
+             "reserved / used", False),
+            ("res_over_req", "peak reserved / the trace's peak live bytes: lower is better",
+             "reserved / live", False),
+            ("ops", "allocations + frees per second: higher is better", "operations/s (log)", True)):
         data = defaultdict(dict)
         for c in cases:
             if c.group == "replay" and c.args and c.get(counter) is not None:
                 data[c.args[0]][c.allocator] = c.get(counter)
         if data:
-            panels.append((title, data, log))
+            panels.append((counter, "replay/: " + title, ylabel, data, log))
     if not panels:
-        return False
-    colors = colors_for({a for _, data, _ in panels for row in data.values() for a in row})
-    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.8 * len(panels)), squeeze=False)
-    for ax, (title, data, log) in zip(axes[:, 0], panels):
+        return []
+    styles = styles_for({a for _, _, _, data, _ in panels for row in data.values() for a in row})
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, 3.8 * len(panels) + 1.2), squeeze=False)
+    for ax, (_, title, ylabel, data, log) in zip(axes[:, 0], panels):
         rows = sorted(data)
-        clip = None if log else 3.0
-        draw_bars(ax, rows, data, colors, clip=clip)
         values = [v for r in data.values() for v in r.values() if v > 0]
         if log:
-            plain_log_axis(ax)
+            draw_bars(ax, rows, data, styles, fmt=fmt_number)
+            plain_log_axis(ax, fmt_number)
             ax.set_ylim(min(values) / 2, max(values) * 5)
         else:
-            ax.axhline(1.0, color="black", linewidth=0.8)
+            clip = 3.0
+            draw_bars(ax, rows, data, styles, clip=clip)
+            ax.axhline(1.0, color="black", linewidth=0.8, label="1 = nothing held beyond what was handed out")
             ax.set_ylim(0, min(max(values), clip) * 1.3)
-        ax.set_xticklabels(rows, fontsize=8)
-        ax.set_title(title, fontsize=9)
+        ax.set_xticklabels(rows, fontsize=8.5)
+        ax.set_title(title, fontsize=9.5)
+        ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
-    save_with_legend(fig, axes[:, 0], path)
+    finish_figure(fig, axes[:, 0], path, caption)
     plt.close(fig)
-    return True
+    return [counter for counter, _, _, _, _ in panels]
 
 
 def is_sova(allocator):
@@ -678,7 +851,7 @@ def is_sova(allocator):
 
 
 def replay_memory_lines(series):
-    """The allocators replay_memory.png draws, as (allocator, role): sova's
+    """The allocators memory.png draws, as (allocator, role): sova's
     default, sova's best alternative, then the peers. Chosen so that the
     figure stays readable however many cases the run had:
       * sova's default is sova_pool (sova in the seed's naming);
@@ -687,7 +860,7 @@ def replay_memory_lines(series):
         interface (sova_capi, the unchecked variants): left out;
       * of the other sova variants, the best alternative is the one with the
         lowest peak reserved over the trace's peak live bytes (geometric mean
-        over the traces); the others are in replay.png's bars;
+        over the traces); the others are in traces.png's bars;
       * every allocator that is not sova's (cudaMallocAsync, PyTorch's, RMM's)
         is a peer, and drawn."""
     names = allocator_order({a for by_alloc in series.values() for a in by_alloc})
@@ -718,63 +891,98 @@ def replay_memory_lines(series):
     return lines
 
 
-def plot_replay_memory(path, series):
-    """replay_memory.png: one panel per trace, reserved memory against
-    operations replayed for sova's default, its best alternative and the
-    peers (replay_memory_lines), each in its own color, and the bytes live in
+def plot_replay_memory(path, series, caption):
+    """memory.png: one panel per trace, reserved memory against operations
+    replayed for sova's default, its best alternative and the peers
+    (replay_memory_lines), each in its own color and with its marker every
+    so often (lines that run together stay told apart), and the bytes live in
     the trace (black: the floor every allocator must hold); one legend for
     all panels."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
     if not series:
-        return False
+        return []
     lines = replay_memory_lines(series)
-    colors = colors_for([a for a, _ in lines])
-    # The roles' colors are fixed, whatever the allocators' names: blue for
-    # sova's default, green for its alternative (no peer has either).
-    role_colors = {"sova's default": KNOWN_COLORS["sova_pool"], "sova's best alternative": KNOWN_COLORS["sova_thorough"]}
-    colors.update({a: role_colors[role] for a, role in lines if role in role_colors})
-    fig, axes = plt.subplots(len(series), 1, figsize=(12, 3.2 * len(series) + 0.8), squeeze=False)
+    styles = styles_for([a for a, _ in lines])
+    fig, axes = plt.subplots(len(series), 1, figsize=(12, 3.2 * len(series) + 1.2), squeeze=False)
     for ax, (trace, by_alloc) in zip(axes[:, 0], series.items()):
         top = max(max(c["reserved"] + c["requested"]) for c in by_alloc.values())
         unit, scale = ("GiB", float(1 << 30)) if top >= (1 << 30) else ("MiB", float(1 << 20))
         first = next(iter(by_alloc.values()))
         ax.plot(first["op"], [v / scale for v in first["requested"]], color="black", linewidth=0.9,
                 label="live in the trace")
-        for allocator, role in lines:
+        for i, (allocator, role) in enumerate(lines):
             c = by_alloc.get(allocator)
             if c is None:
                 continue
+            color, marker = styles[allocator]
             label = allocator + (" (%s)" % role if role != "peer" else "")
-            # sova's default on top: the others' lines often run over it.
-            ax.plot(c["op"], [v / scale for v in c["reserved"]], color=colors[allocator], linewidth=1.3,
-                    label=label, zorder=3 if role == "sova's default" else 2)
-        ax.set_title("replay/%s: reserved memory over the first replay (from an empty pool)" % trace, fontsize=9)
-        ax.set_xlabel("operations replayed", fontsize=8)
+            # Markers at staggered places per line: where two lines coincide,
+            # both still show. sova's default on top: the others' lines often
+            # run over it.
+            every = max(len(c["op"]) // 12, 1)
+            ax.plot(c["op"], [v / scale for v in c["reserved"]], color=color, linewidth=1.3, label=label,
+                    marker=marker, markersize=5, markevery=(i * every // max(len(lines), 1), every),
+                    zorder=3 if role == "sova's default" else 2)
+        ax.set_title("replay/%s: reserved memory over the first replay (from an empty pool): lower is better" % trace,
+                     fontsize=9.5)
+        ax.set_xlabel("operations replayed", fontsize=8.5)
         ax.set_ylabel(unit)
         ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-    save_with_legend(fig, axes[:, 0], path, columns=3)
+    finish_figure(fig, axes[:, 0], path, caption, columns=3)
     plt.close(fig)
-    return True
+    return list(series)
 
 
-def plot_replay(out_dir, cases, memory_paths):
-    """Writes the replay figures that have data into out_dir; returns their names."""
+# The figures, in the order the summary embeds them: (name, what it shows,
+# function). Each function takes (path, cases, caption) and returns the
+# panels it drew (none: no data, no file); the memory figure takes the CSV
+# series instead of the cases.
+FIGURES = (
+    ("ratios.png", "each allocator's cost per unit of work over cudaMallocAsync's, lower is better", plot_ratios),
+    ("threads.png", "allocate + free pairs per second of all threads against threads, higher is better",
+     plot_threads),
+    ("overheads.png", "time over the preallocated floor (multistream/) or peak reserved over peak requested "
+     "(random/), lower is better", plot_overheads),
+    ("traces.png", "per recorded trace, each allocator's peak reserved over its peak used and over the "
+     "trace's peak (lower is better) and its allocations and frees per second (higher is better)",
+     plot_replay_traces),
+    ("memory.png", "per recorded trace: reserved memory over the first replay", None),
+)
+
+
+def plot_all(out_dir, prefix, cases, memory_paths, caption):
+    """Writes the figures that have data into out_dir; returns [(file name,
+    what it shows, its panels)] of those written."""
     written = []
-    if plot_replay_figures(os.path.join(out_dir, "replay.png"), cases):
-        written.append("replay.png")
-    if plot_replay_memory(os.path.join(out_dir, "replay_memory.png"), read_replay_memory(memory_paths)):
-        written.append("replay_memory.png")
+    for name, shows, plot in FIGURES:
+        path = os.path.join(out_dir, output_name(prefix, name))
+        if plot is None:
+            panels = plot_replay_memory(path, read_replay_memory(memory_paths), caption)
+        else:
+            panels = plot(path, cases, caption)
+        if panels:
+            written.append((output_name(prefix, name), shows, panels))
     return written
 
 
+def shown_command(argv):
+    """The command line as run, with the script named from the repository root."""
+    import shlex  # noqa: PLC0415
+    return " ".join(shlex.quote(a) for a in ["tools/plot_bench.py"] + list(argv))
+
+
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("json", nargs="+", help="Google Benchmark JSON file(s)")
-    parser.add_argument("--out", default=".", help="directory for summary.md and the PNGs (default: .)")
-    parser.add_argument("--no-png", action="store_true", help="write summary.md only")
+    parser.add_argument("--out", default=".", help="directory for the summary and the PNGs (default: .)")
+    parser.add_argument("--prefix", default="",
+                        help="start every output's name with PREFIX_ (micro: micro_summary.md, micro_ratios.png, "
+                             "...), so that two result sets share a folder")
+    parser.add_argument("--no-png", action="store_true", help="write the summary only")
     parser.add_argument("--replay-memory", action="append", default=[], metavar="CSV",
-                        help="memory over time of the replay/ cases (--replay_memory_out), for replay_memory.png; "
+                        help="memory over time of the replay/ cases (--replay_memory_out), for memory.png; "
                              "repeatable")
     args = parser.parse_args(argv)
 
@@ -794,15 +1002,12 @@ def main(argv=None):
             import matplotlib  # noqa: PLC0415
             matplotlib.use("Agg")
         except ImportError:
-            sys.stderr.write("plot_bench: matplotlib not found: writing summary.md only\n")
+            sys.stderr.write("plot_bench: matplotlib not found: writing the summary only\n")
         else:
-            for name, plot in (("ratios.png", plot_ratios), ("threads.png", plot_threads),
-                               ("overheads.png", plot_overheads)):
-                if plot(os.path.join(args.out, name), cases):
-                    pngs.append(name)
-            pngs += plot_replay(args.out, cases, args.replay_memory)
-    write_summary(os.path.join(args.out, "summary.md"), cases, failed, contexts, pngs)
-    print("plot_bench: wrote %s" % ", ".join(["summary.md"] + pngs))
+            pngs = plot_all(args.out, args.prefix, cases, args.replay_memory, run_caption(contexts))
+    summary = output_name(args.prefix, "summary.md")
+    write_summary(os.path.join(args.out, summary), cases, failed, contexts, pngs, shown_command(argv))
+    print("plot_bench: wrote %s" % ", ".join([summary] + [name for name, _, _ in pngs]))
     return 0
 
 

@@ -142,9 +142,11 @@ def plot(series, out, title):
     ax.step(series["t"], [u / MiB for u in series["used"]], where="post", label="used")
     ax.set_xlabel("time (s)")
     ax.set_ylabel("MiB")
-    ax.set_title(title)
+    ax.set_title(title, pad=24)
     ax.grid(True, alpha=0.3)
-    ax.legend(loc="best")
+    # Above the axes, between title and data: a legend inside the axes covered
+    # the lines wherever "best" found no empty corner.
+    ax.legend(loc="lower left", bbox_to_anchor=(0, 1.0), ncol=2, frameon=False, fontsize=9)
     fig.tight_layout()
     fig.savefig(out, dpi=120)
     plt.close(fig)

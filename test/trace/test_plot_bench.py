@@ -1,12 +1,18 @@
 #!/usr/bin/env python3
-"""tools/plot_bench.py's choice of what replay_memory.png draws, and its
-colors (meson test plot_bench; no matplotlib needed).
+"""tools/plot_bench.py without matplotlib (meson test plot_bench): what the
+memory figure draws, each allocator's color and marker, the output names
+--prefix gives, the caption naming the device and day of the run, and the
+summary's command line, figure embeds and thread counts.
 
     test_plot_bench.py TOOLS_DIR
 """
+import glob
 import importlib.util
+import json
 import os
+import re
 import sys
+import tempfile
 import unittest
 
 TOOLS = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..", "tools")
@@ -45,6 +51,126 @@ class ReplayMemoryLines(unittest.TestCase):
         series = {"t": {"sova_pool": columns(LIVE, LIVE), "torch_caching": columns(LIVE, LIVE)}}
         self.assertEqual(plot_bench.replay_memory_lines(series),
                          [("sova_pool", "sova's default"), ("torch_caching", "peer")])
+
+
+def registered_allocators(bench_dir):
+    """The allocator names the benchmark programs register (kName, and the
+    seed's variants), test doubles under bench/tests/ left out."""
+    names = set()
+    for path in glob.glob(os.path.join(bench_dir, "**", "*.*"), recursive=True):
+        if os.sep + "tests" + os.sep in path or not path.endswith((".hpp", ".cpp", ".cu")):
+            continue
+        with open(path, errors="replace") as f:
+            text = f.read()
+        names.update(re.findall(r'kName\s*=\s*"([^"]+)"', text))
+        if os.path.basename(path) == "seed.cpp":
+            names.update(re.findall(r'return "([A-Za-z_]+)";', text))
+    return names
+
+
+class Styles(unittest.TestCase):
+    def test_every_registered_allocator_has_a_fixed_style(self):
+        bench = os.path.join(TOOLS, "..", "bench")
+        names = registered_allocators(bench)
+        if not names:
+            self.skipTest("no bench/ sources beside %s" % TOOLS)
+        self.assertIn("sova_pool", names)
+        missing = sorted(n for n in names if plot_bench.known_style(n) is None)
+        self.assertEqual(missing, [], "add them to ALLOCATOR_STYLES")
+
+    def test_fixed_colors_are_distinct(self):
+        colors = [color for color, _ in plot_bench.ALLOCATOR_STYLES.values()]
+        self.assertEqual(len(set(colors)), len(colors))
+
+    def test_a_sim_case_and_a_seed_name_look_like_their_twin(self):
+        self.assertEqual(plot_bench.known_style("sova_pool_sim_logged"), plot_bench.known_style("sova_pool_logged"))
+        self.assertEqual(plot_bench.known_style("preallocated_sim"), plot_bench.known_style("preallocated"))
+        self.assertEqual(plot_bench.known_style("sova"), plot_bench.known_style("sova_pool"))
+        self.assertEqual(plot_bench.known_style("cudaMallocAsync"), plot_bench.known_style("cudaMallocAsync_default"))
+
+    def test_the_same_in_every_figure(self):
+        micro = plot_bench.styles_for(["sova_pool", "sova_pool_unchecked", "cudaMallocAsync_default"])
+        replay = plot_bench.styles_for(["sova_thorough", "sova_pool", "torch_expandable", "cudaMallocAsync_default"])
+        for name in ("sova_pool", "cudaMallocAsync_default"):
+            self.assertEqual(micro[name], replay[name])
+        self.assertEqual(plot_bench.markers_for(["torch_caching"])["torch_caching"],
+                         plot_bench.ALLOCATOR_STYLES["torch_caching"][1])
+
+    def test_an_unknown_allocator_takes_a_color_no_other_has(self):
+        colors = plot_bench.colors_for(["sova_pool", "new_one", "newer_one"])
+        self.assertEqual(len(set(colors.values())), 3)
+
+
+class OutputNames(unittest.TestCase):
+    def names(self, prefix):
+        return {plot_bench.output_name(prefix, n) for n, _, _ in plot_bench.FIGURES} | {
+            plot_bench.output_name(prefix, "summary.md")}
+
+    def test_prefix(self):
+        self.assertEqual(plot_bench.output_name("micro", "ratios.png"), "micro_ratios.png")
+        self.assertEqual(plot_bench.output_name("", "ratios.png"), "ratios.png")
+        self.assertIn("replay_memory.png", self.names("replay"))
+
+    def test_two_result_sets_never_share_a_file(self):
+        self.assertEqual(self.names("micro") & self.names("replay"), set())
+        self.assertEqual(len(self.names("micro")), len(plot_bench.FIGURES) + 1)
+
+
+def context(gpu, date, path="run.json"):
+    return (path, {"gpu": gpu, "date": date})
+
+
+class Caption(unittest.TestCase):
+    def test_device_day_and_files(self):
+        caption = plot_bench.run_caption([context("NVIDIA H100 80GB HBM3", "2026-11-24T20:57:38+00:00", "d/micro.json"),
+                                          context("NVIDIA H100 80GB HBM3", "2026-11-24T20:59:59+00:00", "torch.json")])
+        self.assertIn("NVIDIA H100 80GB HBM3", caption)
+        self.assertEqual(caption.count("H100"), 1)
+        self.assertIn("run of 2026-11-24", caption)
+        self.assertIn("micro.json, torch.json", caption)
+
+    def test_runs_over_two_days_and_the_simulation(self):
+        contexts = [context("no GPU", "2026-11-24T23:59:00+00:00"), context("no GPU", "2026-11-25T00:01:00+00:00")]
+        self.assertEqual(plot_bench.run_dates(contexts), "2026-11-24 to 2026-11-25")
+        self.assertIn("host simulation", plot_bench.run_caption(contexts))
+
+    def test_nothing_recorded(self):
+        self.assertIn("date not recorded", plot_bench.run_caption([("x.json", {})]))
+        self.assertIn("device not recorded", plot_bench.run_caption([("x.json", {})]))
+
+
+def mixed_case(allocator, threads, ns):
+    name = "threads_mixed/%s/classes:16/real_time/threads:%d" % (allocator, threads)
+    return {"name": name, "run_name": name, "run_type": "iteration", "threads": threads, "iterations": 10,
+            "real_time": ns, "cpu_time": ns, "time_unit": "ns", "pairs": 1e9 / ns * threads, "label": "sim"}
+
+
+class Summary(unittest.TestCase):
+    def test_command_thread_counts_and_no_figures_without_png(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "micro.json")
+            with open(path, "w") as f:
+                json.dump({"context": {"gpu": "no GPU", "date": "2026-11-24T20:57:38+00:00"},
+                           "benchmarks": [mixed_case("sova_pool", 1, 50), mixed_case("cudaMallocAsync_default", 1, 900),
+                                          mixed_case("sova_pool", 2, 40)]}, f)
+            self.assertEqual(plot_bench.main(["--no-png", "--out", tmp, "--prefix", "micro", path]), 0)
+            self.assertEqual(sorted(os.listdir(tmp)), ["micro.json", "micro_summary.md"])
+            with open(os.path.join(tmp, "micro_summary.md")) as f:
+                text = f.read()
+        self.assertIn("- made by `tools/plot_bench.py --no-png --out %s --prefix micro %s`" % (tmp, path), text)
+        self.assertIn("| classes:16/threads:1 | sova_pool |", text)
+        self.assertIn("| classes:16/threads:2 | sova_pool |", text)
+        self.assertNotIn("## Figures", text)
+
+    def test_figures_are_embedded_by_the_names_written(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "summary.md")
+            plot_bench.write_summary(path, [], [], [context("NVIDIA H100 80GB HBM3", "2026-11-24T20:57:38+00:00")],
+                                     [("micro_ratios.png", "what it shows", ["pair/"])], "tools/plot_bench.py x.json")
+            with open(path) as f:
+                text = f.read()
+        self.assertIn("![what it shows](micro_ratios.png)", text)
+        self.assertIn("device (NVIDIA H100 80GB HBM3) and the day of the run (2026-11-24)", text)
 
 
 class Colors(unittest.TestCase):

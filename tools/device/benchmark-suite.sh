@@ -11,8 +11,10 @@
 #
 # $OUT/results/ then holds what docs/benchmarks/results/ holds; replace that
 # folder with it: replay.json, replay_torch.json, replay_torch_expandable.json,
-# replay_summary.md, replay.png, replay_memory.png, ratios.png (the replay's),
-# micro.json, micro_torch.json, micro_summary.md, micro_ratios.png, threads.png.
+# replay_summary.md, replay_ratios.png, replay_traces.png, replay_memory.png,
+# micro.json, micro_torch.json, micro_summary.md, micro_ratios.png,
+# micro_threads.png, micro_overheads.png (tools/plot_bench.py's --prefix keeps
+# the two sets' names apart, and each summary embeds its own figures).
 # Console output goes to $OUT/console.txt as well as stdout.
 set -o pipefail
 : "${OUT:?set OUT to the directory for the results}"
@@ -22,10 +24,10 @@ mkdir -p "$R" "$W"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/console.txt"
 export SOVA_REPLAY_FILTER='^replay/[^/]+/(sova_pool|sova_capi|sova_thorough|cudaMallocAsync_default)/'
 OUT=$W timeout 300 bench/run_replay.sh 2>&1 | grep -vE "^\[|Compiling|Linking" | tee -a "$OUT/console.txt" | tail -5
-for f in replay.json replay_torch.json replay_torch_expandable.json replay.png replay_memory.png ratios.png; do
+for f in replay.json replay_torch.json replay_torch_expandable.json replay_summary.md replay_ratios.png \
+  replay_traces.png replay_memory.png; do
   [ -f "$W/$f" ] && mv "$W/$f" "$R/$f"
 done
-[ -f "$W/summary.md" ] && mv "$W/summary.md" "$R/replay_summary.md"
 B=build-bench/bench
 flags=(--benchmark_min_time=0.2s --benchmark_repetitions=3 --benchmark_report_aggregates_only=true)
 timeout 170 $B/sova_bench \
@@ -40,13 +42,6 @@ tee -a "$OUT/console.txt" < "$W/micro.txt" |
   grep -E "threads_mixed/.*(16|64)/real_time/threads:(1|16)_|^random/" | awk '{print $1, $2, $3, $NF, $(NF-1)}' | head -60
 micro=("$R/micro.json")
 [ -f "$R/micro_torch.json" ] && micro+=("$R/micro_torch.json")
-mkdir -p "$W/micro" && python3 tools/plot_bench.py --out "$W/micro" "${micro[@]}" | tail -1
-[ -f "$W/micro/ratios.png" ] && mv "$W/micro/ratios.png" "$R/micro_ratios.png"
-[ -f "$W/micro/threads.png" ] && mv "$W/micro/threads.png" "$R/threads.png"
-# The summary embeds the figures by their names in $W/micro: ratios.png is
-# the replay's in $R (micro_ratios.png here), and overheads.png is not kept
-# (no multistream/ cases here); tools/check-docs fails on a broken embed.
-[ -f "$W/micro/summary.md" ] && sed -e 's/^!\[ratios\.png\](ratios\.png)$/![micro_ratios.png](micro_ratios.png)/' \
-  -e '/^!\[overheads\.png\](overheads\.png)$/d' "$W/micro/summary.md" > "$R/micro_summary.md"
+python3 tools/plot_bench.py --out "$R" --prefix micro "${micro[@]}" | tail -1
 rm -rf "$W"
 ls "$R"
