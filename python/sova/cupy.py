@@ -22,17 +22,53 @@ Contracts (docs/adapters.md has the reasons and the measured cost):
   tampered with) is reported by Python as an exception ignored in ``__del__``;
   the pool is unchanged.
 - Size 0 gives a null pointer and no sova call, as CuPy's pools do.
+- Graph capture (``cupy.cuda.Stream.begin_capture``): arrays made on a
+  capturing stream are graph memory (docs/graphs.md), freed inside the graph
+  or left as its output. An array made before a capture and dropped during
+  it on its stream is a free sova refuses under capture: it is kept and
+  freed on that stream at the first allocation or free outside the capture,
+  as PyTorch's allocator defers such frees (the stream must still exist).
 """
 
 import contextlib
+import threading
 import weakref
 
 import cupy
 from cupy.cuda import memory as _memory
 
-from . import _alloc
+from . import _alloc, _capi
 
 __all__ = ["malloc", "install", "using"]
+
+
+_CAPTURE_UNSUPPORTED = 900  # cudaErrorStreamCaptureUnsupported
+
+_deferred_lock = threading.Lock()
+_deferred = []  # (ptr, stream) freed during a capture, under _deferred_lock
+
+
+def _free_or_defer(ptr, stream):
+    """Frees ``ptr`` on ``stream``; keeps it for later where sova refuses the
+    free because the stream captures (a block made before the capture)."""
+    try:
+        _alloc.free(ptr, stream)
+    except _capi.SovaError as error:
+        if error.code != _CAPTURE_UNSUPPORTED:
+            raise
+        with _deferred_lock:
+            _deferred.append((ptr, stream))
+
+
+def _free_deferred():
+    """Makes the frees deferred so far whose captures are over."""
+    if not _deferred:
+        return
+    with _deferred_lock:
+        pending = list(_deferred)
+        _deferred.clear()
+    for ptr, stream in pending:
+        _free_or_defer(ptr, stream)
 
 
 class _Block:
@@ -50,7 +86,8 @@ class _Block:
         stream = self.stream()
         if stream is None:
             stream = cupy.cuda.get_current_stream()
-        _alloc.free(self.ptr, stream.ptr)
+        _free_deferred()
+        _free_or_defer(self.ptr, stream.ptr)
 
 
 def malloc(size):
@@ -60,6 +97,7 @@ def malloc(size):
     if size == 0:
         return _memory.MemoryPointer(_memory.UnownedMemory(0, 0, None, device), 0)
     stream = cupy.cuda.get_current_stream()
+    _free_deferred()
     try:
         ptr = _alloc.malloc(size, stream.ptr)
     except _alloc.SovaOutOfMemory:

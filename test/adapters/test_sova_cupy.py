@@ -126,3 +126,41 @@ def test_using_is_scoped():
     outside = cupy.empty(1024)
     assert isinstance(inside.data.mem._owner, sova.cupy._Block)
     assert not isinstance(outside.data.mem, cupy.cuda.memory.UnownedMemory)
+
+
+def test_arrays_made_and_dropped_under_capture_run_in_a_graph_launched_many_times():
+    stream = cupy.cuda.Stream(non_blocking=True)
+    host = numpy.arange(1 << 20, dtype=numpy.float32)
+    with stream:
+        x = cupy.asarray(host)  # eager: the graph's input
+        stream.synchronize()
+        stream.begin_capture()
+        tmp = x * 2.0  # graph memory, freed inside the graph
+        out = tmp + 1.0  # graph memory the graph leaves live: its output
+        del tmp
+        graph = stream.end_capture()
+        for _ in range(50):
+            graph.launch(stream)
+        stream.synchronize()
+    numpy.testing.assert_array_equal(cupy.asnumpy(out), host * 2.0 + 1.0)
+    del out, graph, x
+
+
+@pytest.mark.filterwarnings("error::pytest.PytestUnraisableExceptionWarning")
+def test_an_array_made_before_a_capture_and_dropped_during_it_is_freed_after_it():
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        eager = cupy.zeros(4 * MiB, dtype=cupy.uint8)
+        ptr = eager.data.ptr
+        stream.synchronize()
+        stream.begin_capture()
+        del eager  # refused by sova under capture: kept, no exception, the capture still valid
+        assert [p for p, _ in sova.cupy._deferred] == [ptr]
+        inside = cupy.ones(1024, dtype=cupy.float32)  # an allocation during the capture frees nothing yet
+        assert [p for p, _ in sova.cupy._deferred] == [ptr]
+        graph = stream.end_capture()
+        graph.launch(stream)
+        after = cupy.empty(16, dtype=cupy.uint8)  # the first call outside the capture frees it
+        assert sova.cupy._deferred == []
+        stream.synchronize()
+    del inside, after, graph
