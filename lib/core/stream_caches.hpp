@@ -34,6 +34,7 @@
 
 #include <sova/driver.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
