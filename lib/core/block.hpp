@@ -50,10 +50,10 @@ struct Block {
   Block* list_prev = nullptr;
   Block* list_next = nullptr;
   /// cached: the stream whose cache holds it. free: nullptr (what is pending
-  /// is in the freeing stream's PendingRanges, not on the block).
+  /// is in the heap's pending ranges of the freeing stream, not on the block).
   StreamState* stream = nullptr;
   /// Live blocks: the stream state that allocated it. A free on another
-  /// stream is "foreign": such frees are fenced sooner (pool_core.cpp says why).
+  /// stream is "foreign": such frees are fenced sooner (stream_caches.hpp, kForeignFenceEvery).
   StreamState* allocated_on = nullptr;
   /// The freeing stream's epoch at the free: the free is complete once that
   /// stream's safe epoch reaches this number.

@@ -1,6 +1,6 @@
 // The monotonic clock the pool stamps fences with (StreamState::last_fence_ns).
 // ~36-50 ns a read on the lent H100's host: kept off the fast path except for
-// every 16th large free (pool_core.cpp, kClockEvery).
+// every 16th large free (stream_caches.hpp, kClockEvery).
 #pragma once
 
 #include <chrono>

@@ -64,10 +64,20 @@ void Heap::insert_free(Block* block) noexcept {
 
 std::size_t Heap::pending_end_elsewhere(const StreamState* user, std::size_t offset, std::size_t bytes) const noexcept {
   std::size_t end = 0;
-  for (const StreamState* other : pending_streams_) {
-    if (other != user) end = std::max(end, other->pending.end_of_overlapping(offset, bytes));
+  for (const auto& [other, ranges] : pending_streams_) {
+    if (other != user) end = std::max(end, ranges->end_of_overlapping(offset, bytes));
   }
   return end;
+}
+
+bool Heap::covered_by_fence(const StreamState* user, const StreamState* fenced, std::uint64_t fence_epoch,
+                            std::size_t at, std::size_t bytes) const noexcept {
+  for (const auto& [other, ranges] : pending_streams_) {
+    if (other == user) continue;
+    const std::uint64_t latest = ranges->latest_overlapping(at, bytes);
+    if (latest != 0 && (other != fenced || latest > fence_epoch)) return false;
+  }
+  return true;
 }
 
 std::size_t Heap::place_clear_of_pending(StreamState* user, const Block* block, std::size_t size,
@@ -175,38 +185,81 @@ Block* Heap::carve(Fit fit, std::size_t size) noexcept {
   return block;
 }
 
-void Heap::take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch, Block* block) noexcept {
-  if (block->epoch > owner_safe_epoch) add_pending(owner, block->offset, block->size, block->epoch);
-  insert_free(block);
+bool Heap::take_from_cache(const StreamState* owner, std::uint64_t owner_safe_epoch, Block* list) noexcept {
+  bool fence_due = false;
+  while (list != nullptr) {
+    Block* block = list;
+    list = list->bin_next;  // before insert_free clears it
+    if (block->epoch > owner_safe_epoch) fence_due |= add_pending(owner, block->offset, block->size, block->epoch);
+    insert_free(block);
+  }
+  return fence_due;
 }
 
-void Heap::add_pending(StreamState* owner, std::size_t offset, std::size_t bytes, std::uint64_t epoch) noexcept {
+PendingRanges& Heap::pending_of(const StreamState* owner) {
+  return pending_.try_emplace(owner).first->second;
+}
+
+bool Heap::add_pending(const StreamState* owner, std::size_t offset, std::size_t bytes, std::uint64_t epoch) noexcept {
   try {
-    if (owner->pending.empty()) {
-      pending_streams_.push_back(owner);  // before add: a failure leaves at most an empty entry
+    PendingRanges& ranges = pending_of(owner);
+    if (ranges.empty()) {
+      pending_streams_.emplace_back(owner, &ranges);  // before add: a failure leaves at most an empty entry
     }
-    owner->pending.add(offset, bytes, epoch);
+    ranges.add(offset, bytes, epoch);
     // Every kFenceEveryStaged ranges staged, a fence: the stream's next call
     // records it, and once it completes the ranges before it are dropped
     // unmerged. Otherwise a stream that flushes faster than its fence
     // interval (1 ms) reached the merge bound and merged thousands of ranges
     // into the ordered map (5-13% of a replay's host time on the simulation,
     // encoder_amp_train, gpt_train; docs/design.md, "Tuning constants").
-    if (owner->pending.staged() % kFenceEveryStaged == 0) owner->fence_requested.store(true, std::memory_order_relaxed);
+    return ranges.staged() % kFenceEveryStaged == 0;
   } catch (const std::bad_alloc&) {
     // No host memory to remember the range: make the free complete instead.
     // Slow, but the range must never be handed to another stream early. (No
     // stream lock is taken: callers may hold `owner`'s.)
     complete_all_(complete_all_context_);
+    return false;
   }
 }
 
-void Heap::drop_complete_pending(StreamState* owner, std::uint64_t safe_epoch) noexcept {
-  owner->pending.drop_complete(safe_epoch);
-  if (owner->pending.empty()) {
-    pending_streams_.erase(std::remove(pending_streams_.begin(), pending_streams_.end(), owner),
+void Heap::drop_complete_pending(const StreamState* owner, std::uint64_t safe_epoch) noexcept {
+  const auto it = pending_.find(owner);
+  if (it == pending_.end()) return;  // never had a range
+  PendingRanges& ranges = it->second;
+  ranges.drop_complete(safe_epoch);
+  if (ranges.empty()) {
+    pending_streams_.erase(std::remove_if(pending_streams_.begin(), pending_streams_.end(),
+                                          [&](const auto& entry) { return entry.first == owner; }),
                            pending_streams_.end());
   }
+}
+
+bool Heap::has_pending(const StreamState* owner) const noexcept {
+  const PendingRanges* ranges = find_pending(owner);
+  return ranges != nullptr && !ranges->empty();
+}
+
+bool Heap::any_pending() const noexcept {
+  return std::any_of(pending_streams_.begin(), pending_streams_.end(),
+                     [](const auto& entry) { return !entry.second->empty(); });
+}
+
+std::size_t Heap::pending_bytes(const StreamState* owner) const noexcept {
+  const PendingRanges* ranges = find_pending(owner);
+  return ranges != nullptr ? ranges->bytes() : 0;
+}
+
+std::uint64_t Heap::latest_pending(const StreamState* owner, std::size_t offset, std::size_t bytes) const noexcept {
+  const PendingRanges* ranges = find_pending(owner);
+  return ranges != nullptr && !ranges->empty() ? ranges->latest_overlapping(offset, bytes) : 0;
+}
+
+bool Heap::pending_listed() const noexcept {
+  return std::all_of(pending_.begin(), pending_.end(), [&](const auto& entry) {
+    return entry.second.empty() || std::any_of(pending_streams_.begin(), pending_streams_.end(),
+                                               [&](const auto& listed) { return listed.first == entry.first; });
+  });
 }
 
 PointerStatus Heap::status_of(std::size_t offset) {

@@ -4,8 +4,9 @@
 // fence, and no chunk under them moves).
 //
 // It owns the blocks (BlockPool), the block map from a start offset to its
-// block (read without a lock by deallocate), the free index, the streams
-// with pending ranges, and the heap lock that guards them all. Every member
+// block (read without a lock by deallocate), the free index, every stream's
+// pending ranges (keyed by its StreamState, which it never reads or writes),
+// and the heap lock that guards them all. Every member
 // but find() and mutex() runs with the heap lock held by the caller: the
 // slow path holds it across its whole ladder. The blocks' placement inside a
 // free range is the policy's (Placement); the heap keeps other streams'
@@ -19,13 +20,16 @@
 #include "core/heap_mutex.hpp"
 #include "core/placement.hpp"
 #include "core/pointer_status.hpp"
-#include "core/stream_state.hpp"
+#include "core/pending_ranges.hpp"
 
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace sova::detail {
+
+struct StreamState;
 
 /// Best-fit candidates the heap offers the placement policy before giving up
 /// (docs/design.md, "Tuning constants").
@@ -73,23 +77,55 @@ class Heap {
   Block* carve(Fit fit, std::size_t size) noexcept;
   /// Makes `block` free and merges it with its free neighbours.
   void insert_free(Block* block) noexcept;
-  /// cached -> free; its range pending on `owner` unless `owner_safe_epoch` covers it.
-  void take_from_cache(StreamState* owner, std::uint64_t owner_safe_epoch, Block* block) noexcept;
-  /// Records a range pending on `owner` (completes every free instead, by
-  /// CompleteAll, when host memory for it is lacking). Every
-  /// kFenceEveryStaged ranges staged, asks the owner for a fence.
-  void add_pending(StreamState* owner, std::size_t offset, std::size_t bytes, std::uint64_t epoch) noexcept;
-  /// Drops `owner`'s pending ranges that `safe_epoch` covers.
-  void drop_complete_pending(StreamState* owner, std::uint64_t safe_epoch) noexcept;
 
+  // ---- pending ranges: per freeing stream, keyed by its state -----------------
+
+  /// Makes the cached blocks of `list` (linked through bin_next) free, each
+  /// range pending on `owner` unless `owner_safe_epoch` covers it. True when
+  /// `owner` should record a fence (add_pending).
+  bool take_from_cache(const StreamState* owner, std::uint64_t owner_safe_epoch, Block* list) noexcept;
+  /// Records a range pending on `owner` (completes every free instead, by
+  /// CompleteAll, when host memory for it is lacking). True every
+  /// kFenceEveryStaged ranges staged: the owner should record a fence, so
+  /// that they drop unmerged once it completes.
+  bool add_pending(const StreamState* owner, std::size_t offset, std::size_t bytes, std::uint64_t epoch) noexcept;
+  /// Drops `owner`'s pending ranges that `safe_epoch` covers.
+  void drop_complete_pending(const StreamState* owner, std::uint64_t safe_epoch) noexcept;
+  /// Whether `owner` has ranges pending.
+  bool has_pending(const StreamState* owner) const noexcept;
+  /// Whether any stream has ranges pending.
+  bool any_pending() const noexcept;
+  /// The bytes `owner`'s pending ranges cover.
+  std::size_t pending_bytes(const StreamState* owner) const noexcept;
+  /// The latest epoch of `owner`'s pending ranges overlapping the range; 0
+  /// when none does.
+  std::uint64_t latest_pending(const StreamState* owner, std::size_t offset, std::size_t bytes) const noexcept;
   /// Where the last pending free of a stream other than `user` overlapping
   /// the range ends; 0 when none overlaps (nullptr: any stream's).
   std::size_t pending_end_elsewhere(const StreamState* user, std::size_t offset, std::size_t bytes) const noexcept;
   bool pending_elsewhere(const StreamState* user, std::size_t offset, std::size_t bytes) const noexcept {
     return pending_end_elsewhere(user, offset, bytes) != 0;
   }
-  /// The streams whose `pending` is not empty.
-  const std::vector<StreamState*>& pending_streams() const noexcept { return pending_streams_; }
+  /// The first of up to kBackedScan free blocks of at least `size` bytes, in
+  /// best-fit order, where the policy places the request (relaxed) so that
+  /// `usable(at)` holds and no pending free lies under it but `user`'s own
+  /// and `fenced`'s up to `fence_epoch` (a fence `user` can wait for).
+  template <class Usable>
+  Fit fit_covered_by_fence(const StreamState* user, const StreamState* fenced, std::uint64_t fence_epoch,
+                           std::size_t size, Usable usable) const noexcept {
+    int scanned = 0;
+    for (auto it = free_.lower_bound(size); it != free_.end() && scanned < kBackedScan; ++it, ++scanned) {
+      const std::size_t at = placement_.place(FreeRange{(*it)->offset, (*it)->size}, size, granularity_,
+                                              /*relaxed=*/true);
+      if (at != PlacementPolicy::kNoFit && usable(at) && covered_by_fence(user, fenced, fence_epoch, at, size)) {
+        return Fit{*it, at};
+      }
+    }
+    return {};
+  }
+  /// Every stream with pending ranges is listed among those the fits step
+  /// around (the invariant checker's question).
+  bool pending_listed() const noexcept;
   /// Every free block, by size then offset.
   const FreeIndex& free_blocks() const noexcept { return free_; }
 
@@ -106,6 +142,18 @@ class Heap {
   /// kPendingSkips times); PlacementPolicy::kNoFit when nowhere.
   std::size_t place_clear_of_pending(StreamState* user, const Block* block, std::size_t size,
                                      bool relaxed) const noexcept;
+  /// Whether the only pending frees overlapping [at, at + bytes) are
+  /// `user`'s and `fenced`'s up to `fence_epoch`.
+  bool covered_by_fence(const StreamState* user, const StreamState* fenced, std::uint64_t fence_epoch,
+                        std::size_t at, std::size_t bytes) const noexcept;
+  /// `owner`'s ranges, made empty on first use (never removed: a state
+  /// lives as long as the pool, and its ranges' node cache stays warm).
+  /// Throws std::bad_alloc.
+  PendingRanges& pending_of(const StreamState* owner);
+  const PendingRanges* find_pending(const StreamState* owner) const noexcept {
+    const auto it = pending_.find(owner);
+    return it != pending_.end() ? &it->second : nullptr;
+  }
   /// Merges `right` into its address neighbour `left`; `right` is recycled.
   /// Neither may be in the free index.
   void join(Block* left, Block* right) noexcept;
@@ -118,7 +166,12 @@ class Heap {
   BlockMap map_;
   BlockPool blocks_;
   FreeIndex free_;
-  std::vector<StreamState*> pending_streams_;
+  /// Every stream's pending ranges, keyed by its state (node-based: the
+  /// ranges never move).
+  std::unordered_map<const StreamState*, PendingRanges> pending_;
+  /// The streams whose ranges are not empty (at most one empty entry after
+  /// a failed add), with their ranges: what a fit steps around.
+  std::vector<std::pair<const StreamState*, PendingRanges*>> pending_streams_;
 };
 
 }  // namespace sova::detail

@@ -15,16 +15,6 @@ namespace sova::detail {
 
 namespace {
 
-// A large free reads the clock on every (kClockEvery + 1)th call only
-// (docs/design.md, "Tuning constants").
-constexpr std::uint32_t kClockEvery = 15;
-// A stream freeing blocks that other streams allocated (a consumer) records a
-// fence on the first such free and every (kForeignFenceEvery + 1)th after: only
-// fences hand the blocks back to their streams (docs/design.md, "Tuning constants").
-constexpr std::uint32_t kForeignFenceEvery = 15;
-// A release threshold that keeps everything (the caching configuration).
-constexpr std::uint64_t kKeepEverything = ~std::uint64_t{0};
-
 DeviceInfo query_device(Driver& driver, int device) {
   int count = 0;
   cudaError_t error = driver.device_count(&count);
@@ -82,8 +72,8 @@ PoolCore::PoolCore(const PoolOptions& options)
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       heap_(
           arena_.size(), info_.granularity, placement_,
-          [](void* self) noexcept { static_cast<PoolCore*>(self)->streams_.synchronize_devices(); }, this),
-      streams_(driver_, device_, options.check_streams),
+          [](void* self) noexcept { static_cast<PoolCore*>(self)->caches_.synchronize_devices(); }, this),
+      caches_(driver_, device_, options.check_streams, heap_, arena_),
       remapper_(arena_, heap_),
       remap_(options.remap),
       budget_(options.remap && options.remap_effort == RemapEffort::thorough),
@@ -96,32 +86,20 @@ PoolCore::PoolCore(const PoolOptions& options)
       [](void* self, const Arena::GhostPin& pin) noexcept { return static_cast<PoolCore*>(self)->settle_ghost(pin); },
       this);
   // No device synchronize while a capture that allocated here may be in progress.
-  streams_.pause_synchronizes_while(&graphs_.memory().open_captures());
+  caches_.pause_synchronizes_while(&graphs_.memory().open_captures());
   register_for_release(this);
 }
 
 PoolCore::~PoolCore() {
   unregister_for_release(this);
-  // Frees may still be pending on streams, of other devices too (a free is
-  // accepted on any device's stream): wait before unmapping anything — for
-  // their fences where every free has one, else for the devices
-  // (StreamRegistry::synchronize).
-  // A live block may still have work queued on it (~Pool waits for the
-  // device's outstanding work): then the devices, as for unfenced frees.
-  bool waited = false;
-  try {
-    const std::vector<StreamState*> states = streams_.all();
-    waited = streams_.live_bytes() == 0 && !streams_.any_unfenced(states) && streams_.wait_fences(states);
-  } catch (...) {
-  }
-  if (!waited && streams_.synchronize_devices() != cudaSuccess) {
+  if (!caches_.wait_for_all_work()) {
     // Refused: a capture runs on the device (the synchronize invalidated it).
     // Work queued on this memory may still run and nothing else can say when
     // it ends: the memory stays mapped to the process's end rather than be
     // unmapped under that work (docs/graphs.md, "Captures sova does not know").
     arena_.abandon();
   }
-  // Then streams_ destroys the events, and arena_ unmaps and releases every
+  // Then caches_ destroys the events, and arena_ unmaps and releases every
   // chunk and frees the reservation.
 }
 
@@ -149,7 +127,7 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     return size == 0 ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;  // 0: a user's policy broke its contract
   }
   const std::size_t need = placement_.backing(bytes, size);
-  StreamState* state = streams_.find(stream);
+  StreamState* state = caches_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   if (check_streams_ && !state->is_legacy) {
     // Under capture, graph memory (graph_memory.hpp). Outside: captures that
@@ -161,7 +139,7 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
       // renewal: where a destroyed stream's handle came back as another
       // device's stream, only asking tells (the C API routes by it:
       // Pool::stream_device). Graph memory is the slow path already.
-      streams_.learn_device(state, stream);
+      caches_.learn_device(state, stream);
       return graphs_.memory().allocate(ptr, bytes, stream);
     }
     graphs_.memory().outside_capture(stream);
@@ -170,36 +148,17 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     unsigned long long id = 0;
     if (const cudaError_t error = driver_.stream_id(stream, &id); error != cudaSuccess) return error;
     if (id != state->stream_id) {
-      state = streams_.renew(state, id);
+      state = caches_.renew(state, id);
       if (state == nullptr) return cudaErrorMemoryAllocation;
     }
   }
 
   // Fast path: a block of exactly this size freed earlier on this stream
   // (above kLargestCachedBlock, only the block this stream freed last).
-  state->lock.lock();
-  if (state->fence_requested.load(std::memory_order_relaxed)) streams_.record_fence_locked(state, stream);
-  Block* block = state->cache.pop(size);
-  if (block != nullptr && size > kLargestCachedBlock && block != state->last_freed) {
-    state->cache.push(block);  // back on top, as it was: the heap's best fit places the request
-    block = nullptr;
-  }
-  if (block != nullptr && block->backed < need) {
-    state->cache.push(block);  // backed for a smaller request: the slow path backs the rest
-    block = nullptr;
-  }
-  if (block != nullptr) {
-    block->state.store(BlockState::live, std::memory_order_relaxed);
-    block->requested = bytes;
-    block->stream = nullptr;
-    block->allocated_on = state;
-    state->count_allocation(bytes);
-    StreamState::bump(state->fast_hits);
-    state->lock.unlock();
+  if (Block* block = caches_.take_cached(state, size, need, bytes, stream)) {
     *ptr = reinterpret_cast<void*>(arena_.base() + block->offset);
     return cudaSuccess;
   }
-  state->lock.unlock();
   return allocate_slow(ptr, bytes, size, need, state, stream);
 }
 
@@ -217,7 +176,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (block == nullptr) return cudaErrorInvalidValue;  // not a block start: interior or never handed out
   // A graph's block: the graph keeps its memory (graph_memory.hpp). Other
   // blocks never look in the graphs' table, however many graphs live.
-  StreamState* state = streams_.find(stream);
+  StreamState* state = caches_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   if (block->graph_memory.load(std::memory_order_relaxed)) {
     // The state, not the handle, goes with a graph output's free: at the
@@ -243,7 +202,7 @@ cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) 
   std::size_t offset = 0;
   Block* block = block_starting_at(ptr, &offset);
   if (block == nullptr) return cudaErrorInvalidValue;
-  StreamState* state = streams_.find(stream);
+  StreamState* state = caches_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
   return free_stamped(block, offset, state, stream, /*may_fence=*/true);
 }
@@ -258,51 +217,15 @@ cudaError_t PoolCore::free_graph_output(void* ptr, StreamState* freer) noexcept 
 
 void PoolCore::set_requested(void* ptr, std::size_t bytes) noexcept {
   std::size_t offset = 0;
-  Block* block = block_starting_at(ptr, &offset);
-  if (block == nullptr || block->allocated_on == nullptr) return;
-  StreamState* owner = block->allocated_on;
-  std::lock_guard<SpinLock> lock(owner->lock);
-  StreamState::bump(owner->live_bytes, static_cast<std::int64_t>(bytes) - static_cast<std::int64_t>(block->requested));
-  block->requested = bytes;
+  if (Block* block = block_starting_at(ptr, &offset)) caches_.set_requested(block, bytes);
 }
 
 cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,
                                    bool may_fence) noexcept {
   // No question of the stream's device here: StreamRegistry::learn_device.
-  state->lock.lock();
-  BlockState expected = BlockState::live;
-  if (block->offset != offset ||
-      !block->state.compare_exchange_strong(expected, BlockState::cached, std::memory_order_acq_rel)) {
-    state->lock.unlock();
-    return cudaErrorInvalidValue;  // double free, or a block not live
-  }
-  block->graph_memory.store(false, std::memory_order_relaxed);  // a graph's block the graph let go
-  block->stream = state;
-  block->epoch = state->epoch;
-  state->open_epoch_has_frees = true;
-  state->cache.push(block);
-  state->last_freed = block;
-  StreamState::bump(state->live_bytes, -static_cast<std::int64_t>(block->requested));
-  StreamState::bump(state->live_blocks, -1);
-  StreamState::bump(state->deallocations);
-  bool fence = state->fence_requested.load(std::memory_order_relaxed);
-  if (!fence && block->allocated_on != state && (++state->foreign_frees & kForeignFenceEvery) == 1) {
-    fence = true;
-  }
-  if (!fence && block->size >= info_.granularity) {
-    if (release_threshold_.load(std::memory_order_relaxed) != kKeepEverything) {
-      // The pool gives idle memory back: only a fence lets the release worker
-      // know this free complete once the stream goes quiet (it never
-      // synchronizes a device: docs/graphs.md, "Captures sova does not know").
-      // An event record (~0.2 us) beside a free of a granule or more.
-      fence = true;
-    } else if ((++state->large_frees & kClockEvery) == 1) {
-      fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;  // the first, then every 16th
-    }
-  }
-  if (fence && may_fence) streams_.record_fence_locked(state, stream);
-  state->lock.unlock();
-  return cudaSuccess;
+  return caches_.cache_freed(block, offset, state, stream, may_fence, info_.granularity, release_threshold_)
+             ? cudaSuccess
+             : cudaErrorInvalidValue;  // double free, or a block not live
 }
 
 void PoolCore::mark_graph_memory(void* ptr) noexcept {
@@ -330,17 +253,9 @@ std::size_t PoolCore::block_size(const void* ptr) const noexcept {
 }
 
 cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
-  StreamState* state = streams_.find(stream);
+  StreamState* state = caches_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
-  // An implicit handle (0, cudaStreamPerThread) names the current device's
-  // stream: where its state holds frees made with another device current
-  // (foreign), this one synchronize does not cover them, so the hint is
-  // not taken; a synchronize of every device they were made on completes them.
-  const bool implicit = state->is_legacy || stream == cudaStreamPerThread;
-  if (implicit && state->foreign.load(std::memory_order_relaxed)) return cudaSuccess;
-  state->lock.lock();
-  streams_.mark_frees_complete_locked(state);
-  state->lock.unlock();
+  caches_.stream_synchronized(state, stream);
   return cudaSuccess;
 }
 

@@ -1,10 +1,11 @@
 // PoolCore: the pool behind sova::Pool — the fast paths and the slow path's
 // ladder, over components that each own their state (docs/design.md,
 // "Components"):
-//   * StreamRegistry (stream_registry.hpp): a state per stream — its cache of
-//     freed blocks, its epochs and fences —, activity, stranded memory;
+//   * StreamCaches (stream_caches.hpp): a state per stream — its cache of
+//     freed blocks, its epochs and fences —, activity, stranded memory, and
+//     every hand-off of blocks between the caches and the heap;
 //   * Heap (heap.hpp): the blocks, the best-fit index of free ones, the
-//     block map, pending ranges, and the heap lock;
+//     block map, every stream's pending ranges, and the heap lock;
 //   * Arena (arena/arena.hpp): the VA range and the physical chunks under it;
 //   * Remapper (remapper.hpp): free chunks moved under a block that needs backing;
 //   * GrowthBudget (growth_budget.hpp): when to grow, remap or keep caches;
@@ -30,7 +31,11 @@
 // is a driver call (test_fast_path_cost.cpp counts them).
 //
 // The slow path, a ladder tried in order until one step yields a block
-// (allocate_slow, pool_core_slow.cpp; the heap lock held throughout):
+// (allocate_slow, pool_core_slow.cpp; the heap lock held throughout). It
+// calls down only: PoolCore -> StreamCaches -> Heap, then growth -> Arena ->
+// the driver; the components below never call back into PoolCore (but the
+// Arena's ghost settler and the heap's out-of-host-memory hook, callbacks
+// that complete frees).
 //   1. this stream's own cache flushed into the heap (coalesced); the best
 //      fit over the whole free VA that this stream may use, if backed
 //   2. other streams' frees known complete (opportunistic reuse), again
@@ -53,7 +58,7 @@
 #include "core/pool_sleep.hpp"
 #include "core/remapper.hpp"
 #include "core/slow_path_stats.hpp"
-#include "core/stream_registry.hpp"
+#include "core/stream_caches.hpp"
 
 #include <sova/options.hpp>
 #include <sova/sleep.hpp>
@@ -70,10 +75,6 @@ namespace sova::detail {
 // Tuning constants: one line each on what it bounds; the measurements behind
 // the values are in docs/design.md, section "Tuning constants".
 
-/// The release worker synchronizes for inactive streams at most this often per pool.
-inline constexpr std::int64_t kReclaimIntervalNs = 1'000'000'000;
-/// The fast path serves larger blocks only when they are the block the stream freed last.
-inline constexpr std::size_t kLargestCachedBlock = std::size_t{4} << 20;
 /// The used high-water mark is sampled at one slow-path allocation in this many per thread.
 inline constexpr std::uint32_t kUsedSampleEvery = 16;
 
@@ -109,16 +110,12 @@ class PoolCore {
   /// threshold whose frees are known complete (release_worker.hpp says why).
   void release_if_idle() noexcept;
   /// Called by the release worker every kReleasePeriod, before
-  /// release_if_idle: marks each stream state active if its stream allocated
-  /// or freed in the last kActivityWindowNs (retired states never are), sets
-  /// the registry's active count; then, where an inactive state holds frees
-  /// that no fence covers, synchronizes on the worker's thread and makes them
-  /// known complete, so that the other streams can reuse their memory. A
-  /// program that destroys a stream does not tell the pool, and no fence can
-  /// be recorded on a handle that may be gone: without this, such frees (and
-  /// the blocks the stream kept) stayed out of reach until an out-of-memory
-  /// synchronize or a trim (docs/design.md, "Quiet streams").
-  void track_stream_activity() noexcept;
+  /// release_if_idle: StreamCaches::track_activity. A program that destroys
+  /// a stream does not tell the pool, and no fence can be recorded on a
+  /// handle that may be gone: without it, such frees (and the blocks the
+  /// stream kept) stayed out of reach until an out-of-memory synchronize or
+  /// a trim (docs/design.md, "Quiet streams").
+  void track_stream_activity() noexcept { caches_.track_activity(); }
 
   cudaError_t set_attribute(cudaMemPoolAttr attr, const void* value) noexcept;
   cudaError_t get_attribute(cudaMemPoolAttr attr, void* value) noexcept;
@@ -138,7 +135,7 @@ class PoolCore {
   cudaError_t chunks_under(const void* ptr, std::size_t bytes, std::vector<ChunkView>* out);
   const Arena& arena() const noexcept { return arena_; }  ///< base, size, granularity, props: fixed for life
   int device() const noexcept { return device_; }
-  int stream_device(cudaStream_t stream) noexcept { return streams_.known_device(stream); }
+  int stream_device(cudaStream_t stream) noexcept { return caches_.known_device(stream); }
   Driver& driver() const noexcept { return driver_; }
   /// Allocations and frees under graph capture (graph_memory.hpp).
   GraphMemory& graph_memory() noexcept { return graphs_.memory(); }
@@ -180,43 +177,9 @@ class PoolCore {
                             cudaStream_t stream) noexcept;
   /// Steps 1 and 2 of the ladder; `step` says which served the block.
   Block* find_without_growth(std::size_t size, std::size_t need, StreamState* state, SlowStep* step) noexcept;
-  /// Which cached blocks a miss moves into the heap.
-  enum class CacheFlush {
-    all,
-    /// all but small blocks of recurring sizes (SizeBins::note_allocation),
-    /// while those hold at most the kept-cache bound; else all
-    all_but_recurring_small,
-  };
-  /// Before a miss takes the heap lock: records a fence on `stream` when one
-  /// is due (the caller is that stream's own allocation) and polls the
-  /// stream's fences. Outside the heap lock because both are driver calls
-  /// (0.4 us each on the H100, more when 16 threads call the driver at once),
-  /// and every other thread's miss waited for them. state->lock only.
-  void refresh_own_fences(StreamState* state, cudaStream_t stream) noexcept;
-  /// Moves `state`'s cached blocks of class `which` into the heap (as far as
-  /// refresh_own_fences last found them complete), and drops its pending
-  /// ranges whose frees are complete.
-  void flush_cache_to_heap(StreamState* state, CacheFlush which) noexcept;
-  /// Moves other streams' frees known complete into the heap (without their
-  /// kept blocks unless `kept_too`); requests fences where frees are not yet
-  /// covered by one.
-  void harvest_streams(StreamState* except, bool kept_too = true) noexcept;
-  /// Step 5: another stream's fenced frees, this stream made to wait for the fence.
+  /// Step 5: another stream's fenced frees, this stream made to wait for
+  /// the fence (StreamCaches::take_fenced), counted.
   Block* take_with_wait(std::size_t size, std::size_t need, StreamState* state, cudaStream_t stream) noexcept;
-  /// Synchronizes `stream` (the caller's own, so its handle is valid), after
-  /// which every free made on it before the call is complete: its pending
-  /// ranges go, and the chunks under them may be remapped. Called only where
-  /// the pool would otherwise create memory beyond its growth budget, so a
-  /// program whose layout repeats pays it while its peak is being found, not
-  /// every step. Without it a single-stream program's remapping found nothing
-  /// to move on the GPU: its frees of the last millisecond were never known
-  /// complete when it grew (an LSTM's replay: 1.27x peak reserved over live
-  /// without, 1.06x with, H100).
-  void wait_for_own_frees(StreamState* state, cudaStream_t stream) noexcept;
-  /// Whether any stream caches blocks or has frees pending in the heap. Heap lock held.
-  bool frees_held_anywhere() noexcept;
-  /// Synchronizes the devices; afterwards every free made so far is complete.
-  void synchronize_everything() noexcept;
   /// Makes a block taken by the slow path live for `state`; `grown`: the
   /// allocation created or remapped memory (the used high-water mark is
   /// sampled then, and one in kUsedSampleEvery otherwise).
@@ -235,7 +198,13 @@ class PoolCore {
   /// pay for it, in order of cost:
   ///   1. free chunks whose frees are known complete are moved under it;
   ///   2. if granules are still missing and the stream's own pending frees
-  ///      may hold chunks, wait_for_own_frees, and move again;
+  ///      may hold chunks, the stream is synchronized
+  ///      (StreamCaches::wait_for_own_frees) and chunks move again: without
+  ///      it a single-stream program's remapping found nothing to move on
+  ///      the GPU, its frees of the last millisecond never known complete
+  ///      when it grew (an LSTM's replay: 1.27x peak reserved over live
+  ///      without, 1.06x with, H100); paid while the peak is being found,
+  ///      not every step;
   ///   3. if granules are still missing, safe free chunks of at least that
   ///      size are released, so the chunks created for the gaps replace them.
   /// Without step 3 every pass of a program whose steps vary (an LSTM over
@@ -262,25 +231,6 @@ class PoolCore {
   /// left: whole chunks, so possibly more. Returns the bytes released.
   std::size_t release_at_least(std::size_t bytes) noexcept;
 
-  // ---- the miss rules, with this pool's figures (GrowthBudget) --------------------
-  std::uint64_t growth_slack(std::uint64_t live_peak) const noexcept {
-    return GrowthBudget::slack(live_peak, streams_.active());
-  }
-  static bool cache_serves(const StreamState* state) noexcept {
-    return GrowthBudget::cache_serves(state->fast_hits.load(std::memory_order_relaxed),
-                                      state->allocations.load(std::memory_order_relaxed));
-  }
-  bool keeps_small_caches(const StreamState* state) const noexcept {
-    return GrowthBudget::keeps_small_caches(streams_.active(), used_high_sampled_.load(std::memory_order_relaxed),
-                                            cache_serves(state));
-  }
-  std::size_t kept_cache_bound(const StreamState* state) const noexcept {
-    return GrowthBudget::kept_cache_bound(cache_serves(state), streams_.active(),
-                                          used_high_sampled_.load(std::memory_order_relaxed));
-  }
-  /// Raises the sampled used high-water mark to what is used now.
-  void sample_used_high() noexcept;
-
   Driver& driver_;
   const int device_;
   DeviceInfo info_;
@@ -289,13 +239,11 @@ class PoolCore {
   /// blocks are never merged, so no block, and no chunk, spans both regions.
   const Placement placement_;
   Heap heap_;
-  StreamRegistry streams_;
+  StreamCaches caches_;
   Remapper remapper_;
   const bool remap_;
   GrowthBudget budget_;  ///< its remapping credit guarded by the heap lock
   SlowPathStats stats_;  ///< guarded by the heap lock
-  /// The used high-water mark, sampled (hand_out): what the growth budget reads.
-  std::atomic<std::uint64_t> used_high_sampled_{0};
 
   std::atomic<std::uint64_t> release_threshold_;
   std::atomic<bool> reuse_follow_event_dependencies_;
@@ -303,7 +251,6 @@ class PoolCore {
   std::atomic<bool> reuse_allow_internal_dependencies_;
   const bool check_streams_;
   std::uint64_t activity_seen_ = ~std::uint64_t{0};  ///< the release worker's
-  std::int64_t reclaimed_ns_ = 0;                    ///< the release worker's last synchronize for inactive streams
   /// Graph memory, taken from this pool on a stream of its own (graph_pool.hpp).
   PoolGraphs graphs_{*this};
   /// Last: destroyed first, its copies drained while the arena still stands.

@@ -78,18 +78,15 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
   // fence over them now (this is the stream's own call: its handle is valid)
   // lets a pin settle later by a poll, or by waiting for this stream alone,
   // instead of a device synchronize.
-  if (!state->pending.empty()) {
-    std::lock_guard<SpinLock> lock(state->lock);
-    if (state->open_epoch_has_frees) streams_.record_fence_locked(state, stream);
-  }
+  caches_.fence_own_pending(state, stream);
   move_free_chunks();
   // The wait helps step 3 too (released chunks must be safe), so it does not
   // depend on moves being left: without it, a block that had used its moves
   // found every other free chunk under its own stream's recent frees and grew.
   if (arena_.unbacked_bytes_in(offset, need) != 0 && budget_.units_left() > 1 &&
-      state->pending.bytes() >= arena_.granularity()) {
+      heap_.pending_bytes(state) >= arena_.granularity()) {
     budget_.spend(1);
-    wait_for_own_frees(state, stream);
+    if (caches_.wait_for_own_frees(state, stream)) ++stats_.remap_waits;
     if (max_moves != 0) move_free_chunks();
   }
   if (const std::size_t missing = arena_.unbacked_bytes_in(offset, need); missing != 0) {
@@ -99,9 +96,9 @@ void PoolCore::cover_from_free_memory(std::size_t offset, std::size_t need, Stre
 
 bool PoolCore::within_growth_budget(std::size_t offset, std::size_t need) noexcept {
   const std::uint64_t live_peak =
-      std::max<std::uint64_t>(used_high_sampled_.load(std::memory_order_relaxed), streams_.live_bytes() + need);
-  return GrowthBudget::allows(arena_.backed_bytes(), streams_.stranded(), arena_.unbacked_bytes_in(offset, need),
-                              live_peak, arena_.granularity(), streams_.active());
+      std::max<std::uint64_t>(caches_.used_high(), caches_.live_bytes() + need);
+  return GrowthBudget::allows(arena_.backed_bytes(), caches_.stranded(), arena_.unbacked_bytes_in(offset, need),
+                              live_peak, arena_.granularity(), caches_.active());
 }
 
 bool PoolCore::settle_ghost(const Arena::GhostPin& pin) noexcept {
@@ -109,7 +106,7 @@ bool PoolCore::settle_ghost(const Arena::GhostPin& pin) noexcept {
   // frees, or a device synchronize (counted as a remapping wait).
   bool waited = false;
   const bool settled =
-      streams_.complete_through(static_cast<StreamState*>(const_cast<void*>(pin.owner)), pin.epoch, &waited);
+      caches_.complete_through(static_cast<StreamState*>(const_cast<void*>(pin.owner)), pin.epoch, &waited);
   if (waited) ++stats_.remap_waits;
   return settled;
 }

@@ -1,8 +1,6 @@
 // Giving physical memory back: trim and the release threshold.
 #include "core/pool_core.hpp"
 
-#include "core/clock.hpp"
-
 #include <algorithm>
 #include <vector>
 
@@ -41,14 +39,14 @@ cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {
     // Released graphs' memory back first, outside the heap lock (collect frees into the pool).
     if (graphs_.memory().has_released()) graphs_.memory().collect();
     std::lock_guard<HeapMutex> lock(heap_.mutex());
-    harvest_streams(nullptr);
+    caches_.harvest(nullptr);
     release_down_to(bytes_to_keep);
     if (arena_.backed_bytes() <= bytes_to_keep) return cudaSuccess;
     // Memory is still held by frees sova cannot prove complete (no fence covers
     // them). Like PyTorch's empty_cache, wait for the devices (the pool's, and
     // any other a free was made on), then release.
-    if (frees_held_anywhere()) {
-      synchronize_everything();
+    if (caches_.holds_frees()) {
+      if (caches_.synchronize_all()) ++stats_.device_synchronizes;
       release_down_to(bytes_to_keep);
     }
     if (!graphs_.memory().has_released()) break;
@@ -56,62 +54,10 @@ cudaError_t PoolCore::trim_to(std::size_t bytes_to_keep) noexcept {
   return cudaSuccess;
 }
 
-void PoolCore::track_stream_activity() noexcept {
-  const std::int64_t now = now_ns();
-  std::size_t active = 0;
-  std::vector<StreamState*> idle;
-  try {
-    streams_.for_each_state([&](StreamState* s) {
-      const std::uint64_t activity =
-          s->allocations.load(std::memory_order_relaxed) + s->deallocations.load(std::memory_order_relaxed);
-      if (activity != s->activity_seen || s->last_active_ns == 0) {
-        s->activity_seen = activity;
-        s->last_active_ns = now;
-      }
-      const bool is_active = !s->retired.load(std::memory_order_relaxed) && now - s->last_active_ns < kActivityWindowNs;
-      s->active.store(is_active, std::memory_order_relaxed);
-      active += is_active ? 1 : 0;
-      // The legacy stream lives as long as the process: harvest_streams
-      // fences it itself, unless a free on it was made on another device
-      // (StreamState::foreign: no fence covers it).
-      if (!is_active && (!s->is_legacy || s->foreign.load(std::memory_order_relaxed))) {
-        std::lock_guard<SpinLock> lock(s->lock);
-        if (s->open_epoch_has_frees) idle.push_back(s);
-      }
-    });
-  } catch (...) {
-    return;  // out of host memory: next period
-  }
-  // The count itself, 0 included: a floor of 1 here, with the next new
-  // stream's increment on top, made one stream count as two.
-  streams_.set_active(active);
-  const std::uint64_t stranded = streams_.recount_stranded();
-  // The interval is waived where the stranded memory exceeds the growth
-  // budget's slack: the growth budget leaves it out, so until it comes back
-  // the active streams may grow by as much again (threads_mixed with 16
-  // streams of 64 sizes made anew every 0.2 s, simulation: 358-428 MiB
-  // reserved with the interval kept, 230-318 without, 252-346 before the
-  // budget left stranded memory out).
-  const bool pressing = stranded > growth_slack(used_high_sampled_.load(std::memory_order_relaxed));
-  if (idle.empty() || (!pressing && reclaimed_ns_ != 0 && now - reclaimed_ns_ < kReclaimIntervalNs)) return;
-  reclaimed_ns_ = now;
-  // Only what fences cover: the worker never synchronizes a device, which
-  // would invalidate any capture running on it, one sova does not know of
-  // included (a library's, another thread's; seen on the H200s). Frees no
-  // fence covers (a stream that went quiet right after freeing, or was
-  // destroyed) come back at the stream's next call, or by the out-of-memory
-  // path's or a trim's synchronize. Their blocks, kept ones too (inactive), go
-  // to the heap and their pending ranges are dropped.
-  if (streams_.any_unfenced(idle) || !streams_.wait_fences(idle)) return;
-  std::lock_guard<HeapMutex> heap(heap_.mutex());
-  harvest_streams(nullptr);
-  streams_.recount_stranded();
-}
-
 void PoolCore::release_if_idle() noexcept {
   std::uint64_t activity = 0;
   try {
-    activity = streams_.activity();
+    activity = caches_.activity();
   } catch (...) {
     return;
   }
@@ -124,7 +70,7 @@ void PoolCore::release_if_idle() noexcept {
   if (arena_.backed_bytes() <= threshold) return;
   // Moves frees known complete to the safe set; asks streams with uncovered
   // frees for a fence (recorded at their next call; on the legacy stream, now).
-  harvest_streams(nullptr);
+  caches_.harvest(nullptr);
   release_free_memory(threshold);
 }
 

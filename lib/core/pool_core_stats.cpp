@@ -8,13 +8,6 @@
 
 namespace sova::detail {
 
-void PoolCore::sample_used_high() noexcept {
-  const std::uint64_t used = streams_.live_bytes();
-  std::uint64_t high = used_high_sampled_.load(std::memory_order_relaxed);
-  while (used > high && !used_high_sampled_.compare_exchange_weak(high, used)) {
-  }
-}
-
 PoolStats PoolCore::stats() {
   // Released graphs' memory back first: a read after the release sees it.
   if (graphs_.memory().has_released()) graphs_.memory().collect();
@@ -24,16 +17,13 @@ PoolStats PoolCore::stats() {
   s.graph_held_blocks = graph.held_blocks;
   s.graphs = graph.graphs;
   std::lock_guard<HeapMutex> heap(heap_.mutex());
-  sample_used_high();
+  caches_.sample_used_high();
   s.reserved_current = arena_.backed_bytes();
   s.reserved_high = arena_.backed_high();
   s.chunks_mapped = arena_.chunks_mapped();
   s.chunks_unmapped = arena_.chunks_unmapped();
   stats_.fill(s);
-  s.events_recorded = streams_.events_recorded();
-  std::int64_t used = 0;
-  std::int64_t live_blocks = 0;
-  std::int64_t stream_high = 0;
+  s.events_recorded = caches_.events_recorded();
   // Free memory: per-stream caches and heap blocks. The
   // never-used tail of the VA is not "cached"; its backed bytes (if any) are.
   auto count_free = [&](const Block* b, bool whole_block_cached) {
@@ -47,17 +37,10 @@ PoolStats PoolCore::stats() {
       s.largest_free_block = std::max<std::uint64_t>(s.largest_free_block, b->size);
     }
   };
-  for (StreamState* st : streams_.all()) {
-    st->lock.lock();
-    used += st->live_bytes.load(std::memory_order_relaxed);
-    live_blocks += st->live_blocks.load(std::memory_order_relaxed);
-    stream_high = std::max(stream_high, st->live_high.load(std::memory_order_relaxed));
-    s.allocations += st->allocations.load(std::memory_order_relaxed);
-    s.deallocations += st->deallocations.load(std::memory_order_relaxed);
-    s.fast_path_hits += st->fast_hits.load(std::memory_order_relaxed);
-    st->cache.for_each([&](const Block* b) { count_free(b, true); });
-    st->lock.unlock();
-  }
+  const StreamTotals streams = caches_.tally([&](const Block* b) { count_free(b, true); });
+  s.allocations = streams.allocations;
+  s.deallocations = streams.deallocations;
+  s.fast_path_hits = streams.fast_hits;
   // The never-used tail of each region (the VA's end, the region boundary) is not "cached".
   for (const Block* b : heap_.free_blocks()) {
     const std::size_t end = b->offset + b->size;
@@ -70,22 +53,22 @@ PoolStats PoolCore::stats() {
   s.bytes_remapped = arena_.bytes_moved();
   s.remaps_to_ghosts = arena_.ghost_moves();
   s.ghost_mappings = arena_.live_ghosts();
-  s.stream_states = streams_.count();
-  s.retired_streams = streams_.retired_count();
-  s.active_streams = streams_.active();
-  s.stranded_bytes = streams_.stranded();
+  s.stream_states = caches_.count();
+  s.retired_streams = caches_.retired_count();
+  s.active_streams = caches_.active();
+  s.stranded_bytes = caches_.stranded();
   s.asleep_bytes = sleep_.asleep_bytes();
   s.sleep_host_bytes = sleep_.host_bytes();
-  s.used_current = used > 0 ? static_cast<std::uint64_t>(used) : 0;
+  s.used_current = streams.used > 0 ? static_cast<std::uint64_t>(streams.used) : 0;
   // A stream's own high-water mark is the pool's only while it is the only
   // stream: with several, a stream that frees others' blocks sees its count
   // fall below zero and its mark mean nothing. Then the sampled sum is used
   // (a lower bound; docs/design.md, "Statistics").
-  const bool one_stream = streams_.count() == 1;
-  s.used_high =
-      std::max<std::uint64_t>(used_high_sampled_.load(), one_stream ? static_cast<std::uint64_t>(stream_high) : 0);
+  const bool one_stream = caches_.count() == 1;
+  s.used_high = std::max<std::uint64_t>(caches_.used_high(),
+                                        one_stream ? static_cast<std::uint64_t>(streams.stream_high) : 0);
   s.used_high = std::max(s.used_high, s.used_current);
-  s.live_blocks = live_blocks > 0 ? static_cast<std::uint64_t>(live_blocks) : 0;
+  s.live_blocks = streams.live_blocks > 0 ? static_cast<std::uint64_t>(streams.live_blocks) : 0;
   return s;
 }
 
@@ -127,12 +110,7 @@ cudaError_t PoolCore::set_attribute(cudaMemPoolAttr attr, const void* value) noe
       if (*static_cast<const std::uint64_t*>(value) != 0) return cudaErrorInvalidValue;
       try {
         std::lock_guard<HeapMutex> heap(heap_.mutex());
-        for (StreamState* st : streams_.all()) {
-          st->lock.lock();
-          st->live_high.store(st->live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
-          st->lock.unlock();
-        }
-        used_high_sampled_.store(streams_.live_bytes());
+        caches_.reset_used_high();
       } catch (...) {
         return cudaErrorMemoryAllocation;
       }
@@ -196,14 +174,6 @@ cudaError_t PoolCore::get_access(cudaMemAccessFlags* flags, const cudaMemLocatio
 
 void PoolCore::check_invariants() {
   std::lock_guard<HeapMutex> heap(heap_.mutex());
-  // The streams' mutex for the whole check: a free on a stream the pool has
-  // never seen makes its state under that mutex and then caches a block; a
-  // state made mid-walk would be unlocked, and its block would make the
-  // caches and the cached blocks disagree on a sound pool (found by the fuzz
-  // interpreter's threaded run). Order: heap, streams, stream locks.
-  std::lock_guard<std::mutex> streams_lock(streams_.mutex());
-  std::vector<StreamState*> streams = streams_.all_locked();
-  for (StreamState* s : streams) s->lock.lock();
   std::string problem;
   auto fail = [&](const std::string& what, const Block* b) {
     if (problem.empty()) {
@@ -212,58 +182,52 @@ void PoolCore::check_invariants() {
                                      : std::string());
     }
   };
-  std::size_t expected_offset = 0;
-  std::size_t free_blocks = 0, cached_blocks = 0;
-  std::int64_t live_requested = 0;
-  const Block* prev = nullptr;
-  for (const Block* b = heap_.find(0); b != nullptr && problem.empty(); prev = b, b = b->next) {
-    if (b->offset != expected_offset) fail("blocks do not tile the VA range", b);
-    if (b->prev != prev) fail("broken address-order link", b);
-    if (b->size == 0 || b->size % kAlignment != 0) fail("block size not a positive multiple of 512", b);
-    if (heap_.find(b->offset) != b) fail("block map does not point at block", b);
-    const BlockState state = b->state.load();
-    if (state != BlockState::free) {
-      // Policies may back less than the whole block: what the block records as
-      // backed must be, and must cover at least the request it was made for.
-      // Asleep, the chunks are gone: the records stand for what wake makes again.
-      if (b->backed == 0 || b->backed > b->size || (!sleep_.asleep() && !arena_.is_backed(b->offset, b->backed))) {
-        fail("live or cached block not backed as it records", b);
-      }
-      if (state == BlockState::live && b->backed < b->requested) fail("live block backed short of its request", b);
-    }
-    if (state == BlockState::live) live_requested += static_cast<std::int64_t>(b->requested);
-    if (state == BlockState::cached) ++cached_blocks;
-    if (state == BlockState::free) {
-      ++free_blocks;
-      if (!heap_.free_blocks().contains(b)) fail("free block missing from the heap's set", b);
-      if (b->stream != nullptr) fail("free block tagged with a stream", b);
-      if (heap_.merges_with(prev, b)) fail("adjacent free blocks not coalesced", b);
-    }
-    expected_offset = b->offset + b->size;
-  }
-  if (problem.empty() && expected_offset != arena_.size()) fail("blocks do not cover the VA range", nullptr);
-  std::size_t set_blocks = heap_.free_blocks().size();
-  std::size_t bin_blocks = 0;
-  std::int64_t stream_live = 0;
-  for (StreamState* s : streams) {
-    const bool listed =
-        std::find(heap_.pending_streams().begin(), heap_.pending_streams().end(), s) != heap_.pending_streams().end();
-    if (!s->pending.empty() && !listed)
-      fail("a stream with pending frees missing from heap_.pending_streams()", nullptr);
-    bin_blocks += s->cache.blocks();
-    stream_live += s->live_bytes.load();
-    s->cache.for_each([&](const Block* b) {
-      if (b->state.load() != BlockState::cached || b->stream != s) fail("cache holds a block not cached by it", b);
-    });
-  }
-  if (problem.empty() && set_blocks != free_blocks) fail("free sets and free blocks disagree", nullptr);
-  if (problem.empty() && bin_blocks != cached_blocks) fail("caches and cached blocks disagree", nullptr);
-  if (problem.empty() && stream_live != live_requested) {
-    fail("used bytes " + std::to_string(stream_live) + " != live blocks' bytes " + std::to_string(live_requested),
-         nullptr);
-  }
+  // Every stream's cache held still while the heap's blocks are compared with it.
+  caches_.audit(
+      [&](const StreamCaches::Census& caches) {
+        std::size_t expected_offset = 0;
+        std::size_t free_blocks = 0, cached_blocks = 0;
+        std::int64_t live_requested = 0;
+        const Block* prev = nullptr;
+        for (const Block* b = heap_.find(0); b != nullptr && problem.empty(); prev = b, b = b->next) {
+          if (b->offset != expected_offset) fail("blocks do not tile the VA range", b);
+          if (b->prev != prev) fail("broken address-order link", b);
+          if (b->size == 0 || b->size % kAlignment != 0) fail("block size not a positive multiple of 512", b);
+          if (heap_.find(b->offset) != b) fail("block map does not point at block", b);
+          const BlockState state = b->state.load();
+          if (state != BlockState::free) {
+            // Policies may back less than the whole block: what the block records as
+            // backed must be, and must cover at least the request it was made for.
+            // Asleep, the chunks are gone: the records stand for what wake makes again.
+            if (b->backed == 0 || b->backed > b->size || (!sleep_.asleep() && !arena_.is_backed(b->offset, b->backed))) {
+              fail("live or cached block not backed as it records", b);
+            }
+            if (state == BlockState::live && b->backed < b->requested) fail("live block backed short of its request", b);
+          }
+          if (state == BlockState::live) live_requested += static_cast<std::int64_t>(b->requested);
+          if (state == BlockState::cached) ++cached_blocks;
+          if (state == BlockState::free) {
+            ++free_blocks;
+            if (!heap_.free_blocks().contains(b)) fail("free block missing from the heap's set", b);
+            if (b->stream != nullptr) fail("free block tagged with a stream", b);
+            if (heap_.merges_with(prev, b)) fail("adjacent free blocks not coalesced", b);
+          }
+          expected_offset = b->offset + b->size;
+        }
+        if (problem.empty() && expected_offset != arena_.size()) fail("blocks do not cover the VA range", nullptr);
+        if (!heap_.pending_listed()) fail("a stream with pending frees missing from the heap's pending streams", nullptr);
+        if (problem.empty() && heap_.free_blocks().size() != free_blocks) {
+          fail("free sets and free blocks disagree", nullptr);
+        }
+        if (problem.empty() && caches.cached_blocks != cached_blocks) fail("caches and cached blocks disagree", nullptr);
+        if (problem.empty() && caches.live_bytes != live_requested) {
+          fail("used bytes " + std::to_string(caches.live_bytes) + " != live blocks' bytes " +
+                   std::to_string(live_requested),
+               nullptr);
+        }
+      },
+      fail);
   if (problem.empty() && arena_.backed_bytes() > arena_.size()) fail("more backed than reserved", nullptr);
-  for (StreamState* s : streams) s->lock.unlock();
   if (!problem.empty()) throw Error("sova: invariant broken: " + problem, cudaErrorUnknown);
 }
 

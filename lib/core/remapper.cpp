@@ -22,7 +22,7 @@ void Remapper::safe_free_chunks(const StreamState* user, std::vector<Arena::Chun
 Arena::GhostPin Remapper::pin_for(StreamState* user, const Arena::ChunkRef& chunk) const noexcept {
   const std::size_t g = arena_.granularity();
   const std::uint64_t epoch =
-      user->pending.empty() ? 0 : user->pending.latest_overlapping(chunk.first_granule * g, chunk.granules * g);
+      heap_.latest_pending(user, chunk.first_granule * g, chunk.granules * g);
   return epoch == 0 ? Arena::GhostPin{} : Arena::GhostPin{user, epoch};
 }
 

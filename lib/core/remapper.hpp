@@ -19,7 +19,6 @@
 
 #include "arena/arena.hpp"
 #include "core/heap.hpp"
-#include "core/stream_state.hpp"
 
 #include <cstddef>
 #include <cstdint>

@@ -252,7 +252,7 @@ StreamState* StreamRegistry::renew(StreamState* state, unsigned long long id) no
   }
   // The retired state's open epoch can never be fenced (its stream is gone):
   // its blocks come back through the release worker's synchronize
-  // (track_stream_activity), the out-of-memory synchronize, or trim. Until
+  // (StreamCaches::track_activity), the out-of-memory synchronize, or trim. Until
   // then its cache is stranded (counted now, not at the worker's next look:
   // the new stream's first misses read it).
   if (newly_stranded) {
@@ -351,7 +351,7 @@ void StreamRegistry::record_fence_locked(StreamState* state, cudaStream_t stream
   if (event == nullptr) return;
   cudaStream_t handle = state->is_legacy ? cudaStreamLegacy : stream;
   // On the pool's device's stream for the implicit handles, whatever the
-  // calling thread's current device: harvest_streams fences the legacy stream
+  // calling thread's current device: StreamCaches::harvest fences the legacy stream
   // from any thread, the release worker's (device 0 current) included.
   if (driver_.event_record_on(device_, event, handle) != cudaSuccess) {
     return_event(event);

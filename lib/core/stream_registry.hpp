@@ -4,6 +4,8 @@
 // quiet streams' caches strand — and the fences that make their frees known
 // complete (epochs, events, synchronizes).
 //
+// It is StreamCaches' part that finds states and completes their frees
+// (stream_caches.hpp); only StreamCaches calls it.
 // It owns the states (under its mutex; read lock-free through the list of
 // every state ever made, which lives as long as the pool), the spare events
 // (under the events' mutex) and the devices other than the pool's that frees

@@ -1,5 +1,11 @@
 // StreamState: what a pool knows of one stream.
 //
+// Its fields are StreamCaches' (stream_caches.hpp), and of its
+// StreamRegistry's: no other code reads or writes them, but the identity
+// (key, is_legacy, stream_id: set before the state is published, never
+// changed after). To others a state is a key (the heap's pending ranges, a
+// block's stream, a ghost's pin) handed back to StreamCaches' operations.
+//
 // Epochs and fences (how frees become safe for other streams without an
 // event per free): every free on a stream is stamped with the stream's
 // current epoch. Closing an epoch records one event (a fence) on the stream;
@@ -12,7 +18,6 @@
 #pragma once
 
 #include "core/block.hpp"
-#include "core/pending_ranges.hpp"
 #include "core/size_bins.hpp"
 #include "core/spin_lock.hpp"
 
@@ -65,7 +70,7 @@ struct StreamState {
   std::deque<Fence> fences;      ///< recorded, not yet seen complete; oldest first
   std::int64_t last_fence_ns = 0;
   std::uint32_t large_frees = 0;      ///< counts frees of a granule or more (see kClockEvery)
-  std::uint32_t misses = 0;           ///< counts slow-path allocations (see kMissClockEvery)
+  std::uint32_t misses = 0;           ///< counts slow-path allocations (see kMissClockEvery, stream_caches.cpp)
   std::uint32_t foreign_frees = 0;    ///< counts frees of blocks allocated on another stream
   bool open_epoch_has_frees = false;  ///< a free is stamped with `epoch` (a fence would cover it)
   /// The newest epoch closed without a fence (StreamRegistry::close_epoch_locked,
@@ -97,16 +102,12 @@ struct StreamState {
   /// (every miss would otherwise lock and scan it, for nothing).
   std::atomic<bool> frozen{false};
   /// Whether the stream allocated or freed in the last kActivityWindowNs, as
-  /// the release worker last saw (PoolCore::track_stream_activity); a new
+  /// the release worker last saw (StreamCaches::track_activity); a new
   /// state starts active. Retired states are never active.
   std::atomic<bool> active{true};
   // ---- the release worker's own -------------------------------------------
   std::uint64_t activity_seen = 0;  ///< allocations + deallocations at its last look
   std::int64_t last_active_ns = 0;  ///< when it last saw them change
-
-  // ---- guarded by the pool's heap lock -------------------------------------
-  /// Heap ranges freed on this stream whose frees are not yet known complete.
-  PendingRanges pending;
 
   /// Counts an allocation of `bytes` on this stream (lock held): used bytes and
   /// blocks, the stream's high-water mark, and the allocation itself.
@@ -120,7 +121,7 @@ struct StreamState {
 
   /// Whether what this state caches is stranded (StreamRegistry::stranded):
   /// its stream is gone or quiet, so no fence of its own will come. Not the
-  /// legacy stream's: the pool records its fences itself (harvest_streams).
+  /// legacy stream's: the pool records its fences itself (StreamCaches::harvest).
   bool strands_cache() const noexcept {
     return !is_legacy && (retired.load(std::memory_order_relaxed) || !active.load(std::memory_order_relaxed));
   }

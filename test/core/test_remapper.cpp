@@ -5,6 +5,7 @@
 #include "core/sim_pool_fixture.hpp"
 
 #include "core/remapper.hpp"
+#include "core/stream_state.hpp"  // states as the keys of pending ranges
 
 #include <mutex>
 #include <vector>
