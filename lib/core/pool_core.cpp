@@ -129,7 +129,7 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   const std::size_t need = placement_.backing(bytes, size);
   StreamState* state = caches_.find(stream);
   if (state == nullptr) return cudaErrorMemoryAllocation;
-  if (check_streams_ && !state->is_legacy) {
+  if (check_streams_ && !state->is_legacy()) {
     // Under capture, graph memory (graph_memory.hpp). Outside: captures that
     // allocated on this stream are over (inline: one atomic load).
     bool capturing = false;
@@ -147,7 +147,7 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     // still be pending: it must not pop them as its own.
     unsigned long long id = 0;
     if (const cudaError_t error = driver_.stream_id(stream, &id); error != cudaSuccess) return error;
-    if (id != state->stream_id) {
+    if (id != state->stream_id()) {
       state = caches_.renew(state, id);
       if (state == nullptr) return cudaErrorMemoryAllocation;
     }
@@ -185,7 +185,7 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   }
   // No identity check here: a free on a reused handle is stamped with the
   // state's open epoch, which only a fence recorded with this very handle closes.
-  if (check_streams_ && !state->is_legacy) {
+  if (check_streams_ && !state->is_legacy()) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
   }
   // Right after a wake its restore may still write this block: the free is

@@ -25,7 +25,7 @@ void StreamCaches::track_activity() noexcept {
       // The legacy stream lives as long as the process: harvest fences it
       // itself, unless a free on it was made on another device
       // (StreamState::foreign: no fence covers it).
-      if (!is_active && (!s->is_legacy || s->foreign.load(std::memory_order_relaxed))) {
+      if (!is_active && (!s->is_legacy() || s->foreign.load(std::memory_order_relaxed))) {
         std::lock_guard<SpinLock> lock(s->lock);
         if (s->open_epoch_has_frees) idle.push_back(s);
       }

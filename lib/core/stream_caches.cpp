@@ -45,7 +45,7 @@ void StreamCaches::stream_synchronized(StreamState* state, cudaStream_t stream) 
   // stream: where its state holds frees made with another device current
   // (foreign), this one synchronize does not cover them, so the hint is
   // not taken; a synchronize of every device they were made on completes them.
-  const bool implicit = state->is_legacy || stream == cudaStreamPerThread;
+  const bool implicit = state->is_legacy() || stream == cudaStreamPerThread;
   if (implicit && state->foreign.load(std::memory_order_relaxed)) return;
   std::lock_guard<SpinLock> lock(state->lock);
   registry_.mark_frees_complete_locked(state);
@@ -59,7 +59,7 @@ void StreamCaches::prepare_miss(StreamState* state, cudaStream_t stream) noexcep
   // budget left this stream's own cached memory out: a stream back from 200
   // ms of device work grew instead of reusing or remapping its own frees
   // (test_remap.cpp's ghost test, on a loaded host).
-  if (!state->active.load(std::memory_order_relaxed) && !state->is_legacy) {
+  if (!state->active.load(std::memory_order_relaxed) && !state->is_legacy()) {
     state->active.store(true, std::memory_order_relaxed);
     registry_.unstrand(state->cache.bytes());
   }
@@ -151,7 +151,7 @@ void StreamCaches::harvest(const StreamState* except, bool kept_too) noexcept {
     // polled at once, so an idle legacy stream's frees are reusable at once
     // (without that, a stream freeing what others allocate held each batch
     // of frees for one more miss, and the pool grew to cover the lag).
-    if (other->open_epoch_has_frees && other->is_legacy) registry_.record_fence_locked(other, cudaStreamLegacy);
+    if (other->open_epoch_has_frees && other->is_legacy()) registry_.record_fence_locked(other, cudaStreamLegacy);
     registry_.poll_fences_locked(other);
     const std::uint64_t safe_epoch = other->safe_epoch;
     if (other->retired.load(std::memory_order_relaxed) && other->fences.empty()) {
@@ -169,7 +169,7 @@ void StreamCaches::harvest(const StreamState* except, bool kept_too) noexcept {
       if (take) taken += b->size;
       return take;
     });
-    if (other->open_epoch_has_frees && !other->is_legacy) {
+    if (other->open_epoch_has_frees && !other->is_legacy()) {
       other->fence_requested.store(true, std::memory_order_relaxed);
     }
     const bool stranded = other->strands_cache();
@@ -213,10 +213,10 @@ bool StreamCaches::wait_for_own_frees(StreamState* state, cudaStream_t stream) n
   state->lock.unlock();
   // A foreign state's implicit handle may name another device's stream than
   // its frees were made on: only a synchronize of those devices covers them.
-  const bool implicit = state->is_legacy || stream == cudaStreamPerThread;
+  const bool implicit = state->is_legacy() || stream == cudaStreamPerThread;
   const cudaError_t synchronized = implicit && state->foreign.load(std::memory_order_relaxed)
                                        ? registry_.synchronize_devices()
-                                       : driver_.stream_synchronize(state->is_legacy ? cudaStreamLegacy : stream);
+                                       : driver_.stream_synchronize(state->is_legacy() ? cudaStreamLegacy : stream);
   if (synchronized != cudaSuccess) return false;
   state->lock.lock();
   const std::uint64_t safe_epoch = registry_.mark_complete_through_locked(state, cutoff);

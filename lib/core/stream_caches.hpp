@@ -5,9 +5,10 @@
 // It owns the states' fields: through its StreamRegistry (stream_registry.hpp)
 // the states themselves, their epochs and fences; here, the caches, the
 // counters statistics read, the release worker's activity tracking, and the
-// sampled used high-water mark. No other code reads or writes a field of a
-// StreamState but its identity (key, is_legacy, stream_id: fixed before the
-// state is published); the pool calls the operations below.
+// sampled used high-water mark. A StreamState's fields are private, with
+// StreamCaches and StreamRegistry its friends: other code reads only the
+// identity the state's accessors give (is_legacy, stream_id: fixed before
+// the state is published) and calls the operations below.
 //
 // Locks:
 //   * a state's spin lock: its cache, epochs, fences, last_freed and the

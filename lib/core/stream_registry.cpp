@@ -165,7 +165,7 @@ StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
       if (!slot) {
         auto fresh = std::make_unique<StreamState>();
         fresh->key = key;
-        fresh->is_legacy = (key & 0x7) == kLegacyKey;  // either device's legacy stream
+        fresh->is_legacy_ = (key & 0x7) == kLegacyKey;  // either device's legacy stream
         if (is_implicit_stream(stream)) {
           fresh->device.store(other_device >= 0 ? other_device : device_, std::memory_order_relaxed);
           if (other_device >= 0) fresh->foreign.store(true, std::memory_order_relaxed);
@@ -176,9 +176,9 @@ StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
         // invalidates the capture (H100, H200). Its id stays 0, and its first
         // allocation outside the capture renews the state with the right id.
         bool capturing = false;
-        if (check_streams_ && !fresh->is_legacy && driver_.stream_is_capturing(stream, &capturing) == cudaSuccess &&
+        if (check_streams_ && !fresh->is_legacy() && driver_.stream_is_capturing(stream, &capturing) == cudaSuccess &&
             !capturing) {
-          driver_.stream_id(stream, &fresh->stream_id);
+          driver_.stream_id(stream, &fresh->stream_id_);
         }
         if (!is_implicit_stream(stream)) learn_device(fresh.get(), stream);
         // Counted active before it is published: the release worker's count,
@@ -224,7 +224,7 @@ StreamState* StreamRegistry::renew(StreamState* state, unsigned long long id) no
     if (slot.get() == state) {
       auto fresh = std::make_unique<StreamState>();
       fresh->key = state->key;
-      fresh->stream_id = id;
+      fresh->stream_id_ = id;
       if ((state->key & 0x7) != 0) {  // an implicit handle: the device is the key's
         fresh->device.store(state->device.load(std::memory_order_relaxed), std::memory_order_relaxed);
         fresh->foreign.store(state->foreign.load(std::memory_order_relaxed), std::memory_order_relaxed);
@@ -349,7 +349,7 @@ void StreamRegistry::record_fence_locked(StreamState* state, cudaStream_t stream
   if (state->fences.size() >= kMaxFences) return;  // the epoch stays open; a later fence covers it
   EventHandle event = acquire_event();
   if (event == nullptr) return;
-  cudaStream_t handle = state->is_legacy ? cudaStreamLegacy : stream;
+  cudaStream_t handle = state->is_legacy() ? cudaStreamLegacy : stream;
   // On the pool's device's stream for the implicit handles, whatever the
   // calling thread's current device: StreamCaches::harvest fences the legacy stream
   // from any thread, the release worker's (device 0 current) included.

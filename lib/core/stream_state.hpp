@@ -1,10 +1,13 @@
 // StreamState: what a pool knows of one stream.
 //
 // Its fields are StreamCaches' (stream_caches.hpp), and of its
-// StreamRegistry's: no other code reads or writes them, but the identity
-// (key, is_legacy, stream_id: set before the state is published, never
-// changed after). To others a state is a key (the heap's pending ranges, a
-// block's stream, a ghost's pin) handed back to StreamCaches' operations.
+// StreamRegistry's, StreamCaches' part that makes, finds and fences states:
+// they are private, and those two are the only friends (with
+// StreamStateTestAccess, the tests' door, which the library never defines).
+// The rest of the pool reads two identity fields, set before the state is
+// published and never changed after, through const accessors (is_legacy,
+// stream_id); to it a state is otherwise a key (the heap's pending ranges,
+// a block's stream, a ghost's pin) handed back to StreamCaches' operations.
 //
 // Epochs and fences (how frees become safe for other streams without an
 // event per free): every free on a stream is stamped with the stream's
@@ -36,13 +39,31 @@ struct Fence {
 };
 
 struct StreamState {
+  // ---- identity: fixed before the state is published; the pool reads it ----
+
+  /// Whether this is the legacy default stream's state (0 / cudaStreamLegacy,
+  /// either device's). PoolCore::allocate and deallocate read it to skip the
+  /// capture and reuse questions the legacy stream never needs.
+  bool is_legacy() const noexcept { return is_legacy_; }
+  /// The driver's never-reused id of the stream this state was made for
+  /// (cuStreamGetId); 0 when unknown or not checked. PoolCore::allocate
+  /// compares it with the handle's id now, to tell a reused handle
+  /// (StreamCaches::renew).
+  unsigned long long stream_id() const noexcept { return stream_id_; }
+
+ private:
+  // Every field and member below is StreamCaches' and its StreamRegistry's
+  // (stream_caches.hpp); StreamStateTestAccess is the tests' narrow door
+  // (test/core/stream_state_access.hpp), defined nowhere in the library.
+  friend class StreamCaches;
+  friend class StreamRegistry;
+  friend struct StreamStateTestAccess;
+
   /// Canonical key: the handle, kLegacyKey for 0 / cudaStreamLegacy, or a
   /// per-thread key for cudaStreamPerThread.
   std::uintptr_t key = 0;
-  bool is_legacy = false;
-  /// The driver's never-reused id of the stream this state was made for
-  /// (cuStreamGetId); 0 when unknown or not checked.
-  unsigned long long stream_id = 0;
+  bool is_legacy_ = false;            ///< is_legacy()
+  unsigned long long stream_id_ = 0;  ///< stream_id()
   /// The device of the stream this state was made for, as found when the
   /// state was made or renewed (the only moments the handle is known to name
   /// it): for the implicit handles the current device, for others the
@@ -123,7 +144,7 @@ struct StreamState {
   /// its stream is gone or quiet, so no fence of its own will come. Not the
   /// legacy stream's: the pool records its fences itself (StreamCaches::harvest).
   bool strands_cache() const noexcept {
-    return !is_legacy && (retired.load(std::memory_order_relaxed) || !active.load(std::memory_order_relaxed));
+    return !is_legacy_ && (retired.load(std::memory_order_relaxed) || !active.load(std::memory_order_relaxed));
   }
 
   /// Adds `delta` to a counter that only this stream's lock holder writes.
