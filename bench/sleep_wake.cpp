@@ -15,7 +15,11 @@
 //   sova_sleep_wake --drift-cycles 1000 [--size-gib 1] [--block-mib 256] [--json FILE]
 //     drift: N cycles with backup of one pool, compared at cycle 1 and cycle
 //     N (sleep_wake_drift.hpp); exit status 1 on any drift.
+//   sova_sleep_wake --first-sleep [--sizes 1,8,32] [--block-mib 256] [--json FILE]
+//     the first sleep of a pool without and with pin-ahead, each against the
+//     warm sleep of the same pool (sleep_wake_first.hpp).
 #include "sleep_wake_drift.hpp"
+#include "sleep_wake_first.hpp"
 #include "sleep_wake_util.hpp"
 
 #include <sova/pool.hpp>
@@ -109,10 +113,13 @@ int main(int argc, char** argv) {
   const char* json_path = nullptr;
   int drift_cycles = 0;
   double drift_gib = 1;
+  bool first_sleep = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--drift-cycles" && i + 1 < argc)
       drift_cycles = std::atoi(argv[++i]);
+    else if (a == "--first-sleep")
+      first_sleep = true;
     else if (a == "--size-gib" && i + 1 < argc)
       drift_gib = std::atof(argv[++i]);
     else if (a == "--sizes" && i + 1 < argc)
@@ -126,8 +133,9 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: %s [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--json FILE]\n"
-                   "       %s --drift-cycles N [--size-gib 1] [--block-mib 256] [--json FILE]\n",
-                   argv[0], argv[0]);
+                   "       %s --drift-cycles N [--size-gib 1] [--block-mib 256] [--json FILE]\n"
+                   "       %s --first-sleep [--sizes 1,8,32] [--block-mib 256] [--json FILE]\n",
+                   argv[0], argv[0], argv[0]);
       return 2;
     }
   }
@@ -143,6 +151,7 @@ int main(int argc, char** argv) {
     return run_drift(drift_cycles, static_cast<std::size_t>(drift_gib * static_cast<double>(kGiB)), block_mib * kMiB,
                      json_path);
   }
+  if (first_sleep) return run_first_sleep(sizes, block_mib * kMiB, json_path);
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   cudaStream_t stream = nullptr;
@@ -161,15 +170,8 @@ int main(int argc, char** argv) {
       const std::size_t free_before_pool = device_free();
       Pool pool;
       const std::size_t block = block_mib * kMiB;
-      std::vector<void*> blocks;
-      std::size_t last = block;
-      for (std::size_t off = 0; off < bytes; off += block) {
-        last = std::min(block, bytes - off);
-        void* p = pool.allocate(last, stream);
-        CHECK_CUDA(cudaMemsetAsync(p, 1 + static_cast<int>(blocks.size() % 250), last, stream));
-        blocks.push_back(p);
-      }
-      CHECK_CUDA(cudaStreamSynchronize(stream));
+      const std::vector<void*> blocks = fill_blocks(pool, bytes, block, stream);
+      const std::size_t last = bytes - (blocks.size() - 1) * block;
       const std::size_t free_awake = device_free();
       for (int c = 0; c < cycles; ++c) {
         auto t = Clock::now();

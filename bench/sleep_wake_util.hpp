@@ -1,13 +1,17 @@
 // What sova_sleep_wake's modes share: a CUDA error check that ends the run,
-// a clock, the device's free memory.
+// a clock, the device's free memory, a pool filled with blocks.
 #pragma once
+
+#include <sova/pool.hpp>
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 namespace sova::sleep_bench {
 
@@ -31,6 +35,20 @@ inline std::size_t device_free() {
   std::size_t f = 0, t = 0;
   CHECK_CUDA(cudaMemGetInfo(&f, &t));
   return f;
+}
+
+/// `bytes` of `pool` in blocks of `block_bytes` (the last one the rest), the
+/// i-th set to byte 1 + i % 250 on `stream`, which is then synchronized.
+inline std::vector<void*> fill_blocks(Pool& pool, std::size_t bytes, std::size_t block_bytes, cudaStream_t stream) {
+  std::vector<void*> blocks;
+  for (std::size_t off = 0; off < bytes; off += block_bytes) {
+    const std::size_t n = std::min(block_bytes, bytes - off);
+    void* p = pool.allocate(n, stream);
+    CHECK_CUDA(cudaMemsetAsync(p, 1 + static_cast<int>(blocks.size() % 250), n, stream));
+    blocks.push_back(p);
+  }
+  CHECK_CUDA(cudaStreamSynchronize(stream));
+  return blocks;
 }
 
 }  // namespace sova::sleep_bench

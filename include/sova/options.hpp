@@ -109,6 +109,24 @@ struct PoolOptions {
   /// the host; DeviceInfo::host_numa_id is the node nearest the device. A
   /// device without host-NUMA VMM: Error(cudaErrorNotSupported).
   int host_numa_node = -1;
+
+  // ---- sleep's pinned host memory (docs/sleep-wake.md, "Pinning ahead") -----
+  /// The most pinned host memory the pool holds for sleep's backups; 0 = no
+  /// limit. A sleep whose backup would need more (the slabs held plus those
+  /// it would pin) is refused before anything is copied or released:
+  /// cudaErrorMemoryAllocation, the pool awake as it was,
+  /// PoolStats::sleep_budget_refusals counts it. reserve_sleep_backup beyond
+  /// it is refused the same way. Pin-ahead stays within it.
+  std::size_t sleep_host_budget = 0;
+  /// Pin ahead: a thread of the pool's own pins backup slabs in the
+  /// background as the pool's reserved memory grows, up to
+  /// min(sleep_host_budget, the most the pool has reserved), so that the
+  /// first sleep finds its host memory pinned (pinning runs at a few GiB/s,
+  /// the copies at the link's speed). Never on an allocation's path; never
+  /// while the pool is asleep; a failure to pin is not an error (counted in
+  /// PoolStats::sleep_pin_ahead_failures; the sleep pins the rest). Off by
+  /// default: a pool that never sleeps must not lock host memory.
+  bool sleep_pin_ahead = false;
 };
 
 }  // namespace sova

@@ -157,6 +157,10 @@ class SOVA_API Pool {
   /// until wake; a free while asleep is accepted and final. Asleep already:
   /// cudaSuccess (finishing a release a failure cut short). A failure leaves
   /// the pool awake as it was, or asleep (asleep() says which), nothing leaked.
+  /// A backup that would hold more host memory than
+  /// PoolOptions::sleep_host_budget: cudaErrorMemoryAllocation before
+  /// anything is copied or released (stats().sleep_budget_refusals counts it).
+  /// A slab the pin-ahead thread is pinning is waited for and used.
   cudaError_t sleep(SleepMode mode, cudaStream_t stream) noexcept;
   /// The memory made and mapped where it was, with the access granted
   /// before (peers too); backed-up contents restored on the pool's copy
@@ -165,8 +169,10 @@ class SOVA_API Pool {
   /// leaves the pool asleep, nothing made.
   cudaError_t wake(cudaStream_t stream) noexcept;
   bool asleep() const noexcept;
-  /// Frees the pinned host memory kept for backups; cudaErrorNotPermitted
-  /// while asleep (the backups are in it).
+  /// Frees the pinned host memory kept for backups (what pin-ahead pinned
+  /// too); cudaErrorNotPermitted while asleep (the backups are in it).
+  /// Pin-ahead then pins nothing until the pool reserves more than it ever
+  /// had, or reserve_sleep_backup is called.
   cudaError_t release_sleep_host_memory() noexcept;
   /// Pins host memory for backups ahead of time, until the pool holds at
   /// least `bytes` of it, so that a sleep backing up no more than that pins
@@ -174,7 +180,9 @@ class SOVA_API Pool {
   /// at a few GiB/s). `stats().reserved_current` is always enough. Holds the
   /// pool's growth back while it pins: call it before the work starts. All
   /// or nothing: on failure (cudaErrorMemoryAllocation) the memory held is
-  /// as before. Asleep or awake; release_sleep_host_memory frees it.
+  /// as before; beyond PoolOptions::sleep_host_budget, refused the same way.
+  /// Asleep or awake; release_sleep_host_memory frees it. PoolOptions::
+  /// sleep_pin_ahead does this in the background, without holding growth back.
   cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
 
   /// Walks every structure and throws Error describing the first broken

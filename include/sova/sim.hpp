@@ -94,6 +94,8 @@ struct SimCounters {
   std::size_t stream_waits = 0;
   std::size_t device_synchronizes = 0;
   std::size_t pinned_host_bytes = 0;  ///< host_alloc memory not yet freed
+  std::size_t host_alloc_calls = 0;   ///< host_alloc calls begun, ever (counted on entry, before any delay)
+  std::size_t host_allocs = 0;        ///< host_alloc calls that pinned memory, ever
   std::size_t copies = 0;             ///< memcpy_async calls enqueued
   std::size_t bytes_copied = 0;       ///< their bytes
 };
@@ -132,6 +134,10 @@ class SOVA_API SimDriver final : public Driver {
   /// before it runs (a slow link): the host work that follows a call that
   /// enqueues copies then runs before them, as it may on a GPU. 0: none.
   void delay_copies(std::chrono::microseconds duration);
+  /// Every host_alloc from now on takes `duration` before it returns (pinning
+  /// runs at a few GiB/s on a real host), on the calling thread, holding no
+  /// lock of the simulation's. 0: none.
+  void delay_host_allocs(std::chrono::microseconds duration);
   /// The next `n`-th physical_create call (1 = the next one) fails with `error`.
   void fail_physical_create_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
   /// The next `n`-th map call fails with `error`.

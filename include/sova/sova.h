@@ -65,7 +65,13 @@ typedef enum sovaMemPoolFlags {
   /** A host memory pool: pinned host memory on NUMA node hostNumaNode,
    * readable and writable by the device and the host (docs/vmm.md). A
    * device without host-NUMA VMM: cudaErrorNotSupported. */
-  sovaMemPoolHostMemory = 0x10
+  sovaMemPoolHostMemory = 0x10,
+  /** Pin ahead: a thread of the pool's own pins host memory for sleep's
+   * backups in the background as the pool grows, up to
+   * min(sleepHostBudget, the most the pool has reserved), so that the first
+   * sovaMemPoolSleep finds it pinned (sova::PoolOptions::sleep_pin_ahead;
+   * docs/sleep-wake.md, "Pinning ahead"). Off by default. */
+  sovaMemPoolSleepPinAhead = 0x20
 } sovaMemPoolFlags;
 
 /** Properties of a pool; zero-initialise, then set what you need. */
@@ -77,7 +83,11 @@ typedef struct sovaMemPoolProps {
       handleTypes;            /**< IPC: cudaMemHandleTypeNone or cudaMemHandleTypePosixFileDescriptor (docs/ipc.md) */
   unsigned int flags;         /**< sovaMemPoolFlags; unknown bits: cudaErrorInvalidValue */
   int hostNumaNode;           /**< with sovaMemPoolHostMemory: the host NUMA node; else must be 0 */
-  unsigned char reserved[56]; /**< must be zero */
+  unsigned char reservedPad[4]; /**< must be zero */
+  /** Most pinned host memory kept for sleep's backups; 0 = no limit. A sleep
+   * needing more is refused, nothing changed (sova::PoolOptions::sleep_host_budget). */
+  size_t sleepHostBudget;
+  unsigned char reserved[48]; /**< must be zero */
 } sovaMemPoolProps;
 
 /** cudaMallocAsync from the device's current pool (sovaDeviceGetMemPool of the
@@ -150,7 +160,10 @@ typedef enum sovaSleepMode {
  * cudaErrorInvalidValue; a stream the driver does not know: the driver's
  * error (cudaErrorInvalidResourceHandle; a garbage pointer or a destroyed
  * stream's handle may crash the CUDA driver, as with the runtime). Backup on a driver without host copies:
- * cudaErrorNotSupported. Must not race with allocations from the pool. */
+ * cudaErrorNotSupported. A backup needing more pinned host memory than the
+ * pool's sleepHostBudget: cudaErrorMemoryAllocation before anything is
+ * copied or released, the pool awake (the message says so; counted in
+ * sleepBudgetRefusals). Must not race with allocations from the pool. */
 SOVA_API cudaError_t sovaMemPoolSleep(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream);
 /** Makes the memory anew under the same addresses with the access granted
  * before, restores backed-up contents on the pool's copy stream and makes
@@ -169,11 +182,14 @@ SOVA_API cudaError_t sovaMemPoolWake(sovaMemPool_t pool, cudaStream_t stream);
 SOVA_API cudaError_t sovaMemPoolWakeSynchronize(sovaMemPool_t pool, cudaStream_t stream);
 /** *asleep = 1 from the start of a sleep until its wake, else 0. */
 SOVA_API cudaError_t sovaMemPoolIsAsleep(sovaMemPool_t pool, int* asleep);
-/** Frees the pinned host memory kept for backups; asleep: cudaErrorNotPermitted. */
+/** Frees the pinned host memory kept for backups (pinned ahead too); asleep:
+ * cudaErrorNotPermitted. Pin-ahead then holds until the pool reserves more
+ * than it ever had, or sovaMemPoolReserveSleepBackup is called. */
 SOVA_API cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool);
 /** Pins host memory for backups ahead, until the pool holds at least `bytes`
  * of it: a sleep backing up no more pins nothing (its reservedCurrent is
- * always enough). On failure the memory held is as before. */
+ * always enough). On failure the memory held is as before; beyond the pool's
+ * sleepHostBudget: cudaErrorMemoryAllocation, nothing pinned. */
 SOVA_API cudaError_t sovaMemPoolReserveSleepBackup(sovaMemPool_t pool, size_t bytes);
 /** The device's default pool, created on first use (that device, default
  * properties; never destroyed). Device out of range: cudaErrorInvalidDevice;
@@ -274,6 +290,13 @@ typedef struct sovaMemPoolStats {
   uint64_t graphHeldBytes;  /**< bytes of the blocks graphs hold */
   uint64_t graphHeldBlocks; /**< those blocks */
   uint64_t graphs;          /**< graphs whose memory is not yet back in the pool */
+  /* Sleep's host memory (docs/sleep-wake.md, "Pinning ahead";
+   * sova::PoolStats::sleep_host_budget and after). */
+  uint64_t sleepHostBudget;       /**< sovaMemPoolProps::sleepHostBudget (0: no limit) */
+  uint64_t sleepPinAheadTarget;   /**< what pin-ahead works towards now (0: off, or held) */
+  uint64_t sleepPinAheadBytes;    /**< the part of sleepHostBytes pinned ahead in the background */
+  uint64_t sleepPinAheadFailures; /**< background pins that failed (not errors: the sleep pins the rest) */
+  uint64_t sleepBudgetRefusals;   /**< sleeps and reservations refused: beyond sleepHostBudget */
 } sovaMemPoolStats;
 
 /** Fills *stats with `pool`'s statistics (see sovaMemPoolStats for the size

@@ -89,6 +89,19 @@ struct PoolStats {
   std::uint64_t graph_held_bytes = 0;
   std::uint64_t graph_held_blocks = 0;
   std::uint64_t graphs = 0;
+  /// Sleep's host memory budget and pin-ahead (PoolOptions::sleep_host_budget,
+  /// sleep_pin_ahead; docs/sleep-wake.md, "Pinning ahead"): the budget (0: no
+  /// limit); what pin-ahead works towards now (min(budget, the most the pool
+  /// has reserved); 0 when off, or held after release_sleep_host_memory or a
+  /// failure until the pool grows); the part of sleep_host_bytes the
+  /// background thread pinned; its pins that failed (the host out of pinned
+  /// memory: not an error, the sleep pins the rest); and the sleeps and
+  /// reserve_sleep_backup calls refused because they would exceed the budget.
+  std::uint64_t sleep_host_budget = 0;
+  std::uint64_t sleep_pin_ahead_target = 0;
+  std::uint64_t sleep_pin_ahead_bytes = 0;
+  std::uint64_t sleep_pin_ahead_failures = 0;
+  std::uint64_t sleep_budget_refusals = 0;
 
   /// Peak reserved / peak used: the memory overhead of the pool since the
   /// high-water marks were last reset (1.0 = none; 0 when nothing was used).

@@ -20,8 +20,10 @@ using sova::detail::raw_enum;  // C enum fields and arguments are read as ints
 cudaError_t check_props(const sovaMemPoolProps& props) noexcept {
   for (const unsigned char byte : props.reserved)
     if (byte != 0) return cudaErrorInvalidValue;
+  for (const unsigned char byte : props.reservedPad)
+    if (byte != 0) return cudaErrorInvalidValue;
   constexpr unsigned kKnownFlags = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap | sovaMemPoolThoroughRemap |
-                                   sovaMemPoolCompressible | sovaMemPoolHostMemory;
+                                   sovaMemPoolCompressible | sovaMemPoolHostMemory | sovaMemPoolSleepPinAhead;
   if ((props.flags & ~kKnownFlags) != 0) return cudaErrorInvalidValue;
   // No remapping and thorough remapping contradict each other.
   constexpr unsigned kRemapFlags = sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
@@ -69,6 +71,8 @@ static cudaError_t sovaMemPoolCreate_unchecked(sovaMemPool_t* pool, const sovaMe
   options.handle_types = static_cast<unsigned>(raw_enum(props->handleTypes));
   options.compressible = (props->flags & sovaMemPoolCompressible) != 0;
   if ((props->flags & sovaMemPoolHostMemory) != 0) options.host_numa_node = props->hostNumaNode;
+  options.sleep_host_budget = props->sleepHostBudget;
+  options.sleep_pin_ahead = (props->flags & sovaMemPoolSleepPinAhead) != 0;
   PoolEntry* e = nullptr;
   if (const cudaError_t err = create_pool(options, false, &e); err != cudaSuccess) return err;
   // No other thread can know the handle yet, so `e` cannot be destroyed here.

@@ -13,6 +13,7 @@
 
 #include <sova/sova.h>
 
+#include <cstdint>
 #include <cstdio>
 
 using namespace sova::capi;
@@ -45,6 +46,37 @@ cudaError_t check_stream(cudaStream_t stream) noexcept {
   return error;
 }
 
+/// Notes why `pool` refused to pin host memory beyond its budget, when that
+/// is why `error` came (its refusal count passed `refusals_before`): `needs`
+/// says what needed it, `outcome` what was left.
+bool note_budget_refusal(sova::Pool& pool, cudaError_t error, std::uint64_t refusals_before, const char* needs,
+                         const char* outcome) noexcept {
+  if (error != cudaErrorMemoryAllocation) return false;
+  sova::PoolStats stats;
+  try {
+    stats = pool.stats();
+  } catch (...) {
+    return false;
+  }
+  if (stats.sleep_budget_refusals == refusals_before) return false;
+  char text[320];
+  std::snprintf(text, sizeof text,
+                "%s more pinned host memory than the pool's budget allows (sleepHostBudget %llu bytes, %llu held); %s",
+                needs, static_cast<unsigned long long>(stats.sleep_host_budget),
+                static_cast<unsigned long long>(stats.sleep_host_bytes), outcome);
+  note_detail(error, text);
+  return true;
+}
+
+/// The pool's budget refusals so far (0 where its statistics cannot be read).
+std::uint64_t budget_refusals(sova::Pool& pool) noexcept {
+  try {
+    return pool.stats().sleep_budget_refusals;
+  } catch (...) {
+    return 0;
+  }
+}
+
 }  // namespace
 
 static cudaError_t sovaMemPoolSleep_unchecked(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream) {
@@ -59,8 +91,13 @@ static cudaError_t sovaMemPoolSleep_unchecked(sovaMemPool_t pool, sovaSleepMode 
   PoolEntry* e = sleep_pool(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t error = check_stream(stream); error != cudaSuccess) return error;
+  const std::uint64_t refusals = budget_refusals(e->pool);
   const cudaError_t error =
       e->pool.sleep(raw == sovaSleepBackup ? sova::SleepMode::backup : sova::SleepMode::discard, stream);
+  if (note_budget_refusal(e->pool, error, refusals, "the backup needs",
+                          "nothing was copied or released, the pool is awake as it was")) {
+    return error;
+  }
   if (error != cudaSuccess) {
     note_detail(error, e->pool.asleep() ? "failed; the pool is asleep (a later sleep finishes the release)"
                                         : "failed; the pool is awake as it was");
@@ -125,7 +162,9 @@ static cudaError_t sovaMemPoolReserveSleepBackup_unchecked(sovaMemPool_t pool, s
   ReadSection section;
   PoolEntry* e = sleep_pool(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
+  const std::uint64_t refusals = budget_refusals(e->pool);
   const cudaError_t error = e->pool.reserve_sleep_backup(bytes);
+  if (note_budget_refusal(e->pool, error, refusals, "that is", "nothing was pinned")) return error;
   if (error != cudaSuccess) note_detail(error, "pinning host memory failed; the memory held is as before");
   return error;
 }

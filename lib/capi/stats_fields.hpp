@@ -68,7 +68,12 @@
   X(sleepHostBytes, sleep_host_bytes) \
   X(graphHeldBytes, graph_held_bytes) \
   X(graphHeldBlocks, graph_held_blocks) \
-  X(graphs, graphs)
+  X(graphs, graphs) \
+  X(sleepHostBudget, sleep_host_budget) \
+  X(sleepPinAheadTarget, sleep_pin_ahead_target) \
+  X(sleepPinAheadBytes, sleep_pin_ahead_bytes) \
+  X(sleepPinAheadFailures, sleep_pin_ahead_failures) \
+  X(sleepBudgetRefusals, sleep_budget_refusals)
 
 namespace sova::capi::stats_fields {
 

@@ -81,7 +81,9 @@ PoolCore::PoolCore(const PoolOptions& options)
       reuse_follow_event_dependencies_(options.reuse_follow_event_dependencies),
       reuse_allow_opportunistic_(options.reuse_allow_opportunistic),
       reuse_allow_internal_dependencies_(options.reuse_allow_internal_dependencies),
-      check_streams_(options.check_streams) {
+      check_streams_(options.check_streams),
+      sleep_(driver_, device_, arena_, kSleepSlabBytes, options.sleep_host_budget),
+      pin_ahead_(sleep_, options.sleep_pin_ahead) {
   arena_.set_ghost_settler(
       [](void* self, const Arena::GhostPin& pin) noexcept { return static_cast<PoolCore*>(self)->settle_ghost(pin); },
       this);
@@ -91,6 +93,7 @@ PoolCore::PoolCore(const PoolOptions& options)
 }
 
 PoolCore::~PoolCore() {
+  pin_ahead_.stop();  // waits for a pin in flight, whose slab sleep_ then frees
   unregister_for_release(this);
   if (!caches_.wait_for_all_work()) {
     // Refused: a capture runs on the device (the synchronize invalidated it).

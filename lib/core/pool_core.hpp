@@ -56,6 +56,7 @@
 #include "core/placement.hpp"
 #include "core/pointer_status.hpp"
 #include "core/pool_sleep.hpp"
+#include "core/sleep_pin_ahead.hpp"
 #include "core/remapper.hpp"
 #include "core/slow_path_stats.hpp"
 #include "core/stream_caches.hpp"
@@ -253,8 +254,10 @@ class PoolCore {
   std::uint64_t activity_seen_ = ~std::uint64_t{0};  ///< the release worker's
   /// Graph memory, taken from this pool on a stream of its own (graph_pool.hpp).
   PoolGraphs graphs_{*this};
-  /// Last: destroyed first, its copies drained while the arena still stands.
-  PoolSleep sleep_{driver_, device_, arena_};
+  /// Near last: destroyed before the arena, its copies drained while the arena still stands.
+  PoolSleep sleep_;
+  /// Last: its thread stopped (by ~PoolCore, first) before sleep_ goes.
+  SleepPinAhead pin_ahead_;
 };
 
 }  // namespace sova::detail

@@ -17,6 +17,7 @@ cudaError_t PoolCore::grow(std::size_t size, std::size_t need, StreamState* stat
     heap_.insert_free(block);
     return error;
   }
+  pin_ahead_.note_reserved(arena_.backed_bytes());  // one load unless pin-ahead is on and this is a new high
   *out = block;
   return cudaSuccess;
 }

@@ -36,12 +36,17 @@ cudaError_t PoolCore::wake(cudaStream_t stream) noexcept {
 
 cudaError_t PoolCore::release_sleep_host_memory() noexcept {
   std::lock_guard<HeapMutex> lock(heap_.mutex());
-  return sleep_.release_host_memory();
+  const cudaError_t error = sleep_.release_host_memory();
+  // Given back on purpose: pin-ahead does not take it again until the pool grows.
+  if (error == cudaSuccess) pin_ahead_.hold();
+  return error;
 }
 
 cudaError_t PoolCore::reserve_sleep_backup(std::size_t bytes) noexcept {
   std::lock_guard<HeapMutex> lock(heap_.mutex());
-  return sleep_.reserve_host_memory(bytes);
+  const cudaError_t error = sleep_.reserve_host_memory(bytes);
+  if (error == cudaSuccess) pin_ahead_.resume();  // the user asks for host memory: a hold is lifted
+  return error;
 }
 
 }  // namespace sova::detail

@@ -59,6 +59,11 @@ PoolStats PoolCore::stats() {
   s.stranded_bytes = caches_.stranded();
   s.asleep_bytes = sleep_.asleep_bytes();
   s.sleep_host_bytes = sleep_.host_bytes();
+  s.sleep_host_budget = sleep_.host_budget();
+  s.sleep_pin_ahead_target = pin_ahead_.target();
+  s.sleep_pin_ahead_bytes = sleep_.pinned_ahead_bytes();
+  s.sleep_pin_ahead_failures = pin_ahead_.failures();
+  s.sleep_budget_refusals = sleep_.budget_refusals();
   s.used_current = streams.used > 0 ? static_cast<std::uint64_t>(streams.used) : 0;
   // A stream's own high-water mark is the pool's only while it is the only
   // stream: with several, a stream that frees others' blocks sees its count

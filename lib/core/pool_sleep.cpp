@@ -16,9 +16,12 @@ constexpr std::size_t kCoalesceGap = std::size_t{1} << 20;
 /// Slabs are taken in multiples of this.
 constexpr std::size_t kSlabRounding = std::size_t{2} << 20;
 constexpr std::size_t kMaxSlabs = std::size_t{1} << 16;
+std::size_t round_up_to_slab(std::size_t n) { return (n + kSlabRounding - 1) / kSlabRounding * kSlabRounding; }
 }  // namespace
 
 PoolSleep::~PoolSleep() {
+  // The pin-ahead thread is stopped first (PoolCore); a slab it pinned is held.
+  const std::unique_lock host = settle_pin_ahead();
   if (copy_stream_ != nullptr) {
     (void)driver_.stream_synchronize(copy_stream_);  // our copies only
     (void)driver_.stream_destroy(copy_stream_);
@@ -26,6 +29,53 @@ PoolSleep::~PoolSleep() {
   if (caller_event_ != nullptr) (void)driver_.event_destroy(caller_event_);
   if (copy_event_ != nullptr) (void)driver_.event_destroy(copy_event_);
   for (const Slab& s : slabs_) (void)driver_.host_free(s.ptr);
+}
+
+std::unique_lock<std::mutex> PoolSleep::settle_pin_ahead() noexcept {
+  std::unique_lock lock(host_mu_);
+  pin_settled_.wait(lock, [this] { return !pin_in_flight_; });
+  return lock;
+}
+
+bool PoolSleep::within_budget(const std::vector<std::size_t>& sizes) noexcept {
+  std::size_t more = 0;
+  for (const std::size_t bytes : sizes) more += bytes;
+  const std::size_t held = host_bytes_.load(std::memory_order_relaxed);
+  if (host_budget_ == 0 || more == 0 || (held <= host_budget_ && more <= host_budget_ - held)) return true;
+  budget_refusals_.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+PoolSleep::PinAhead PoolSleep::pin_ahead_once(std::size_t target) noexcept {
+  std::size_t bytes = 0;
+  {
+    const std::lock_guard lock(host_mu_);
+    const std::size_t held = host_bytes_.load(std::memory_order_relaxed);
+    const std::size_t limit = host_budget_ == 0 ? target : std::min(target, host_budget_);
+    if (asleep() || pin_in_flight_ || held >= limit || slabs_.size() >= kMaxSlabs) return PinAhead::idle;
+    bytes = std::min(round_up_to_slab(limit - held), std::min(slab_bytes_, kPinAheadSlabBytes));
+    if (host_budget_ != 0) bytes = std::min(bytes, (host_budget_ - held) / kSlabRounding * kSlabRounding);
+    if (bytes == 0) return PinAhead::idle;  // less than a slab's rounding left in the budget
+    try {
+      slabs_.reserve(slabs_.size() + 1);  // the adoption below cannot throw: no other call changes slabs_ meanwhile
+    } catch (const std::bad_alloc&) {
+      return PinAhead::failed;
+    }
+    pin_in_flight_ = true;
+  }
+  void* ptr = nullptr;
+  const cudaError_t error = driver_.host_alloc_on(device_, bytes, &ptr);  // seconds per GiB: no lock held
+  {
+    const std::lock_guard lock(host_mu_);
+    pin_in_flight_ = false;
+    if (error == cudaSuccess) {
+      slabs_.push_back(Slab{ptr, bytes});
+      host_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+      pinned_ahead_bytes_.fetch_add(bytes, std::memory_order_relaxed);
+    }
+  }
+  pin_settled_.notify_all();
+  return error == cudaSuccess ? PinAhead::pinned : PinAhead::failed;
 }
 
 cudaError_t PoolSleep::ensure_stream() noexcept {
@@ -107,11 +157,10 @@ void PoolSleep::slab_sizes_to_pin(std::size_t bytes, std::vector<std::size_t>& s
   // each thread pins several and the copies into the first start while the
   // rest are pinned; no smaller than kSleepMinSlabBytes, no larger than
   // slab_bytes_.
-  auto round_up = [](std::size_t n) { return (n + kSlabRounding - 1) / kSlabRounding * kSlabRounding; };
   const std::size_t piece =
-      std::min(slab_bytes_, std::max(kSleepMinSlabBytes, round_up((bytes - capacity) / (2 * kMaxPinThreads))));
+      std::min(slab_bytes_, std::max(kSleepMinSlabBytes, round_up_to_slab((bytes - capacity) / (2 * kMaxPinThreads))));
   while (capacity < bytes) {
-    sizes.push_back(std::min(round_up(bytes - capacity), piece));
+    sizes.push_back(std::min(round_up_to_slab(bytes - capacity), piece));
     capacity += sizes.back();
   }
 }
@@ -159,12 +208,14 @@ cudaError_t PoolSleep::pin_more(const std::vector<std::size_t>& sizes,
 }
 
 cudaError_t PoolSleep::reserve_host_memory(std::size_t bytes) noexcept {
+  const std::unique_lock host = settle_pin_ahead();
   std::vector<std::size_t> sizes;
   try {
     slab_sizes_to_pin(bytes, sizes);
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;
   }
+  if (!within_budget(sizes)) return cudaErrorMemoryAllocation;
   return pin_more(sizes, [](std::size_t) { return cudaSuccess; });
 }
 
@@ -223,7 +274,8 @@ cudaError_t PoolSleep::release_chunks() noexcept {
 
 cudaError_t PoolSleep::sleep(SleepMode mode, cudaStream_t stream,
                              const std::function<void(std::vector<Range>&)>& gather_live) noexcept {
-  if (slept_) return release_chunks();             // idempotent; finishes a sleep a failure cut short
+  const std::unique_lock host = settle_pin_ahead();  // a slab being pinned ahead is waited for, then used
+  if (slept_) return release_chunks();               // idempotent; finishes a sleep a failure cut short
   asleep_.store(true, std::memory_order_seq_cst);  // allocations refused from here on
   const cudaError_t error = back_up(mode, stream, gather_live);
   if (error != cudaSuccess) {
@@ -249,6 +301,8 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
     } catch (const std::bad_alloc&) {
       return cudaErrorMemoryAllocation;
     }
+    // Beyond the budget: refused before any copy, the pool awake as it was.
+    if (!within_budget(new_slabs)) return cudaErrorMemoryAllocation;
   }
   // Only the work the caller ordered before this call: an event on its stream.
   if (const cudaError_t e = driver_.event_record(caller_event_, stream); e != cudaSuccess) return e;
@@ -275,6 +329,7 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
 
 cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::size_t)>& still_live) noexcept {
   if (!asleep()) return cudaSuccess;
+  const std::unique_lock host = settle_pin_ahead();  // asleep: none is pinned, but slabs_ is read under host_mu_
   std::vector<Range> extents;  // what to restore: decided before anything is made
   std::vector<PhysicalHandle> handles;
   try {
@@ -336,6 +391,7 @@ void PoolSleep::order_after_restore(cudaStream_t stream) noexcept {
 }
 
 cudaError_t PoolSleep::release_host_memory() noexcept {
+  const std::unique_lock host = settle_pin_ahead();  // a slab in flight is released too
   if (asleep()) return cudaErrorNotPermitted;
   if (copy_stream_ != nullptr) {
     if (const cudaError_t e = drain_copies(); e != cudaSuccess) return e;
@@ -343,6 +399,7 @@ cudaError_t PoolSleep::release_host_memory() noexcept {
   for (const Slab& s : slabs_) (void)driver_.host_free(s.ptr);
   slabs_.clear();
   host_bytes_.store(0, std::memory_order_relaxed);
+  pinned_ahead_bytes_.store(0, std::memory_order_relaxed);
   return cudaSuccess;
 }
 

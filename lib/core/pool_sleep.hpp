@@ -31,8 +31,13 @@
 // mapped (a later sleep releases them, wake makes only what went). A failed
 // wake leaves it asleep with nothing made. Nothing is leaked either way.
 //
-// Not thread-safe: the pool calls sleep and wake under its heap lock;
-// asleep() and the byte counts may be read from any thread.
+// Threads: the pool calls sleep, wake, release_host_memory and
+// reserve_host_memory under its heap lock, one at a time; asleep() and the
+// counts may be read from any thread. The slabs may also grow on the pool's
+// pin-ahead thread (pin_ahead_once, sleep_pin_ahead.hpp), which never takes
+// the heap lock: host_mu_ guards the slabs, and each call above takes it for
+// its whole length (lock order: heap lock, then host_mu_) once the pin in
+// flight, if any, has settled (its slab then adopted and used by the call).
 #pragma once
 
 #include "arena/arena.hpp"
@@ -41,9 +46,11 @@
 #include <sova/sleep.hpp>
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <vector>
 
 namespace sova::detail {
@@ -55,6 +62,11 @@ inline constexpr std::size_t kSleepSlabBytes = std::size_t{1} << 30;
 /// one slab of its size): a 1 GiB backup pins 16 slabs of 64 MiB, so that
 /// the pinning threads share it and copies start after the first 64 MiB.
 inline constexpr std::size_t kSleepMinSlabBytes = std::size_t{64} << 20;
+/// Pin-ahead pins one slab of at most this size at a time: the longest a
+/// sleep, wake or release waits for a pin in flight (~60 ms at the 2 GiB/s
+/// measured on an H200 host), and a slab size at which pinning's cost per
+/// call is small.
+inline constexpr std::size_t kPinAheadSlabBytes = std::size_t{128} << 20;
 
 class PoolSleep {
  public:
@@ -69,9 +81,12 @@ class PoolSleep {
 
   /// No driver call: the copy stream, events and host memory come with the
   /// first sleep. `slab_bytes`: the most host memory pinned in one piece
-  /// (tests cover a sleep over many slabs with small ones).
-  PoolSleep(Driver& driver, int device, Arena& arena, std::size_t slab_bytes = kSleepSlabBytes) noexcept
-      : driver_(driver), device_(device), arena_(arena), slab_bytes_(slab_bytes) {}
+  /// (tests cover a sleep over many slabs with small ones). `host_budget`:
+  /// the most host memory held for backups (PoolOptions::sleep_host_budget;
+  /// 0: no limit).
+  PoolSleep(Driver& driver, int device, Arena& arena, std::size_t slab_bytes = kSleepSlabBytes,
+            std::size_t host_budget = 0) noexcept
+      : driver_(driver), device_(device), arena_(arena), slab_bytes_(slab_bytes), host_budget_(host_budget) {}
   /// Waits for its own copies, then frees its host memory, stream and events.
   ~PoolSleep();
   PoolSleep(const PoolSleep&) = delete;
@@ -84,6 +99,12 @@ class PoolSleep {
   std::size_t asleep_bytes() const noexcept { return asleep_bytes_.load(std::memory_order_relaxed); }
   /// Pinned host memory held for backups (kept across cycles).
   std::size_t host_bytes() const noexcept { return host_bytes_.load(std::memory_order_relaxed); }
+  /// The most host memory held for backups (0: no limit).
+  std::size_t host_budget() const noexcept { return host_budget_; }
+  /// The part of host_bytes() that pin_ahead_once pinned.
+  std::size_t pinned_ahead_bytes() const noexcept { return pinned_ahead_bytes_.load(std::memory_order_relaxed); }
+  /// Sleeps and reservations refused because they would exceed the budget.
+  std::uint64_t budget_refusals() const noexcept { return budget_refusals_.load(std::memory_order_relaxed); }
 
   /// Puts the pool to sleep after the work ordered before on `stream`.
   /// `gather_live` (backup only) appends the live blocks (Range) in address
@@ -115,8 +136,21 @@ class PoolSleep {
   cudaError_t release_host_memory() noexcept;
   /// Pins host memory ahead, until at least `bytes` are held for backups, so
   /// that a sleep backing up no more than that pins nothing. All or nothing:
-  /// on failure the memory held is as before. Asleep or awake.
+  /// on failure the memory held is as before; beyond the budget:
+  /// cudaErrorMemoryAllocation, nothing pinned. Asleep or awake.
   cudaError_t reserve_host_memory(std::size_t bytes) noexcept;
+
+  /// What pin_ahead_once did.
+  enum class PinAhead {
+    idle,    ///< nothing to pin: `target` held, asleep, or at the budget
+    pinned,  ///< one slab pinned and adopted
+    failed,  ///< the host refused it (out of pinned memory): nothing changed
+  };
+  /// Pin-ahead's step, on its own thread, never under the heap lock: pins
+  /// one slab of at most kPinAheadSlabBytes towards `target` bytes held, within
+  /// the budget, unless asleep. host_mu_ is not held while the driver pins;
+  /// meanwhile sleep, wake and the release wait for the slab and use it.
+  PinAhead pin_ahead_once(std::size_t target) noexcept;
 
  private:
   /// One backup copy: pool offset, bytes, and where in which slab. In
@@ -137,6 +171,12 @@ class PoolSleep {
     void* ptr = nullptr;
     std::size_t bytes = 0;
   };
+  /// host_mu_, once no pin is in flight (a slab pin_ahead_once is pinning
+  /// is adopted first). Taken by every call made under the heap lock.
+  std::unique_lock<std::mutex> settle_pin_ahead() noexcept;
+  /// Whether pinning slabs of `sizes` keeps the host memory held within the
+  /// budget; counts a refusal when not. host_mu_ held.
+  bool within_budget(const std::vector<std::size_t>& sizes) noexcept;
   /// The copy stream and the two events, made once.
   cudaError_t ensure_stream() noexcept;
   /// Steps 1 and 2 of sleep: on failure the memory is as it was.
@@ -173,6 +213,12 @@ class PoolSleep {
   const int device_;
   Arena& arena_;
   const std::size_t slab_bytes_;
+  const std::size_t host_budget_;
+  /// Guards slabs_ (and host_bytes_'s writes) and pin_in_flight_, against the
+  /// pin-ahead thread. After the heap lock, never before it.
+  std::mutex host_mu_;
+  std::condition_variable pin_settled_;  ///< pin_in_flight_ went false
+  bool pin_in_flight_ = false;           ///< pin_ahead_once is in the driver's host_alloc
   cudaStream_t copy_stream_ = nullptr;
   EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream
@@ -190,6 +236,8 @@ class PoolSleep {
   std::atomic<bool> restore_pending_{false};
   std::atomic<std::size_t> asleep_bytes_{0};
   std::atomic<std::size_t> host_bytes_{0};
+  std::atomic<std::size_t> pinned_ahead_bytes_{0};
+  std::atomic<std::uint64_t> budget_refusals_{0};
 };
 
 }  // namespace sova::detail

@@ -7,7 +7,8 @@
 // soon as it is pinned, overlaps pinning with pinning and pinning with
 // copying. Measured on an H200 host, the driver's pinning did not scale with
 // threads (the first sleep stayed at 2.2-2.4 GiB/s, docs/benchmarks.md): only
-// the copies' overlap remains there; Pool::reserve_sleep_backup is what keeps
+// the copies' overlap remains there; pinning ahead (Pool::reserve_sleep_backup,
+// or PoolOptions::sleep_pin_ahead's thread, sleep_pin_ahead.hpp) is what keeps
 // the cost off a step.
 #pragma once
 

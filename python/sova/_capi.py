@@ -128,7 +128,9 @@ class PoolProps(ctypes.Structure):
     """sovaMemPoolProps."""
     _fields_ = [("device", ctypes.c_int), ("policy", ctypes.c_int),
                 ("maxSize", ctypes.c_size_t), ("handleTypes", ctypes.c_int),
-                ("flags", ctypes.c_uint), ("reserved", ctypes.c_ubyte * 60)]
+                ("flags", ctypes.c_uint), ("hostNumaNode", ctypes.c_int),
+                ("reservedPad", ctypes.c_ubyte * 4), ("sleepHostBudget", ctypes.c_size_t),
+                ("reserved", ctypes.c_ubyte * 48)]
 
 
 # sovaMemPoolStats' counters after structSize, in its order: the test
@@ -151,7 +153,10 @@ _STAT_FIELDS = ["reservedCurrent", "reservedHigh", "usedCurrent", "usedHigh", "l
                 # physical memory asleep, and the pinned host memory kept for backups
                 "asleepBytes", "sleepHostBytes",
                 # what CUDA graphs hold now (also in reservedCurrent and usedCurrent)
-                "graphHeldBytes", "graphHeldBlocks", "graphs"]
+                "graphHeldBytes", "graphHeldBlocks", "graphs",
+                # sleep's host memory budget, pin-ahead's target, bytes and failures, refusals
+                "sleepHostBudget", "sleepPinAheadTarget", "sleepPinAheadBytes", "sleepPinAheadFailures",
+                "sleepBudgetRefusals"]
 
 
 class PoolStats(ctypes.Structure):
@@ -171,7 +176,8 @@ class PoolStats(ctypes.Structure):
 class TorchOptions(ctypes.Structure):
     """sovaTorchOptions."""
     _fields_ = [("releaseThreshold", ctypes.c_uint64), ("policy", ctypes.c_int),
-                ("flags", ctypes.c_uint), ("maxSize", ctypes.c_size_t)]
+                ("flags", ctypes.c_uint), ("maxSize", ctypes.c_size_t),
+                ("sleepHostBudget", ctypes.c_size_t)]
 
 
 _TORCH_STAT_FIELDS = ["numOoms", "bytesAllocated", "bytesFreed", "liveBlocksPeak",

@@ -110,6 +110,18 @@ def _current_stream(device: int) -> int:
     return torch.cuda.current_stream(device).cuda_stream
 
 
+def _give_back_pinned(lib, pool, name: str, device: int) -> None:
+    """A tag slept without backup needs no host memory: what pin-ahead pinned
+    for it goes back, and pin-ahead holds until the pool grows
+    (docs/sleep-wake.md, "Pinning ahead"). Asleep already: nothing to do."""
+    asleep = ctypes.c_int(0)
+    _capi.check(lib.sovaMemPoolIsAsleep(ctypes.c_void_p(pool), ctypes.byref(asleep)),
+                f"asking whether tag {name!r} of device {device} is asleep")
+    if not asleep.value:
+        _capi.check(lib.sovaMemPoolReleaseSleepHostMemory(ctypes.c_void_p(pool)),
+                    f"giving back the host memory of tag {name!r} of device {device}")
+
+
 def sleep(tags=None, backup=True, stream=None) -> None:
     """Puts the tags' pools (all tags used so far: None; a name; or a list of
     names) to sleep. Blocks until their memory is the device's.
@@ -126,7 +138,8 @@ def sleep(tags=None, backup=True, stream=None) -> None:
 
     Every argument is checked before any pool sleeps; a refused one changes
     nothing. Asleep already: nothing happens. While asleep, allocating under
-    the tag raises."""
+    the tag raises. A tag slept without backup first gives back the pinned
+    host memory it held for backups (what pin-ahead pinned)."""
     selected = _selected(tags, "sleep: tags")
     if isinstance(backup, bool):
         backed = set(selected) if backup else set()
@@ -144,6 +157,8 @@ def sleep(tags=None, backup=True, stream=None) -> None:
     lib = _capi.lib()
     for name, device, pool in _pools(selected):
         mode = 0 if name in backed else 1
+        if mode == 1:
+            _give_back_pinned(lib, pool, name, device)
         s = given if given is not None else _current_stream(device)
         _capi.check(lib.sovaMemPoolSleep(ctypes.c_void_p(pool), mode, ctypes.c_void_p(s)),
                     f"putting tag {name!r} of device {device} to sleep")

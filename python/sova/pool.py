@@ -53,6 +53,7 @@ class Pool:
         props.policy = opts.policy_value
         props.maxSize = opts.max_size
         props.flags = opts.flags
+        props.sleepHostBudget = opts.sleep_host_budget
         handle = ctypes.c_void_p()
         _capi.check(lib.sovaMemPoolCreate(ctypes.byref(handle), ctypes.byref(props)),
                     f"creating a pool on device {device}")

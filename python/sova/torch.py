@@ -61,6 +61,14 @@ def last_error() -> str:
     return _capi.torch_last_error()
 
 
+def _half_of_host_memory() -> int:
+    """Half the host's physical memory in bytes; 0 (no limit) where unknown."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 2
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
 # sova.torch's defaults where they differ from sova.PoolOptions': no physical
 # remapping. Measured on the H100 (docs/benchmarks.md, "Remapping under
 # PyTorch"): in training with varying shapes, remapping's host waits on the
@@ -71,7 +79,16 @@ def last_error() -> str:
 # -2% to +8% of a step against sova without it in one run, and +0.4% /
 # +21% / +5% in another (ResNet-18 the costly one): not a default.
 # remap="balanced" or "thorough" asks for it.
-TORCH_DEFAULTS = {"remap": "off"}
+#
+# Sleep (docs/sleep-wake.md, "Pinning ahead"): a tag's pool exists to sleep,
+# so it pins its backup's host memory ahead, in the background, by default
+# (the first sleep then copies at the link's speed instead of pinning at a
+# few GiB/s), within a budget of half the host's physical memory per pool:
+# pinned memory cannot be swapped, and a backup that would lock more than
+# half the host is refused rather than starve the host. The untagged pool
+# never sleeps through sova.torch and pins nothing ahead. A tag slept without
+# backup gives its pinned memory back (_torch_sleep.sleep).
+TORCH_DEFAULTS = {"remap": "off", "sleep_pin_ahead": True, "sleep_host_budget": _half_of_host_memory()}
 
 
 def _make_options(options: PoolOptions | None, kwargs: dict) -> PoolOptions:
@@ -82,8 +99,9 @@ def _make_options(options: PoolOptions | None, kwargs: dict) -> PoolOptions:
 
 def configure(options: PoolOptions | None = None, **kwargs) -> PoolOptions:
     """Fixes the options of sova.torch's pools (release_threshold, policy, remap,
-    stream_checks, max_size: see sova.PoolOptions; defaults as there but
-    remap="off", TORCH_DEFAULTS). Allowed until the first
+    stream_checks, max_size, sleep_pin_ahead, sleep_host_budget: see
+    sova.PoolOptions; defaults as there but TORCH_DEFAULTS: remap="off", and
+    tags' pools pin sleep's host memory ahead within half the host's memory). Allowed until the first
     allocation; calling again with the same options is a no-op, with others
     after pools exist raises SovaError. Returns the options in force."""
     global _options
@@ -91,7 +109,8 @@ def configure(options: PoolOptions | None = None, **kwargs) -> PoolOptions:
     with _lock:
         if _options == opts:
             return opts
-        t = _capi.TorchOptions(opts.threshold_value, opts.policy_value, opts.flags, opts.max_size)
+        t = _capi.TorchOptions(opts.threshold_value, opts.policy_value, opts.flags, opts.max_size,
+                               opts.sleep_host_budget)
         err = _capi.torch_lib().sova_torch_configure(ctypes.byref(t))
         if err:
             raise SovaError(f"sova.torch.configure: {last_error()} (options in force: {_options})", err)

@@ -24,3 +24,16 @@ def run_py(body: str, sim: bool = True, env: dict | None = None) -> str:
     out = p.stdout + p.stderr
     assert p.returncode == 0, f"exit {p.returncode}\n{out}"
     return out
+
+
+# A run_py body's sova.torch allocation, as PyTorch's pluggable allocator
+# calls it (device 0, the legacy stream), by ctypes; needs `ctypes`, `st`
+# (sova.torch) and `c` (sova._capi) imported.
+TORCH_ALLOC = """
+    tl = c.torch_lib()
+    MiB = 1 << 20
+    def alloc(n):
+        p = tl.sova_torch_malloc_nothrow(n, 0, ctypes.c_void_p(0))
+        assert p, st.last_error()
+        return p
+"""

@@ -4,7 +4,7 @@ returns with the contents in place, a stream given makes wake stream-ordered,
 and every refused argument leaves the pool as it was. sova.torch's sleep and
 wake likewise (through the adapter, by ctypes; a stand-in `torch` module where
 they ask PyTorch for the current stream)."""
-from sim_helpers import run_py
+from sim_helpers import TORCH_ALLOC, run_py
 
 # A block large enough that the sim's restore copy (one memcpy, front to back,
 # on the pool's copy stream) is still running when a wake that does not wait
@@ -173,13 +173,7 @@ FAKE_TORCH = """
 def test_torch_sleep_refuses_bad_backup_tags_and_streams_before_any_pool_sleeps():
     run_py("""
     import ctypes, sova, sova.torch as st, sova._capi as c
-""" + FAKE_TORCH + """
-    tl = c.torch_lib()
-    MiB = 1 << 20
-    def alloc(n):
-        p = tl.sova_torch_malloc_nothrow(n, 0, ctypes.c_void_p(0))
-        assert p, st.last_error()
-        return p
+""" + FAKE_TORCH + TORCH_ALLOC + """
     with st.tag("weights"):
         w = alloc(2 * MiB)
         ctypes.memset(w, 0x21, 2 * MiB)

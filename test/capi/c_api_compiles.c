@@ -18,8 +18,9 @@ static void expect(const char* what, cudaError_t got, cudaError_t want) {
 
 int main(void) {
   cudaStream_t stream = cudaStreamPerThread;
-  sovaMemPool_t def = NULL, current = NULL, pool = NULL;
+  sovaMemPool_t def = NULL, current = NULL, pool = NULL, sleeper = NULL;
   sovaMemPoolProps props;
+  sovaMemPoolStats stats;
   void* p = NULL;
   unsigned long long value = 0;
   int on = 1;
@@ -64,6 +65,25 @@ int main(void) {
   if (flags != cudaMemAccessFlagsProtReadWrite) expect("flags", cudaErrorUnknown, cudaSuccess);
 
   expect("MemPoolDestroy", sovaMemPoolDestroy(pool), cudaSuccess);
+
+  /* Sleep's host memory budget and pin-ahead, from C. */
+  props.flags = sovaMemPoolSleepPinAhead;
+  props.sleepHostBudget = 4u << 20;
+  expect("MemPoolCreate (pin-ahead)", sovaMemPoolCreate(&sleeper, &props), cudaSuccess);
+  expect("MallocFromPoolAsync (sleeper)", sovaMallocFromPoolAsync(&p, 1000, sleeper, stream), cudaSuccess);
+  expect("ReserveSleepBackup (beyond the budget)", sovaMemPoolReserveSleepBackup(sleeper, 8u << 20),
+         cudaErrorMemoryAllocation);
+  memset(&stats, 0, sizeof stats);
+  stats.structSize = sizeof stats;
+  expect("GetStats", sovaMemPoolGetStats(sleeper, &stats), cudaSuccess);
+  if (stats.sleepHostBudget != (4u << 20) || stats.sleepBudgetRefusals != 1)
+    expect("sleepHostBudget, sleepBudgetRefusals", cudaErrorUnknown, cudaSuccess);
+  expect("Sleep", sovaMemPoolSleep(sleeper, sovaSleepBackup, stream), cudaSuccess);
+  expect("WakeSynchronize", sovaMemPoolWakeSynchronize(sleeper, stream), cudaSuccess);
+  expect("ReleaseSleepHostMemory", sovaMemPoolReleaseSleepHostMemory(sleeper), cudaSuccess);
+  expect("FreeAsync (sleeper)", sovaFreeAsync(p, stream), cudaSuccess);
+  expect("MemPoolDestroy (sleeper)", sovaMemPoolDestroy(sleeper), cudaSuccess);
+
   expect("MemPoolDestroy (again)", sovaMemPoolDestroy(pool), cudaErrorInvalidValue);
   expect("GetMemPool after destroy", sovaDeviceGetMemPool(&current, 0), cudaSuccess);
   if (current != def) expect("current reverts to default", cudaErrorUnknown, cudaSuccess);

@@ -49,9 +49,9 @@ inline sovaMemPoolProps props_on(int device, std::size_t max_size = 0) {
 /// destroyed it itself (release()).
 class ScopedPool {
  public:
-  explicit ScopedPool(int device = 0, std::size_t max_size = 0) {
+  explicit ScopedPool(int device = 0, std::size_t max_size = 0) : ScopedPool(props_on(device, max_size)) {}
+  explicit ScopedPool(const sovaMemPoolProps& props) {
     sim();
-    const sovaMemPoolProps props = props_on(device, max_size);
     REQUIRE(sovaMemPoolCreate(&pool_, &props) == cudaSuccess);
     REQUIRE(pool_ != nullptr);
   }

@@ -31,6 +31,7 @@ COPIES = {
     ("_options.py", "FLAG_NO_STREAM_CHECKS"): "sovaMemPoolNoStreamChecks",
     ("_options.py", "FLAG_NO_REMAP"): "sovaMemPoolNoRemap",
     ("_options.py", "FLAG_THOROUGH_REMAP"): "sovaMemPoolThoroughRemap",
+    ("_options.py", "FLAG_SLEEP_PIN_AHEAD"): "sovaMemPoolSleepPinAhead",
     ("pool.py", "_SLEEP_BACKUP"): "sovaSleepBackup",
     ("pool.py", "_SLEEP_DISCARD"): "sovaSleepDiscard",
     ("pool.py", "_ATTR_RELEASE_THRESHOLD"): "cudaMemPoolAttrReleaseThreshold",

@@ -17,6 +17,7 @@
   X(sovaMemPoolThoroughRemap) \
   X(sovaMemPoolCompressible) \
   X(sovaMemPoolHostMemory) \
+  X(sovaMemPoolSleepPinAhead) \
   X(sovaSleepBackup) \
   X(sovaSleepDiscard) \
   X(cudaMemPoolAttrReleaseThreshold) \

@@ -23,7 +23,7 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     CHECK(sovaMemPoolCreate(&pool, nullptr) == cudaErrorInvalidValue);
   }
   SECTION("unknown flag bits") {
-    props.flags = 0x20;  // the first bit no flag uses
+    props.flags = 0x40;  // the first bit no flag uses
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
   }
   SECTION("no remapping and thorough remapping together") {
@@ -37,6 +37,9 @@ TEST_CASE("capi: sovaMemPoolCreate validates its arguments", "[capi]") {
     }
   }
   SECTION("reserved bytes not zero") {
+    props.reservedPad[0] = 1;
+    CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
+    props.reservedPad[0] = 0;
     props.reserved[sizeof props.reserved - 1] = 1;
     CHECK(sovaMemPoolCreate(&pool, &props) == cudaErrorInvalidValue);
     props.reserved[sizeof props.reserved - 1] = 0;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 using namespace sova::capi_test;
 using sova::test::stats_of;
@@ -168,5 +169,43 @@ TEST_CASE("capi: sovaMemPoolWakeSynchronize returns with the contents restored",
   CHECK(sim().stream_query(stream) == cudaErrorNotReady);
   stream.synchronize();
   CHECK(holds(p, 3 * MiB, 0x6d));
+  REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+}
+
+TEST_CASE("capi: sleepHostBudget and sovaMemPoolSleepPinAhead: pinned ahead, a sleep beyond refused, given back",
+          "[capi][sleep][pin_ahead]") {
+  sovaMemPoolProps props = props_on(0);
+  props.flags = sovaMemPoolSleepPinAhead;
+  props.sleepHostBudget = 2 * MiB;
+  ScopedPool pool(props);
+  ScopedStream stream;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 5 * MiB, pool, stream) == cudaSuccess);
+  std::memset(p, 0x2b, 5 * MiB);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (stats_of(pool).sleepPinAheadBytes != 2 * MiB && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const sovaMemPoolStats pinned = stats_of(pool);
+  CHECK(pinned.sleepPinAheadBytes == 2 * MiB);  // the budget, not the 6 MiB reserved
+  CHECK(pinned.sleepHostBytes == 2 * MiB);
+  CHECK(pinned.sleepHostBudget == 2 * MiB);
+  CHECK(pinned.sleepPinAheadTarget == 2 * MiB);
+  CHECK(pinned.sleepPinAheadFailures == 0);
+
+  CHECK(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaErrorMemoryAllocation);
+  CHECK(last_error_says("budget"));
+  CHECK(last_error_says("the pool is awake as it was"));
+  CHECK(asleep(pool) == 0);
+  CHECK(stats_of(pool).sleepBudgetRefusals == 1);
+  CHECK(stats_of(pool).reservedCurrent == pinned.reservedCurrent);
+  CHECK(holds(p, 5 * MiB, 0x2b));
+  CHECK(sovaMemPoolReserveSleepBackup(pool, 4 * MiB) == cudaErrorMemoryAllocation);
+  CHECK(last_error_says("budget"));
+  CHECK(stats_of(pool).sleepBudgetRefusals == 2);
+
+  REQUIRE(sovaMemPoolReleaseSleepHostMemory(pool) == cudaSuccess);
+  CHECK(stats_of(pool).sleepHostBytes == 0);
+  CHECK(stats_of(pool).sleepPinAheadTarget == 0);  // held until the pool grows
   REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
 }

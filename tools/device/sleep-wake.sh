@@ -6,6 +6,9 @@
 #            own step), then the same under compute-sanitizer's memcheck if it is there
 #   bench    sova_sleep_wake: 1, 8 and 32 GiB, backup and discard, against a
 #            plain pinned cudaMemcpyAsync of the same bytes in the same run
+#   first    sova_sleep_wake --first-sleep: FIRST_SIZES (1,8) GiB, the first
+#            sleep of a pool without and with pin-ahead, each against the
+#            warm sleep of the same pool in the same run (not in the default steps)
 #   drift    sova_sleep_wake --drift-cycles: DRIFT_CYCLES (1000) cycles of one
 #            DRIFT_GIB (1) GiB pool, the device's free memory, the host memory
 #            kept, the process's resident memory and the pool's reserved bytes
@@ -76,6 +79,10 @@ fi
 
 if wanted bench; then
   run_step bench 200 "$builddir/bench/sova_sleep_wake --sizes ${SIZES:-1,8,32} --cycles ${CYCLES:-3} --json $OUT/sleep_wake.json"
+fi
+
+if wanted first; then
+  run_step first 200 "$builddir/bench/sova_sleep_wake --first-sleep --sizes ${FIRST_SIZES:-1,8} --json $OUT/sleep_wake.json"
 fi
 
 if wanted drift; then

@@ -58,7 +58,10 @@ std::string error_text(cudaError_t err) { return std::to_string(static_cast<int>
   }
   sovaMemPool_t pool = nullptr;
   bool create_failed = false;
-  cudaError_t err = create_pool_with_options(s.options, device, &pool, &create_failed);
+  // The untagged pool never sleeps through sova.torch: it pins nothing ahead.
+  sovaTorchOptions options = s.options;
+  options.flags &= ~static_cast<unsigned>(sovaMemPoolSleepPinAhead);
+  cudaError_t err = create_pool_with_options(options, device, &pool, &create_failed);
   if (create_failed) {
     set_last_error("sova: cannot create the pool of device " + std::to_string(device) +
                    " (sovaMemPoolCreate: cudaError " + error_text(err) +
@@ -178,6 +181,7 @@ cudaError_t create_pool_with_options(const sovaTorchOptions& options, int device
   props.maxSize = options.maxSize;
   props.handleTypes = cudaMemHandleTypeNone;
   props.flags = options.flags;
+  props.sleepHostBudget = options.sleepHostBudget;
   sovaMemPool_t pool = nullptr;
   cudaError_t err = sovaMemPoolCreate(&pool, &props);
   *create_failed = err != cudaSuccess;
@@ -201,7 +205,8 @@ int sova_torch_configure(const sovaTorchOptions* options) {
     set_last_error("sova_torch_configure: options is NULL");
     return cudaErrorInvalidValue;
   }
-  constexpr unsigned kKnown = sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
+  constexpr unsigned kKnown =
+      sovaMemPoolNoStreamChecks | sovaMemPoolNoRemap | sovaMemPoolThoroughRemap | sovaMemPoolSleepPinAhead;
   constexpr unsigned kRemap = sovaMemPoolNoRemap | sovaMemPoolThoroughRemap;
   if (options->policy < sovaPolicyDefault || options->policy > sovaPolicyBestFit || (options->flags & ~kKnown) != 0 ||
       (options->flags & kRemap) == kRemap) {

@@ -34,8 +34,9 @@ extern "C" {
 typedef struct sovaTorchOptions {
   uint64_t releaseThreshold; /**< cudaMemPoolAttrReleaseThreshold; UINT64_MAX keeps all */
   int policy;                /**< sovaPolicy */
-  unsigned int flags;        /**< sovaMemPoolFlags (stream checks, remapping) */
+  unsigned int flags;        /**< sovaMemPoolFlags (stream checks, remapping; sovaMemPoolSleepPinAhead: tags' pools only) */
   size_t maxSize;            /**< sovaMemPoolProps::maxSize; 0 = the device's memory */
+  size_t sleepHostBudget;    /**< sovaMemPoolProps::sleepHostBudget; 0 = no limit */
 } sovaTorchOptions;
 
 /** Sets the options of pools not yet created. Unknown policy or flag bits, or

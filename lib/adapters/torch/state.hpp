@@ -29,7 +29,7 @@ struct DeviceState {
 
 struct State {
   std::mutex mutex;  ///< pool creation and configure
-  sovaTorchOptions options{0, sovaPolicyDefault, 0, 0};
+  sovaTorchOptions options{0, sovaPolicyDefault, 0, 0, 0};
   bool any_pool = false;  ///< under mutex
   std::array<DeviceState, kMaxDevices> devices;
 };

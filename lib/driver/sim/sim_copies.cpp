@@ -10,6 +10,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace sova {
 namespace sim {
@@ -31,6 +32,13 @@ SimCopies::~SimCopies() {
 
 cudaError_t SimCopies::host_alloc(std::size_t bytes, void** out) {
   if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
+  std::chrono::microseconds delay{0};
+  {
+    std::lock_guard lock(mu_);
+    ++host_alloc_calls_;
+    delay = alloc_delay_;
+  }
+  if (delay.count() != 0) std::this_thread::sleep_for(delay);  // pinning's time, outside the lock
   std::lock_guard lock(mu_);
   cudaError_t error = cudaSuccess;
   if (fail_alloc_.fire(&error)) return error;
@@ -44,6 +52,7 @@ cudaError_t SimCopies::host_alloc(std::size_t bytes, void** out) {
     return cudaErrorMemoryAllocation;
   }
   host_bytes_ += bytes;
+  ++host_allocs_;
   *out = p;
   return cudaSuccess;
 }
@@ -74,6 +83,11 @@ void SimCopies::delay_copies(std::chrono::microseconds duration) {
   delay_ = duration;
 }
 
+void SimCopies::delay_host_allocs(std::chrono::microseconds duration) {
+  std::lock_guard lock(mu_);
+  alloc_delay_ = duration;
+}
+
 void SimCopies::fail_host_alloc_at(int n, cudaError_t error) {
   std::lock_guard lock(mu_);
   fail_alloc_.arm(n, error);
@@ -87,6 +101,16 @@ void SimCopies::fail_copy_at(int n, cudaError_t error) {
 std::size_t SimCopies::host_bytes() const {
   std::lock_guard lock(mu_);
   return host_bytes_;
+}
+
+std::size_t SimCopies::host_alloc_calls() const {
+  std::lock_guard lock(mu_);
+  return host_alloc_calls_;
+}
+
+std::size_t SimCopies::host_allocs() const {
+  std::lock_guard lock(mu_);
+  return host_allocs_;
 }
 
 std::size_t SimCopies::copies() const {
@@ -128,6 +152,9 @@ cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t byte
 }
 
 void SimDriver::delay_copies(std::chrono::microseconds duration) { state_->copies.delay_copies(duration); }
+void SimDriver::delay_host_allocs(std::chrono::microseconds duration) {
+  state_->copies.delay_host_allocs(duration);
+}
 
 void SimDriver::launch_touching(cudaStream_t stream, const void* ptr, std::size_t bytes, bool writes,
                                 std::function<void()> work) {

@@ -42,11 +42,14 @@ class SimCopies {
   /// stays busy before it (`*delay`).
   cudaError_t before_copy(std::size_t bytes, std::chrono::microseconds* delay);
   void delay_copies(std::chrono::microseconds duration);
+  void delay_host_allocs(std::chrono::microseconds duration);
 
   void fail_host_alloc_at(int n, cudaError_t error);
   void fail_copy_at(int n, cudaError_t error);
 
   std::size_t host_bytes() const;
+  std::size_t host_alloc_calls() const;
+  std::size_t host_allocs() const;
   std::size_t copies() const;
   std::size_t bytes_copied() const;
 
@@ -55,9 +58,12 @@ class SimCopies {
   mutable std::mutex mu_;
   std::unordered_map<void*, std::size_t> held_;
   std::size_t host_bytes_ = 0;
+  std::size_t host_alloc_calls_ = 0;
+  std::size_t host_allocs_ = 0;
   std::size_t copies_ = 0;
   std::size_t bytes_copied_ = 0;
   std::chrono::microseconds delay_{0};
+  std::chrono::microseconds alloc_delay_{0};
   FailPoint fail_alloc_, fail_copy_;
 };
 

@@ -78,6 +78,8 @@ SimCounters SimDriver::counters() const {
   c.stream_waits = state_->stream_waits.load();
   c.device_synchronizes = state_->device_synchronizes.load();
   c.pinned_host_bytes = state_->copies.host_bytes();
+  c.host_alloc_calls = state_->copies.host_alloc_calls();
+  c.host_allocs = state_->copies.host_allocs();
   c.copies = state_->copies.copies();
   c.bytes_copied = state_->copies.bytes_copied();
   return c;
