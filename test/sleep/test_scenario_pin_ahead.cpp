@@ -1161,3 +1161,24 @@ TEST_CASE("pin-ahead scenario: the flag on an IPC-exportable pool and on a host 
     REQUIRE(sovaMemPoolDestroy(pool) == cudaSuccess);
   }
 }
+
+// docs/sleep-wake.md: pin-ahead pins "until it holds min(the budget, the most
+// the pool has reserved)", and "Pin-ahead is done when sleepPinAheadBytes (or
+// sleepHostBytes) reaches sleepPinAheadTarget". A budget that is no multiple
+// of the granularity (any byte count is accepted) must let it get done too,
+// or a user polling for "done" waits forever.
+TEST_CASE("pin-ahead scenario: a budget that is no multiple of the granularity, pin-ahead gets done",
+          "[scenario][sleep][!mayfail]") {
+  const std::uint64_t budget = GENERATE(as<std::uint64_t>{}, 40u * MiB + 4097u, 1u);
+  INFO("budget " << budget);
+  ScopedPool pool(pin_props(0, budget, true));
+  ScopedStream stream;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 64 * MiB, pool, stream) == cudaSuccess);
+  const sovaMemPoolStats st = wait_pin_ahead_at_target(pool);
+  INFO(describe(st));
+  CHECK(st.sleepPinAheadTarget == std::min<std::uint64_t>(budget, 64 * MiB));
+  CHECK(pin_ahead_done(st));
+  CHECK(st.sleepHostBytes <= budget);
+  REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+}
