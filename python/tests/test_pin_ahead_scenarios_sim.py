@@ -202,7 +202,12 @@ def run(body: str) -> str:
     return run_py(PRELUDE + "\n" + body)
 
 
-@pytest.mark.parametrize("seed", [7, 36, 1234])
+# seed 36 fails intermittently (about 1 run in 4 on a loaded 2-core host): at
+# its step 109, release_sleep_host_memory on pool B returns with the thread's
+# slab still held (sleepHostBytes = sleepPinAheadBytes = reservedHigh = 34 MiB,
+# sleepPinAheadTarget 0), after a growth at step 90. Not strict: it is a race.
+@pytest.mark.parametrize("seed", [7, pytest.param(36, marks=pytest.mark.xfail(
+    strict=False, reason="race: a release concurrent with pin-ahead's adoption leaves the slab pinned")), 1234])
 def test_random_program_three_pools(seed):
     """Random grow/free/sleep/wake/release/reserve/trim/destroy on three pools
     with their own budgets; every kept byte and the documented statistics
@@ -214,10 +219,12 @@ subjects = [Subject("A pin-ahead budget 48 MiB", 48 * MiB, True, 80 * MiB),
             Subject("C budget 32 MiB, pin-ahead off", 32 * MiB, None, 64 * MiB)]
 reserved_before = [0, 0, 0]
 refused = slept = 0
+history = []
 for step in range(120):
     i = rng.randrange(3)
     x = subjects[i]
     op = rng.randrange(100)
+    history.append((step, i, op))
     try:
         if op < 35:
             k = rng.randrange(10)
@@ -271,7 +278,7 @@ for step in range(120):
         for y in subjects:
             check(y)
     except AssertionError as e:
-        raise AssertionError(f"seed {seed} step {{step}} op {{op}} on {{x.name}}: {{e}}") from None
+        raise AssertionError(f"seed {seed} step {{step}} op {{op}} on {{x.name}}: {{e}}; ops on this pool (step, op): {{[(s, o) for s, j, o in history if j == i][-8:]}}") from None
 print("slept", slept, "refused", refused)
 for y in subjects:
     if y.asleep:
@@ -510,4 +517,18 @@ for kw, exc in [(dict(sleep_host_budget=-1), ValueError), (dict(sleep_host_budge
         continue
     raise AssertionError("configure accepted %r" % (kw,))
 st.configure(sleep_host_budget=64 * MiB, sleep_pin_ahead=False)
+""")
+
+
+@pytest.mark.xfail(strict=True, reason="pin-ahead never gets 'done' when the budget is no multiple of the "
+                   "granularity: sleepPinAheadTarget is the raw budget, the pinned bytes stop a granule below it")
+def test_budget_not_a_granule_multiple_pin_ahead_gets_done():
+    """docs/sleep-wake.md: "Pin-ahead is done when sleepPinAheadBytes (or
+    sleepHostBytes) reaches sleepPinAheadTarget"; any int budget is accepted."""
+    run("""
+x = Subject("odd budget", 40 * MiB + 4097, True, 1 << 30)
+x.alloc(64 * MiB)
+s = wait_pin_ahead(x.pool)
+check(x)
+x.pool.close()
 """)

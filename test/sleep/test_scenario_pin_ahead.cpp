@@ -1182,3 +1182,62 @@ TEST_CASE("pin-ahead scenario: a budget that is no multiple of the granularity, 
   CHECK(st.sleepHostBytes <= budget);
   REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
 }
+
+// docs/sleep-wake.md: "Sleep, wake and the release wait for a pin in flight,
+// then use its slab"; "Given back. release_sleep_host_memory frees every
+// slab, the ones pinned ahead included, and pin-ahead holds (pins nothing)".
+// Found by the Python random program (seed 36): a release right after a
+// growth left the thread's slab pinned. A release right after the growth,
+// repeated: after each, nothing may stay pinned nor be pinned later.
+TEST_CASE("pin-ahead scenario: a release right after a growth gives everything back and holds",
+          "[scenario][sleep][!mayfail]") {
+  const std::uint64_t pinned0 = pinned_in_sim();
+  ScopedStream stream;
+  int kept = 0;
+  std::string first;
+  for (int round = 0; round < 60; ++round) {
+    ScopedPool pool(pin_props(0, 0, true));
+    void* p = nullptr;
+    REQUIRE(sovaMallocFromPoolAsync(&p, 34 * MiB, pool, stream) == cudaSuccess);
+    REQUIRE(sovaMemPoolReleaseSleepHostMemory(pool) == cudaSuccess);
+    const sovaMemPoolStats right_after = stats_of(pool);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));  // past the thread's 50 ms look
+    const sovaMemPoolStats later = stats_of(pool);
+    if (right_after.sleepHostBytes != 0 || later.sleepHostBytes != 0) {
+      if (kept++ == 0)
+        first = "round " + std::to_string(round) + ": right after the release " + describe(right_after) +
+                "; 60 ms later " + describe(later);
+    }
+    REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+  }
+  INFO(kept << " of 60 releases left host memory pinned; the first: " << first);
+  CHECK(kept == 0);
+  CHECK(pinned_in_sim() == pinned0);
+}
+
+// The same with the thread's pin surely in flight (pinning slowed to 100 ms).
+TEST_CASE("pin-ahead scenario: a release while the thread pins gives back its slab too",
+          "[scenario][sleep]") {  const std::uint64_t pinned0 = pinned_in_sim();
+  ScopedStream stream;
+  DelayHostAllocs slow(std::chrono::milliseconds(100));
+  ScopedPool pool(pin_props(0, 0, true));
+  const auto calls0 = sim().counters().host_alloc_calls;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 34 * MiB, pool, stream) == cudaSuccess);
+  const auto deadline = Clock::now() + kPollLimit;
+  while (sim().counters().host_alloc_calls == calls0 && Clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  REQUIRE(sim().counters().host_alloc_calls > calls0);  // the thread's pin is in flight (100 ms)
+  REQUIRE(sovaMemPoolReleaseSleepHostMemory(pool) == cudaSuccess);
+  sovaMemPoolStats st = stats_of(pool);
+  INFO("right after the release: " << describe(st) << "; simulation pinned " << pinned_in_sim() - pinned0);
+  CHECK(st.sleepHostBytes == 0);
+  CHECK(st.sleepPinAheadBytes == 0);
+  // and it stays given back: pin-ahead holds
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  st = stats_of(pool);
+  INFO("300 ms later: " << describe(st) << "; simulation pinned " << pinned_in_sim() - pinned0);
+  CHECK(st.sleepHostBytes == 0);
+  CHECK(pinned_in_sim() == pinned0);
+  REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+}
