@@ -36,9 +36,12 @@ cudaError_t PoolCore::wake(cudaStream_t stream) noexcept {
 
 cudaError_t PoolCore::release_sleep_host_memory() noexcept {
   std::lock_guard<HeapMutex> lock(heap_.mutex());
+  // Given back on purpose: pin-ahead does not take it again until the pool
+  // grows. Held before the release, so that no pin decided before it lands
+  // after it (SleepPinAhead::run).
+  const bool was_held = pin_ahead_.hold();
   const cudaError_t error = sleep_.release_host_memory();
-  // Given back on purpose: pin-ahead does not take it again until the pool grows.
-  if (error == cudaSuccess) pin_ahead_.hold();
+  if (error != cudaSuccess) pin_ahead_.undo_hold(was_held);
   return error;
 }
 

@@ -14,7 +14,6 @@ namespace {
 /// fewer copies, at the price of a few free bytes.
 constexpr std::size_t kCoalesceGap = std::size_t{1} << 20;
 /// Slabs are taken in multiples of this.
-constexpr std::size_t kSlabRounding = std::size_t{2} << 20;
 constexpr std::size_t kMaxSlabs = std::size_t{1} << 16;
 std::size_t round_up_to_slab(std::size_t n) { return (n + kSlabRounding - 1) / kSlabRounding * kSlabRounding; }
 }  // namespace
@@ -46,10 +45,11 @@ bool PoolSleep::within_budget(const std::vector<std::size_t>& sizes) noexcept {
   return false;
 }
 
-PoolSleep::PinAhead PoolSleep::pin_ahead_once(std::size_t target) noexcept {
+PoolSleep::PinAhead PoolSleep::pin_ahead_once(std::size_t target, std::uint64_t releases_seen) noexcept {
   std::size_t bytes = 0;
   {
     const std::lock_guard lock(host_mu_);
+    if (releases_.load(std::memory_order_relaxed) != releases_seen) return PinAhead::idle;
     const std::size_t held = host_bytes_.load(std::memory_order_relaxed);
     const std::size_t limit = host_budget_ == 0 ? target : std::min(target, host_budget_);
     if (asleep() || pin_in_flight_ || held >= limit || slabs_.size() >= kMaxSlabs) return PinAhead::idle;
@@ -400,6 +400,7 @@ cudaError_t PoolSleep::release_host_memory() noexcept {
   slabs_.clear();
   host_bytes_.store(0, std::memory_order_relaxed);
   pinned_ahead_bytes_.store(0, std::memory_order_relaxed);
+  releases_.fetch_add(1, std::memory_order_release);  // a pin decided before this one is not made
   return cudaSuccess;
 }
 

@@ -67,6 +67,8 @@ inline constexpr std::size_t kSleepMinSlabBytes = std::size_t{64} << 20;
 /// measured on an H200 host), and a slab size at which pinning's cost per
 /// call is small.
 inline constexpr std::size_t kPinAheadSlabBytes = std::size_t{128} << 20;
+/// Every slab's size is a multiple of this.
+inline constexpr std::size_t kSlabRounding = std::size_t{2} << 20;
 
 class PoolSleep {
  public:
@@ -150,7 +152,11 @@ class PoolSleep {
   /// one slab of at most kPinAheadSlabBytes towards `target` bytes held, within
   /// the budget, unless asleep. host_mu_ is not held while the driver pins;
   /// meanwhile sleep, wake and the release wait for the slab and use it.
-  PinAhead pin_ahead_once(std::size_t target) noexcept;
+  /// `releases_seen`: releases() read before `target` was decided; where a
+  /// release came since, nothing is pinned (that target predates it).
+  PinAhead pin_ahead_once(std::size_t target, std::uint64_t releases_seen) noexcept;
+  /// How many release_host_memory calls gave the slabs back so far.
+  std::uint64_t releases() const noexcept { return releases_.load(std::memory_order_acquire); }
 
  private:
   /// One backup copy: pool offset, bytes, and where in which slab. In
@@ -219,6 +225,7 @@ class PoolSleep {
   std::mutex host_mu_;
   std::condition_variable pin_settled_;  ///< pin_in_flight_ went false
   bool pin_in_flight_ = false;           ///< pin_ahead_once is in the driver's host_alloc
+  std::atomic<std::uint64_t> releases_{0};  ///< written under host_mu_ (release_host_memory)
   cudaStream_t copy_stream_ = nullptr;
   EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream

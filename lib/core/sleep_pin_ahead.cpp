@@ -27,11 +27,13 @@ void SleepPinAhead::note_reserved(std::size_t reserved) noexcept {
   changed_.notify_one();
 }
 
-void SleepPinAhead::hold() noexcept {
-  if (!enabled_) return;
+bool SleepPinAhead::hold() noexcept {
+  if (!enabled_) return true;
   const std::lock_guard lock(mu_);
+  const bool was_held = held_;
   held_ = true;
   held_through_ = reserved_seen_.load(std::memory_order_relaxed);
+  return was_held;
 }
 
 void SleepPinAhead::resume() noexcept {
@@ -60,18 +62,24 @@ std::size_t SleepPinAhead::target() const noexcept {
 std::size_t SleepPinAhead::target_locked() const noexcept {
   if (!enabled_ || held_) return 0;
   const std::size_t seen = reserved_seen_.load(std::memory_order_relaxed);
-  const std::size_t budget = sleep_.host_budget();
-  return budget == 0 ? seen : std::min(budget, seen);
+  // Slabs are whole multiples of kSlabRounding: a budget between two is
+  // reached at the lower one (a target above it would never be reached).
+  const std::size_t budget = sleep_.host_budget() / kSlabRounding * kSlabRounding;
+  return sleep_.host_budget() == 0 ? seen : std::min(budget, seen);
 }
 
 void SleepPinAhead::run() noexcept {
   std::unique_lock lock(mu_);
   while (!stop_) {
+    // Read before the target: a release (which holds first, under mu_, then
+    // counts) after this read makes pin_ahead_once refuse this target; one
+    // before it is seen here as the hold.
+    const std::uint64_t releases = sleep_.releases();
     const std::size_t target = target_locked();
     PoolSleep::PinAhead step = PoolSleep::PinAhead::idle;
     if (target != 0) {
       lock.unlock();  // pinning takes seconds per GiB: growth, stats and stop() must not wait for it
-      step = sleep_.pin_ahead_once(target);
+      step = sleep_.pin_ahead_once(target, releases);
       lock.lock();
     }
     if (step == PoolSleep::PinAhead::failed) {

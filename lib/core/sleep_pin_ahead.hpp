@@ -54,16 +54,22 @@ class SleepPinAhead {
   /// mark this passes is lifted.
   void note_reserved(std::size_t reserved) noexcept;
   /// Pin nothing until the pool reserves more than it has so far
-  /// (release_sleep_host_memory; heap lock held).
-  void hold() noexcept;
+  /// (release_sleep_host_memory, before it releases; heap lock held).
+  /// Returns whether a hold was on already (for undo_hold).
+  bool hold() noexcept;
+  /// Lifts the hold hold() put on where `was_held` (its result) is false:
+  /// the release it was for failed.
+  void undo_hold(bool was_held) noexcept {
+    if (!was_held) resume();
+  }
   /// Lifts a hold (reserve_sleep_backup: the user asks for host memory).
   void resume() noexcept;
   /// Stops and joins the thread; idempotent. A pin in flight completes and
   /// its slab is the pool's (freed with PoolSleep).
   void stop() noexcept;
 
-  /// What the thread works towards now: min(budget, the most the pool has
-  /// reserved); 0 when off or held.
+  /// What the thread works towards now: min(the budget rounded down to
+  /// whole slabs, the most the pool has reserved); 0 when off or held.
   std::size_t target() const noexcept;
   /// Pins the host refused, ever.
   std::uint64_t failures() const noexcept { return failures_.load(std::memory_order_relaxed); }
