@@ -78,6 +78,17 @@ cudaError_t SimCopies::before_copy(std::size_t bytes, std::chrono::microseconds*
   return cudaSuccess;
 }
 
+cudaError_t SimCopies::before_memset(std::size_t bytes, std::chrono::microseconds* delay) {
+  std::lock_guard lock(mu_);
+  cudaError_t error = cudaSuccess;
+  if (fail_memset_.fire(&error)) return error;
+  if (bytes == 0) return cudaSuccess;  // enqueues nothing: not counted
+  ++memsets_;
+  bytes_set_ += bytes;
+  *delay = delay_;
+  return cudaSuccess;
+}
+
 void SimCopies::delay_copies(std::chrono::microseconds duration) {
   std::lock_guard lock(mu_);
   delay_ = duration;
@@ -96,6 +107,11 @@ void SimCopies::fail_host_alloc_at(int n, cudaError_t error) {
 void SimCopies::fail_copy_at(int n, cudaError_t error) {
   std::lock_guard lock(mu_);
   fail_copy_.arm(n, error);
+}
+
+void SimCopies::fail_memset_at(int n, cudaError_t error) {
+  std::lock_guard lock(mu_);
+  fail_memset_.arm(n, error);
 }
 
 std::size_t SimCopies::host_bytes() const {
@@ -121,6 +137,16 @@ std::size_t SimCopies::copies() const {
 std::size_t SimCopies::bytes_copied() const {
   std::lock_guard lock(mu_);
   return bytes_copied_;
+}
+
+std::size_t SimCopies::memsets() const {
+  std::lock_guard lock(mu_);
+  return memsets_;
+}
+
+std::size_t SimCopies::bytes_set() const {
+  std::lock_guard lock(mu_);
+  return bytes_set_;
 }
 
 }  // namespace sim
@@ -151,6 +177,28 @@ cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t byte
   });
 }
 
+cudaError_t SimDriver::memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept {
+  if (ptr == nullptr && bytes != 0) return cudaErrorInvalidValue;
+  return sim::guarded([&] {
+    // A pool's probe (0 bytes) meets the failure point too: a test arms it
+    // with cudaErrorNotSupported to model a driver without memsets.
+    std::chrono::microseconds delay{0};
+    if (const cudaError_t error = state_->copies.before_memset(bytes, &delay); error != cudaSuccess) return error;
+    if (bytes == 0) return cudaSuccess;
+    sim::Item item;
+    item.delay = delay;
+    // Checked as it runs, like a copy's write side.
+    item.work = [state = state_.get(), ptr, value, bytes] {
+      std::string why;
+      if (!state->memory.touch(ptr, bytes, true, [&] { std::memset(ptr, value, bytes); }, &why)) {
+        state->faults.report(sim::what_faulted("a memset", bytes, why));
+      }
+    };
+    if (state_->graphs.capture_item(stream, item)) return cudaSuccess;
+    return state_->streams->submit(stream, std::move(item));
+  });
+}
+
 void SimDriver::delay_copies(std::chrono::microseconds duration) { state_->copies.delay_copies(duration); }
 void SimDriver::delay_host_allocs(std::chrono::microseconds duration) {
   state_->copies.delay_host_allocs(duration);
@@ -175,6 +223,7 @@ std::string SimDriver::first_fault() const { return state_->faults.first(); }
 
 void SimDriver::fail_host_alloc_at(int n, cudaError_t error) { state_->copies.fail_host_alloc_at(n, error); }
 void SimDriver::fail_memcpy_at(int n, cudaError_t error) { state_->copies.fail_copy_at(n, error); }
+void SimDriver::fail_memset_at(int n, cudaError_t error) { state_->copies.fail_memset_at(n, error); }
 void SimDriver::fail_unmap_at(int n, cudaError_t error) { state_->memory.fail_unmap_at(n, error); }
 
 }  // namespace sova
