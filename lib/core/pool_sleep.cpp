@@ -333,7 +333,7 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
   }
   // Only the work the caller ordered before this call: an event on its stream.
   if (const cudaError_t e = driver_.event_record(caller_event_, stream); e != cudaSuccess) return e;
-  if (copies_.empty()) return driver_.event_synchronize(caller_event_);  // discard (zeroed or not): nothing to copy
+  if (copies_.empty()) return driver_.event_synchronize(caller_event_);  // nothing to copy: discard, or no live block
   if (const cudaError_t e = driver_.stream_wait_event(copy_stream_, caller_event_); e != cudaSuccess) return e;
   // The slabs held copy at once; each slab to pin copies as soon as it is
   // pinned, while the others are still being pinned (sleep_slab_pinner.hpp).
