@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace sova {
 namespace sim {
@@ -22,6 +24,16 @@ std::string what_faulted(const char* work, std::size_t bytes, const std::string&
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s %zu bytes: %s", work, bytes, why.c_str());
   return buf;
+}
+
+/// Enqueues `work` on `stream` after `delay` (or into the stream's capture).
+cudaError_t enqueue(SimDriver::State& state, cudaStream_t stream, std::chrono::microseconds delay,
+                    std::function<void()> work) {
+  Item item;
+  item.delay = delay;
+  item.work = std::move(work);
+  if (state.graphs.capture_item(stream, item)) return cudaSuccess;
+  return state.streams->submit(stream, std::move(item));
 }
 
 }  // namespace
@@ -165,15 +177,11 @@ cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t byte
     std::chrono::microseconds delay{0};
     if (const cudaError_t error = state_->copies.before_copy(bytes, &delay); error != cudaSuccess) return error;
     if (bytes == 0) return cudaSuccess;
-    sim::Item item;
-    item.delay = delay;
     // Checked as it runs: the streams are drained before the State goes.
-    item.work = [state = state_.get(), dst, src, bytes] {
+    return sim::enqueue(*state_, stream, delay, [state = state_.get(), dst, src, bytes] {
       std::string why;
       if (!state->memory.copy(dst, src, bytes, &why)) state->faults.report(sim::what_faulted("a copy", bytes, why));
-    };
-    if (state_->graphs.capture_item(stream, item)) return cudaSuccess;
-    return state_->streams->submit(stream, std::move(item));
+    });
   });
 }
 
@@ -185,17 +193,13 @@ cudaError_t SimDriver::memset_async(void* ptr, int value, std::size_t bytes, cud
     std::chrono::microseconds delay{0};
     if (const cudaError_t error = state_->copies.before_memset(bytes, &delay); error != cudaSuccess) return error;
     if (bytes == 0) return cudaSuccess;
-    sim::Item item;
-    item.delay = delay;
     // Checked as it runs, like a copy's write side.
-    item.work = [state = state_.get(), ptr, value, bytes] {
+    return sim::enqueue(*state_, stream, delay, [state = state_.get(), ptr, value, bytes] {
       std::string why;
       if (!state->memory.touch(ptr, bytes, true, [&] { std::memset(ptr, value, bytes); }, &why)) {
         state->faults.report(sim::what_faulted("a memset", bytes, why));
       }
-    };
-    if (state_->graphs.capture_item(stream, item)) return cudaSuccess;
-    return state_->streams->submit(stream, std::move(item));
+    });
   });
 }
 
