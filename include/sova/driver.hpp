@@ -236,6 +236,12 @@ class SOVA_API Driver {
   /// (cudaMemcpyAsync, cudaMemcpyDefault: unified addressing says which side
   /// is the device's). Returns once enqueued; a failed call enqueued nothing.
   virtual cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept;
+  /// Sets `bytes` bytes of device memory from `ptr` to `value` (its low byte)
+  /// in the order of `stream` (cuMemsetD8Async): a wake after
+  /// SleepMode::discard_zeroed. Returns once enqueued; a failed call enqueued
+  /// nothing. 0 bytes: nothing enqueued, cudaSuccess where memsets are
+  /// supported (a pool asks so at sleep). Default: cudaErrorNotSupported.
+  virtual cudaError_t memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept;
 };
 
 /// The real CUDA driver (process-wide). Loads without a GPU or driver: every

@@ -152,7 +152,10 @@ class SOVA_API Pool {
   /// sleep: after the work ordered before it on `stream` (an event, no
   /// device synchronize), live blocks' bytes are copied to pinned host memory
   /// (SleepMode::backup; kept across cycles, release_sleep_host_memory frees
-  /// it) or dropped (discard); then every chunk is unmapped and released.
+  /// it) or dropped (discard; discard_zeroed: wake zeroes the blocks still
+  /// live, and a driver without memset_async refuses it with
+  /// cudaErrorNotSupported, nothing changed); then every chunk is unmapped
+  /// and released.
   /// From its start the pool refuses allocations (cudaErrorNotPermitted)
   /// until wake; a free while asleep is accepted and final. Asleep already:
   /// cudaSuccess (finishing a release a failure cut short). A failure leaves
@@ -163,8 +166,9 @@ class SOVA_API Pool {
   /// A slab the pin-ahead thread is pinning is waited for and used.
   cudaError_t sleep(SleepMode mode, cudaStream_t stream) noexcept;
   /// The memory made and mapped where it was, with the access granted
-  /// before (peers too); backed-up contents restored on the pool's copy
-  /// stream, which later work on `stream` waits for: returns at once. Awake
+  /// before (peers too); backed-up contents restored (discard_zeroed: the
+  /// live blocks zeroed) on the pool's copy stream, which later work on
+  /// `stream` waits for: returns at once. Awake
   /// already: cudaSuccess. A failure (the device full: cudaErrorMemoryAllocation)
   /// leaves the pool asleep, nothing made.
   cudaError_t wake(cudaStream_t stream) noexcept;

@@ -98,6 +98,8 @@ struct SimCounters {
   std::size_t host_allocs = 0;        ///< host_alloc calls that pinned memory, ever
   std::size_t copies = 0;             ///< memcpy_async calls enqueued
   std::size_t bytes_copied = 0;       ///< their bytes
+  std::size_t memsets = 0;            ///< memset_async calls enqueued
+  std::size_t bytes_set = 0;          ///< their bytes
 };
 
 class SOVA_API SimDriver final : public Driver {
@@ -147,6 +149,10 @@ class SOVA_API SimDriver final : public Driver {
   /// The next `n`-th host_alloc, memcpy_async or unmap call fails with `error`.
   void fail_host_alloc_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
   void fail_memcpy_at(int n, cudaError_t error = cudaErrorUnknown);
+  /// The next `n`-th memset_async call (a pool's 0-byte probe at sleep
+  /// included) fails with `error`, enqueuing nothing: cudaErrorNotSupported
+  /// models a driver without memsets.
+  void fail_memset_at(int n, cudaError_t error = cudaErrorUnknown);
   void fail_unmap_at(int n, cudaError_t error = cudaErrorUnknown);
   SimCounters counters() const;
   /// The calling thread's current device from now on, as cudaSetDevice:
@@ -223,6 +229,8 @@ class SOVA_API SimDriver final : public Driver {
   cudaError_t host_alloc(std::size_t bytes, void** out) noexcept override;
   cudaError_t host_free(void* ptr) noexcept override;
   cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept override;
+  /// A memset run in stream order, faulting as a copy's write does.
+  cudaError_t memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept override;
 
   struct State;  // implementation (lib/driver/sim/)
 

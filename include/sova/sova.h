@@ -146,6 +146,10 @@ SOVA_API cudaError_t sovaMemPoolStreamSynchronized(sovaMemPool_t pool, cudaStrea
 typedef enum sovaSleepMode {
   sovaSleepBackup = 0,  /**< copied to pinned host memory, restored by wake */
   sovaSleepDiscard = 1, /**< dropped: undefined after wake */
+  /** dropped, and the blocks still live read zero after wake (one device
+   * memset of their bytes on wake; cudaErrorNotSupported at sleep on a driver
+   * without memsets) */
+  sovaSleepDiscardZeroed = 2,
 } sovaSleepMode;
 /** Gives the pool's physical memory back to the device, its addresses kept:
  * after the work ordered before on `stream` (an event; no device
@@ -156,18 +160,19 @@ typedef enum sovaSleepMode {
  * failure the pool is awake as it was or asleep (sovaMemPoolIsAsleep says
  * which), nothing leaked. The memory is the device's when it returns.
  * Checked first, nothing changed on failure (sovaGetLastErrorMessage says
- * which): NULL, invalid or imported pool, or a mode other than the two:
+ * which): NULL, invalid or imported pool, or a mode other than the three:
  * cudaErrorInvalidValue; a stream the driver does not know: the driver's
  * error (cudaErrorInvalidResourceHandle; a garbage pointer or a destroyed
- * stream's handle may crash the CUDA driver, as with the runtime). Backup on a driver without host copies:
- * cudaErrorNotSupported. A backup needing more pinned host memory than the
+ * stream's handle may crash the CUDA driver, as with the runtime). Backup on a driver without host copies,
+ * or sovaSleepDiscardZeroed on one without memsets: cudaErrorNotSupported,
+ * the pool awake as it was. A backup needing more pinned host memory than the
  * pool's sleepHostBudget: cudaErrorMemoryAllocation before anything is
  * copied or released, the pool awake (the message says so; counted in
  * sleepBudgetRefusals). Must not race with allocations from the pool. */
 SOVA_API cudaError_t sovaMemPoolSleep(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream);
 /** Makes the memory anew under the same addresses with the access granted
- * before, restores backed-up contents on the pool's copy stream and makes
- * `stream` wait for them: returns at once, before the restore is done (read
+ * before, restores backed-up contents (sovaSleepDiscardZeroed: zeroes the
+ * live blocks) on the pool's copy stream and makes `stream` wait for them: returns at once, before the restore is done (read
  * the contents on `stream`, or after synchronizing it:
  * sovaMemPoolWakeSynchronize). Awake already: cudaSuccess. Pool and stream
  * checked as for sovaMemPoolSleep, nothing changed on failure. On failure

@@ -77,13 +77,20 @@ std::uint64_t budget_refusals(sova::Pool& pool) noexcept {
   }
 }
 
+/// The C++ mode of a checked sovaSleepMode value.
+sova::SleepMode sleep_mode(int raw) noexcept {
+  if (raw == sovaSleepBackup) return sova::SleepMode::backup;
+  return raw == sovaSleepDiscard ? sova::SleepMode::discard : sova::SleepMode::discard_zeroed;
+}
+
 }  // namespace
 
 static cudaError_t sovaMemPoolSleep_unchecked(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream) {
   const int raw = raw_enum(mode);
-  if (raw != sovaSleepBackup && raw != sovaSleepDiscard) {
-    char text[96];
-    std::snprintf(text, sizeof text, "mode %d is neither sovaSleepBackup (0) nor sovaSleepDiscard (1)", raw);
+  if (raw != sovaSleepBackup && raw != sovaSleepDiscard && raw != sovaSleepDiscardZeroed) {
+    char text[128];
+    std::snprintf(text, sizeof text,
+                  "mode %d is none of sovaSleepBackup (0), sovaSleepDiscard (1), sovaSleepDiscardZeroed (2)", raw);
     note_detail(cudaErrorInvalidValue, text);
     return cudaErrorInvalidValue;
   }
@@ -92,8 +99,7 @@ static cudaError_t sovaMemPoolSleep_unchecked(sovaMemPool_t pool, sovaSleepMode 
   if (e == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t error = check_stream(stream); error != cudaSuccess) return error;
   const std::uint64_t refusals = budget_refusals(e->pool);
-  const cudaError_t error =
-      e->pool.sleep(raw == sovaSleepBackup ? sova::SleepMode::backup : sova::SleepMode::discard, stream);
+  const cudaError_t error = e->pool.sleep(sleep_mode(raw), stream);
   if (note_budget_refusal(e->pool, error, refusals, "the backup needs",
                           "nothing was copied or released, the pool is awake as it was")) {
     return error;

@@ -9,7 +9,9 @@
 namespace sova::detail {
 
 cudaError_t PoolCore::sleep(SleepMode mode, cudaStream_t stream) noexcept {
-  if (mode != SleepMode::backup && mode != SleepMode::discard) return cudaErrorInvalidValue;
+  if (mode != SleepMode::backup && mode != SleepMode::discard && mode != SleepMode::discard_zeroed) {
+    return cudaErrorInvalidValue;
+  }
   std::lock_guard<HeapMutex> lock(heap_.mutex());
   // Live blocks only: cached ones (a stream's cache, the heap's free blocks)
   // are free to the user and sleep without a copy. A block moves from live

@@ -256,6 +256,20 @@ cudaError_t PoolSleep::enqueue_restore(const Range& extent) noexcept {
   return cudaSuccess;
 }
 
+void PoolSleep::plan_zeroing(const std::vector<Range>& live) {
+  saved_.clear();
+  saved_.reserve(live.size());
+  // One "range" for all: nothing is copied, so a zeroing may join any two
+  // blocks that touch (the first's own bytes reaching the second).
+  for (const Range& r : live) {
+    if (r.bytes != 0) saved_.push_back(Saved{r, 0});
+  }
+}
+
+cudaError_t PoolSleep::enqueue_zero(const Range& extent) noexcept {
+  return driver_.memset_async(device_address(extent.offset), 0, extent.bytes, copy_stream_);
+}
+
 cudaError_t PoolSleep::drain_copies() noexcept { return driver_.stream_synchronize(copy_stream_); }
 
 cudaError_t PoolSleep::release_chunks() noexcept {
@@ -293,6 +307,19 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
   copies_.clear();
   saved_.clear();
   std::vector<std::size_t> new_slabs;  // the host memory this sleep must pin first
+  zero_on_wake_ = mode == SleepMode::discard_zeroed;
+  if (zero_on_wake_) {
+    // Refused before anything changes where wake could not zero: a memset
+    // of 0 bytes asks the driver, enqueuing nothing.
+    if (const cudaError_t e = driver_.memset_async(device_address(0), 0, 0, copy_stream_); e != cudaSuccess) return e;
+    try {
+      std::vector<Range> live;
+      gather_live(live);
+      plan_zeroing(live);
+    } catch (const std::bad_alloc&) {
+      return cudaErrorMemoryAllocation;
+    }
+  }
   if (mode == SleepMode::backup) {
     try {
       std::vector<Range> live;
@@ -306,7 +333,7 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
   }
   // Only the work the caller ordered before this call: an event on its stream.
   if (const cudaError_t e = driver_.event_record(caller_event_, stream); e != cudaSuccess) return e;
-  if (copies_.empty()) return driver_.event_synchronize(caller_event_);
+  if (copies_.empty()) return driver_.event_synchronize(caller_event_);  // nothing to copy: discard, or no live block
   if (const cudaError_t e = driver_.stream_wait_event(copy_stream_, caller_event_); e != cudaSuccess) return e;
   // The slabs held copy at once; each slab to pin copies as soon as it is
   // pinned, while the others are still being pinned (sleep_slab_pinner.hpp).
@@ -344,12 +371,15 @@ cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::s
     return error;
   };
   for (const Range& extent : extents) {
-    if (const cudaError_t e = enqueue_restore(extent); e != cudaSuccess) return undo(e);
+    const cudaError_t e = zero_on_wake_ ? enqueue_zero(extent) : enqueue_restore(extent);
+    if (e != cudaSuccess) return undo(e);
   }
   bool pending = false;
   if (!extents.empty()) {
-    // Later work on the caller's stream sees the contents; wake returns at
-    // once. Frees on other streams meanwhile wait too (order_after_restore).
+    // Later work on the caller's stream sees the contents (or the zeros);
+    // wake returns at once. Frees on other streams meanwhile wait too
+    // (order_after_restore): a memset, like a copy, must not write a block
+    // that was freed and handed out again.
     cudaError_t e = driver_.event_record(copy_event_, copy_stream_);
     pending = e == cudaSuccess;
     if (e == cudaSuccess) e = driver_.stream_wait_event(stream, copy_event_);

@@ -24,6 +24,11 @@
 //      allocation, trim, the release worker, a growth): so no copy touches a
 //      byte that is not a live block's. Adjacent live blocks are restored by
 //      one copy; a gap between them, or a block freed while asleep, splits it.
+//      After SleepMode::discard_zeroed the same blocks are zeroed instead, by
+//      memsets on the copy stream under the same rules (the caller's stream
+//      waits for them; frees meanwhile are ordered after them): only the
+//      live blocks, never the whole remade memory, because free memory may
+//      be handed out and written on another stream before the memsets run.
 //
 // Failures: a failure before step 3 of sleep leaves the pool awake as it was
 // (and its host memory too: the slabs that sleep pinned are freed);
@@ -109,20 +114,24 @@ class PoolSleep {
   std::uint64_t budget_refusals() const noexcept { return budget_refusals_.load(std::memory_order_relaxed); }
 
   /// Puts the pool to sleep after the work ordered before on `stream`.
-  /// `gather_live` (backup only) appends the live blocks (Range) in address
-  /// order; it is called once allocations are refused, and may throw
-  /// std::bad_alloc.
+  /// `gather_live` (backup and discard_zeroed) appends the live blocks
+  /// (Range) in address order; it is called once allocations are refused,
+  /// and may throw std::bad_alloc.
   /// Asleep already: releases what an earlier failed sleep left mapped, if
-  /// anything. cudaErrorNotSupported for backup on a driver without host copies.
+  /// anything (whatever `mode`: the first sleep's mode holds).
+  /// cudaErrorNotSupported, the pool awake as it was, for backup on a driver
+  /// without host copies and for discard_zeroed on one without memsets.
   cudaError_t sleep(SleepMode mode, cudaStream_t stream,
                     const std::function<void(std::vector<Range>&)>& gather_live) noexcept;
-  /// Makes the memory anew and restores the backed-up blocks for which
-  /// `still_live(block offset)` holds, ordered before later work on
-  /// `stream`; a block freed while asleep is free memory from here on, its
-  /// backup dropped, and no byte outside the live blocks is written.
+  /// Makes the memory anew and restores (discard_zeroed: zeroes) the blocks
+  /// saved at sleep for which `still_live(block offset)` holds, ordered
+  /// before later work on `stream`; a block freed while asleep is free
+  /// memory from here on, its backup dropped, and no byte outside the live
+  /// blocks is written. A failed wake leaves the pool asleep, the plan kept:
+  /// a retry restores (or zeroes) the same way.
   /// Awake already: cudaSuccess, nothing done.
   cudaError_t wake(cudaStream_t stream, const std::function<bool(std::size_t offset)>& still_live) noexcept;
-  /// Whether a wake's restore may still be writing live blocks (one relaxed
+  /// Whether a wake's restore (or zeroing) may still be writing live blocks (one relaxed
   /// load: the pool's free asks it on every free).
   bool restore_pending() const noexcept { return restore_pending_.load(std::memory_order_acquire); }
   /// A free on `stream` while a restore may run: later work on `stream`
@@ -186,6 +195,7 @@ class PoolSleep {
   /// The copy stream and the two events, made once.
   cudaError_t ensure_stream() noexcept;
   /// Steps 1 and 2 of sleep: on failure the memory is as it was.
+  /// Sets zero_on_wake_ for `mode`.
   cudaError_t back_up(SleepMode mode, cudaStream_t stream,
                       const std::function<void(std::vector<Range>&)>& gather_live) noexcept;
   /// Lays `live` out over the slabs held and, after them, the slabs of
@@ -208,6 +218,12 @@ class PoolSleep {
   /// Enqueues the copies host to device of [offset, offset + bytes), which
   /// the backup holds, from wherever in the slabs it lies.
   cudaError_t enqueue_restore(const Range& extent) noexcept;
+  /// discard_zeroed: saves the live blocks' places (no copy), each joinable
+  /// to the next where its own bytes reach it (live_extents). May throw
+  /// std::bad_alloc.
+  void plan_zeroing(const std::vector<Range>& live);
+  /// Enqueues a memset to zero of [offset, offset + bytes) on the copy stream.
+  cudaError_t enqueue_zero(const Range& extent) noexcept;
   /// Waits for the copies enqueued so far (the copy stream's own work).
   cudaError_t drain_copies() noexcept;
   /// Releases every chunk still mapped; the pool is asleep from here on.
@@ -231,7 +247,10 @@ class PoolSleep {
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream
   std::vector<Slab> slabs_;
   std::vector<Copy> copies_;  ///< the backup of the current sleep
-  std::vector<Saved> saved_;  ///< the blocks of the current sleep's backup
+  std::vector<Saved> saved_;  ///< the blocks of the current sleep's backup (or zeroing)
+  /// The current sleep is discard_zeroed: wake zeroes saved_'s live blocks
+  /// instead of restoring them. Heap lock.
+  bool zero_on_wake_ = false;
   /// The copies of this sleep are complete and the chunks are going (or
   /// gone): a later sleep only finishes the release. Heap lock.
   bool slept_ = false;

@@ -78,5 +78,6 @@ cudaError_t Driver::host_free(void*) noexcept { return cudaErrorNotSupported; }
 cudaError_t Driver::memcpy_async(void*, const void*, std::size_t, cudaStream_t) noexcept {
   return cudaErrorNotSupported;
 }
+cudaError_t Driver::memset_async(void*, int, std::size_t, cudaStream_t) noexcept { return cudaErrorNotSupported; }
 
 }  // namespace sova

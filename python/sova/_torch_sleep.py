@@ -21,6 +21,7 @@ import ctypes
 import threading
 
 from . import _capi
+from .pool import _SLEEP_BACKUP, _SLEEP_DISCARD, _SLEEP_DISCARD_ZEROED
 
 _MAX_TAGS = 64
 _tag_lock = threading.Lock()
@@ -122,7 +123,27 @@ def _give_back_pinned(lib, pool, name: str, device: int) -> None:
                     f"giving back the host memory of tag {name!r} of device {device}")
 
 
-def sleep(tags=None, backup=True, stream=None) -> None:
+def _zeroed(zero, selected, backed) -> set:
+    """The tags whose dropped contents wake zeroes: every selected tag not
+    backed up for zero=True, none for False; zero=True with nothing dropped
+    is a contradiction (ValueError)."""
+    if not isinstance(zero, bool):
+        raise TypeError(f"sova.torch.sleep: zero must be True (the tags not backed up read zero after "
+                        f"wake) or False (undefined), not {zero!r} ({type(zero).__name__}); nothing was done")
+    zeroed = set(selected) - backed if zero else set()
+    if zero and selected and not zeroed:
+        raise ValueError("sova.torch.sleep: zero=True, but every tag put to sleep is backed up "
+                         "(a backup is restored, not zeroed); nothing was done")
+    return zeroed
+
+
+def _mode(name: str, backed: set, zeroed: set) -> int:
+    if name in backed:
+        return _SLEEP_BACKUP
+    return _SLEEP_DISCARD_ZEROED if name in zeroed else _SLEEP_DISCARD
+
+
+def sleep(tags=None, backup=True, stream=None, zero=False) -> None:
     """Puts the tags' pools (all tags used so far: None; a name; or a list of
     names) to sleep. Blocks until their memory is the device's.
 
@@ -132,6 +153,9 @@ def sleep(tags=None, backup=True, stream=None) -> None:
     tags to back up (the rest dropped; each must be among those put to
     sleep). Anything else (None, 0, 1, ...) is a TypeError: a stand-in's
     truth value would decide silently whether data is lost.
+    ``zero``: False, the default, or True: the tags not backed up read zero
+    after wake (one device memset of their live bytes on wake; for code that
+    assumes zeroed memory). True where every tag is backed up: ValueError.
     ``stream``: None (each pool sleeps after the work ordered before on the
     current stream of its device) or a stream (an int, torch.cuda.Stream):
     after the work ordered before on it, and after nothing else.
@@ -153,11 +177,12 @@ def sleep(tags=None, backup=True, stream=None) -> None:
         raise TypeError(f"sova.torch.sleep: backup must be True, False, or the tags to back up "
                         f"(a str or a list of them), not {backup!r} ({type(backup).__name__}); "
                         f"nothing was done")
+    zeroed = _zeroed(zero, selected, backed)
     given = _stream_arg(stream, "sleep")
     lib = _capi.lib()
     for name, device, pool in _pools(selected):
-        mode = 0 if name in backed else 1
-        if mode == 1:
+        mode = _mode(name, backed, zeroed)
+        if mode != _SLEEP_BACKUP:
             _give_back_pinned(lib, pool, name, device)
         s = given if given is not None else _current_stream(device)
         _capi.check(lib.sovaMemPoolSleep(ctypes.c_void_p(pool), mode, ctypes.c_void_p(s)),
@@ -166,7 +191,8 @@ def sleep(tags=None, backup=True, stream=None) -> None:
 
 def wake(tags=None, stream=None) -> None:
     """Wakes the tags' pools (all: None; a name; or a list of names): memory
-    made anew at the same addresses, backups restored.
+    made anew at the same addresses, backups restored (tags slept with
+    zero=True: zeroed).
 
     ``stream`` None (the default): the restore is ordered before later work on
     the current stream of each device, and wake returns once it is done:

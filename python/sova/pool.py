@@ -20,16 +20,29 @@ _INT_MAX = (1 << 31) - 1
 # as are the cudaMemPoolAttr values above).
 _SLEEP_BACKUP = 0
 _SLEEP_DISCARD = 1
+_SLEEP_DISCARD_ZEROED = 2
 
 
-def _sleep_mode(backup, what: str) -> int:
-    """sovaSleepMode for ``backup``, which must be a bool: anything else would
-    decide by its truth value whether the contents survive."""
-    if not isinstance(backup, bool):
-        raise TypeError(f"{what}: backup must be True (contents copied to host memory and "
-                        f"restored by wake) or False (contents dropped), not {backup!r} "
-                        f"({type(backup).__name__}); nothing was done")
-    return _SLEEP_BACKUP if backup else _SLEEP_DISCARD
+def _bool_arg(value, name: str, what: str, meaning: str) -> None:
+    """TypeError unless ``value`` is a bool: a stand-in's truth value would
+    decide silently what happens to the contents."""
+    if not isinstance(value, bool):
+        raise TypeError(f"{what}: {name} must be {meaning}, not {value!r} "
+                        f"({type(value).__name__}); nothing was done")
+
+
+def _sleep_mode(backup, what: str, zero=False) -> int:
+    """sovaSleepMode for ``backup`` and ``zero``, both bools; zeroing a
+    backup is a contradiction (ValueError)."""
+    _bool_arg(backup, "backup", what, "True (contents copied to host memory and restored by wake) "
+              "or False (contents dropped)")
+    _bool_arg(zero, "zero", what, "True (dropped contents read zero after wake) or False (undefined)")
+    if backup and zero:
+        raise ValueError(f"{what}: zero=True needs backup=False (a backup is restored, not zeroed); "
+                         f"nothing was done")
+    if backup:
+        return _SLEEP_BACKUP
+    return _SLEEP_DISCARD_ZEROED if zero else _SLEEP_DISCARD
 
 
 class Pool:
@@ -120,7 +133,7 @@ class Pool:
             _capi.check(_capi.lib().sovaMemPoolSetAttribute(self._handle, attr, ctypes.byref(zero)),
                         "resetting peaks")
 
-    def sleep(self, *, backup: bool = True, stream: int | None = None) -> None:
+    def sleep(self, *, backup: bool = True, zero: bool = False, stream: int | None = None) -> None:
         """Gives the pool's physical memory back to the device, its addresses
         kept (docs/sleep-wake.md). Blocks until the memory is the device's:
         when sleep returns, it is gone.
@@ -132,6 +145,11 @@ class Pool:
           False: they are dropped; after wake the blocks hold undefined bytes.
           Anything else (None, 0, 1, "yes") is a TypeError, the pool untouched:
           a truthy or falsy stand-in would decide silently whether data is lost.
+        ``zero`` (keyword only; True or False, nothing else; False by default):
+          True with backup=False: the contents are dropped and wake zeroes the
+          blocks still live (one device memset of their bytes; for code that
+          assumes zeroed memory). True with backup=True: ValueError, nothing
+          done. A driver without memsets: SovaError, the pool awake.
         ``stream`` (an int, a cudaStream_t's value; None: 0, the legacy default
           stream): the sleep comes after the work ordered before it on that
           stream, and after nothing else (order other streams' work that uses
@@ -141,18 +159,19 @@ class Pool:
         cudaErrorNotPermitted); frees are accepted and final. Asleep already:
         nothing happens. A refused argument changes nothing."""
         self._check_open()
-        mode = _sleep_mode(backup, "sova.Pool.sleep")
+        mode = _sleep_mode(backup, "sova.Pool.sleep", zero)
         stream = 0 if stream is None else _capi.address_arg(stream, "sova.Pool.sleep: stream")
         _capi.check(_capi.lib().sovaMemPoolSleep(self._handle, mode, ctypes.c_void_p(stream)),
                     "putting the pool to sleep")
 
     def wake(self, stream: int | None = None) -> None:
         """Makes the memory anew at the same addresses and restores what sleep
-        backed up (docs/sleep-wake.md).
+        backed up, or zeroes the live blocks after sleep(backup=False,
+        zero=True) (docs/sleep-wake.md).
 
         ``stream`` None (the default): returns once the restore is done (it
-        synchronizes the legacy default stream, which the restore is ordered
-        before): the contents are then what any stream, or the host, reads next.
+        synchronizes the legacy default stream, which the restore or zeroing is
+        ordered before): the contents are then what any stream, or the host, reads next.
         ``stream`` an int (a cudaStream_t's value; 0 is the legacy default
         stream): stream-ordered, returns at once; work submitted to that
         stream afterwards sees the contents, other streams and the host must

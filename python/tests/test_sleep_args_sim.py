@@ -234,3 +234,59 @@ def test_torch_wake_returns_with_the_contents_restored():
     restored_later(w, 0x63)
     print("ok")
     """)
+
+
+def test_pool_sleep_zero_drops_the_contents_and_wake_zeroes_them():
+    run_py("""
+    import ctypes, sova
+    MiB = 1 << 20
+    with sova.Pool(release_threshold=None) as p:
+        a = p.allocate(3 * MiB + 5)
+        ctypes.memset(a, 0x5e, 3 * MiB + 5)
+        for kwargs, error in ((dict(backup=True, zero=True), ValueError), (dict(zero=True), ValueError),
+                              (dict(backup=False, zero=None), TypeError), (dict(backup=False, zero=1), TypeError)):
+            try:
+                p.sleep(**kwargs)
+            except error as e:
+                assert "nothing was done" in str(e), e
+            else:
+                raise SystemExit(f"sleep({kwargs}) accepted")
+            assert not p.asleep, kwargs
+        assert ctypes.string_at(a, 3 * MiB + 5) == b"\\x5e" * (3 * MiB + 5)
+        p.sleep(backup=False, zero=True)
+        assert p.asleep and p.stats()["sleepHostBytes"] == 0
+        p.wake()                    # returns with the zeroing done
+        assert ctypes.string_at(a, 3 * MiB + 5) == bytes(3 * MiB + 5)
+        p.free(a)
+    print("ok")
+    """)
+
+
+def test_torch_sleep_zero_zeroes_the_tags_not_backed_up():
+    run_py("""
+    import ctypes, sova, sova.torch as st, sova._capi as c
+""" + FAKE_TORCH + TORCH_ALLOC + """
+    with st.tag("weights"):
+        w = alloc(2 * MiB)
+        ctypes.memset(w, 0x21, 2 * MiB)
+    with st.tag("kv"):
+        kv = alloc(2 * MiB)
+        ctypes.memset(kv, 0x42, 2 * MiB)
+    def awake():
+        return all(st.tag_stats(t)["asleepBytes"] == 0 for t in ("weights", "kv"))
+    for kwargs, error in ((dict(zero=None), TypeError), (dict(zero=1), TypeError),
+                          (dict(zero=True), ValueError), (dict(backup=["weights", "kv"], zero=True), ValueError),
+                          (dict(backup="weights", zero=True, stream="0"), TypeError)):
+        try:
+            st.sleep(**kwargs)
+        except error:
+            pass
+        else:
+            raise SystemExit(f"sleep({kwargs}) accepted")
+        assert awake(), kwargs
+    st.sleep(backup="weights", zero=True)
+    st.wake()
+    assert ctypes.string_at(w, 2 * MiB) == b"\\x21" * (2 * MiB)
+    assert ctypes.string_at(kv, 2 * MiB) == bytes(2 * MiB)
+    print("ok")
+    """)

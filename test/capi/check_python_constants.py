@@ -34,6 +34,7 @@ COPIES = {
     ("_options.py", "FLAG_SLEEP_PIN_AHEAD"): "sovaMemPoolSleepPinAhead",
     ("pool.py", "_SLEEP_BACKUP"): "sovaSleepBackup",
     ("pool.py", "_SLEEP_DISCARD"): "sovaSleepDiscard",
+    ("pool.py", "_SLEEP_DISCARD_ZEROED"): "sovaSleepDiscardZeroed",
     ("pool.py", "_ATTR_RELEASE_THRESHOLD"): "cudaMemPoolAttrReleaseThreshold",
     ("pool.py", "_ATTR_RESERVED_HIGH"): "cudaMemPoolAttrReservedMemHigh",
     ("pool.py", "_ATTR_USED_HIGH"): "cudaMemPoolAttrUsedMemHigh",

@@ -20,6 +20,7 @@
   X(sovaMemPoolSleepPinAhead) \
   X(sovaSleepBackup) \
   X(sovaSleepDiscard) \
+  X(sovaSleepDiscardZeroed) \
   X(cudaMemPoolAttrReleaseThreshold) \
   X(cudaMemPoolAttrReservedMemHigh) \
   X(cudaMemPoolAttrUsedMemHigh)

@@ -575,7 +575,7 @@ TEST_CASE("scenario: bad pool properties, attributes, access, statistics and dev
     void* p = nullptr;
     REQUIRE(sovaMallocFromPoolAsync(&p, kMiB, pool, 0) == cudaSuccess);
     const Figures before = figures(pool);
-    CHECK(sovaMemPoolSleep(pool, static_cast<sovaSleepMode>(2), 0) == cudaErrorInvalidValue);
+    CHECK(sovaMemPoolSleep(pool, static_cast<sovaSleepMode>(3), 0) == cudaErrorInvalidValue);
     CHECK(sovaMemPoolSleep(pool, static_cast<sovaSleepMode>(-1), 0) == cudaErrorInvalidValue);
     int asleep = 7;
     REQUIRE(sovaMemPoolIsAsleep(pool, &asleep) == cudaSuccess);

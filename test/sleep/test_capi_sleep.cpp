@@ -69,6 +69,23 @@ TEST_CASE("capi: a pool sleeps with backup and wakes with its contents at the sa
   REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
 }
 
+TEST_CASE("capi: sovaSleepDiscardZeroed drops the contents and wake zeroes the live block", "[capi][sleep]") {
+  ScopedPool pool;
+  ScopedStream stream;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, 3 * MiB + 77, pool, stream) == cudaSuccess);
+  std::memset(p, 0x5a, 3 * MiB + 77);
+  REQUIRE(sovaMemPoolSleep(pool, sovaSleepDiscardZeroed, stream) == cudaSuccess);
+  CHECK(asleep(pool) == 1);
+  CHECK(stats_of(pool).sleepHostBytes == 0);
+  REQUIRE(sovaMemPoolWakeSynchronize(pool, stream) == cudaSuccess);  // the host may read at once
+  const auto* bytes = static_cast<const unsigned char*>(p);
+  bool zero = true;
+  for (std::size_t i = 0; i < 3 * MiB + 77; ++i) zero = zero && bytes[i] == 0;
+  CHECK(zero);
+  REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+}
+
 TEST_CASE("capi: sleep and wake refuse bad input and change nothing", "[capi][sleep]") {
   ScopedPool pool;
   ScopedStream stream;
@@ -117,9 +134,9 @@ TEST_CASE("capi: sleep and wake say which argument they refuse, and change nothi
     CHECK(last_error_says("not a live sova pool"));
   }
   // Any int a C caller may pass for the mode.
-  for (const int mode : {2, 5, -1, 1 << 30}) {
+  for (const int mode : {3, 5, -1, 1 << 30}) {
     CHECK(raw_sleep(pool, mode, stream) == cudaErrorInvalidValue);
-    CHECK(last_error_says("is neither sovaSleepBackup (0) nor sovaSleepDiscard (1)"));
+    CHECK(last_error_says("is none of sovaSleepBackup (0), sovaSleepDiscard (1), sovaSleepDiscardZeroed (2)"));
   }
   CHECK(asleep(pool) == 0);
 

@@ -4,9 +4,13 @@
 // cudaMemcpyDefault, so that unified addressing picks the direction. A copy
 // on a created stream runs with that stream's device current (a pool's copy
 // stream is its device's, whatever the calling thread's current device).
+// A memset (a wake's zeroing) goes to the driver's cuMemsetD8Async, on the
+// same terms.
 #include "base/implicit_stream.hpp"
 #include "driver/cuda/context.hpp"
 #include "driver/cuda/cuda_driver.hpp"
+#include "driver/cuda/entry_points.hpp"
+#include "driver/cuda/error_map.hpp"
 #include "driver/cuda/relaxed_capture.hpp"
 #include "driver/cuda/runtime_call.hpp"
 
@@ -57,6 +61,30 @@ cudaError_t CudaDriver::memcpy_async(void* dst, const void* src, std::size_t byt
   ScopedContext context(device);
   if (context.status() != cudaSuccess) return context.status();
   return copy();
+}
+
+cudaError_t CudaDriver::memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept {
+  if (bytes == 0) return cudaSuccess;  // the pool's probe: supported
+  if (ptr == nullptr) return cudaErrorInvalidValue;
+  const EntryPoints& driver = entry_points();
+  if (driver.status != cudaSuccess) return driver.status;
+  RelaxedCapture relaxed;
+  auto set = [&] {
+    return to_runtime_error(driver.memset_d8_async(reinterpret_cast<CUdeviceptr>(ptr),
+                                                   static_cast<unsigned char>(value), bytes,
+                                                   reinterpret_cast<CUstream>(stream)));
+  };
+  // The driver API needs a context current (the runtime would make one): a
+  // created stream's device's; for the implicit streams, the thread's or any.
+  int device = -1;
+  if (detail::is_implicit_stream(stream) || stream_device(stream, &device) != cudaSuccess) {
+    ScopedContext context{AnyContext{}};
+    if (context.status() != cudaSuccess) return context.status();
+    return set();
+  }
+  ScopedContext context(device);
+  if (context.status() != cudaSuccess) return context.status();
+  return set();
 }
 
 }  // namespace sova::cuda_detail

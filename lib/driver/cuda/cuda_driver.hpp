@@ -72,6 +72,7 @@ class CudaDriver final : public Driver {
   cudaError_t host_alloc_on(int device, std::size_t bytes, void** out) noexcept override;
   cudaError_t host_free(void* ptr) noexcept override;
   cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept override;
+  cudaError_t memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept override;
 };
 
 }  // namespace sova::cuda_detail

@@ -65,6 +65,7 @@ EntryPoints load() noexcept {
   get("cuMemGetAllocationPropertiesFromHandle", &t.mem_get_allocation_properties_from_handle);
   get("cuMemExportToShareableHandle", &t.mem_export_to_shareable_handle);
   get("cuMemImportFromShareableHandle", &t.mem_import_from_shareable_handle);
+  get("cuMemsetD8Async", &t.memset_d8_async);
   // The runtime has initialised the driver by now, but say so explicitly:
   // cuInit is what reports "driver present, no device".
   if (err == cudaSuccess) err = to_runtime_error(t.init(0));

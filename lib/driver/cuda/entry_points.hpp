@@ -54,6 +54,8 @@ struct EntryPoints {
   PFN_cuMemGetAllocationPropertiesFromHandle_v10020 mem_get_allocation_properties_from_handle = nullptr;
   PFN_cuMemExportToShareableHandle_v10020 mem_export_to_shareable_handle = nullptr;
   PFN_cuMemImportFromShareableHandle_v10020 mem_import_from_shareable_handle = nullptr;
+  /// A wake's zeroing after SleepMode::discard_zeroed (memset_async).
+  PFN_cuMemsetD8Async_v3020 memset_d8_async = nullptr;
 };
 
 /// The process's table, resolved on first call (thread-safe) and never

@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace sova {
 namespace sim {
@@ -22,6 +24,16 @@ std::string what_faulted(const char* work, std::size_t bytes, const std::string&
   char buf[256];
   std::snprintf(buf, sizeof buf, "%s %zu bytes: %s", work, bytes, why.c_str());
   return buf;
+}
+
+/// Enqueues `work` on `stream` after `delay` (or into the stream's capture).
+cudaError_t enqueue(SimDriver::State& state, cudaStream_t stream, std::chrono::microseconds delay,
+                    std::function<void()> work) {
+  Item item;
+  item.delay = delay;
+  item.work = std::move(work);
+  if (state.graphs.capture_item(stream, item)) return cudaSuccess;
+  return state.streams->submit(stream, std::move(item));
 }
 
 }  // namespace
@@ -78,6 +90,17 @@ cudaError_t SimCopies::before_copy(std::size_t bytes, std::chrono::microseconds*
   return cudaSuccess;
 }
 
+cudaError_t SimCopies::before_memset(std::size_t bytes, std::chrono::microseconds* delay) {
+  std::lock_guard lock(mu_);
+  cudaError_t error = cudaSuccess;
+  if (fail_memset_.fire(&error)) return error;
+  if (bytes == 0) return cudaSuccess;  // enqueues nothing: not counted
+  ++memsets_;
+  bytes_set_ += bytes;
+  *delay = delay_;
+  return cudaSuccess;
+}
+
 void SimCopies::delay_copies(std::chrono::microseconds duration) {
   std::lock_guard lock(mu_);
   delay_ = duration;
@@ -96,6 +119,11 @@ void SimCopies::fail_host_alloc_at(int n, cudaError_t error) {
 void SimCopies::fail_copy_at(int n, cudaError_t error) {
   std::lock_guard lock(mu_);
   fail_copy_.arm(n, error);
+}
+
+void SimCopies::fail_memset_at(int n, cudaError_t error) {
+  std::lock_guard lock(mu_);
+  fail_memset_.arm(n, error);
 }
 
 std::size_t SimCopies::host_bytes() const {
@@ -123,6 +151,16 @@ std::size_t SimCopies::bytes_copied() const {
   return bytes_copied_;
 }
 
+std::size_t SimCopies::memsets() const {
+  std::lock_guard lock(mu_);
+  return memsets_;
+}
+
+std::size_t SimCopies::bytes_set() const {
+  std::lock_guard lock(mu_);
+  return bytes_set_;
+}
+
 }  // namespace sim
 
 cudaError_t SimDriver::host_alloc(std::size_t bytes, void** out) noexcept {
@@ -139,15 +177,29 @@ cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t byte
     std::chrono::microseconds delay{0};
     if (const cudaError_t error = state_->copies.before_copy(bytes, &delay); error != cudaSuccess) return error;
     if (bytes == 0) return cudaSuccess;
-    sim::Item item;
-    item.delay = delay;
     // Checked as it runs: the streams are drained before the State goes.
-    item.work = [state = state_.get(), dst, src, bytes] {
+    return sim::enqueue(*state_, stream, delay, [state = state_.get(), dst, src, bytes] {
       std::string why;
       if (!state->memory.copy(dst, src, bytes, &why)) state->faults.report(sim::what_faulted("a copy", bytes, why));
-    };
-    if (state_->graphs.capture_item(stream, item)) return cudaSuccess;
-    return state_->streams->submit(stream, std::move(item));
+    });
+  });
+}
+
+cudaError_t SimDriver::memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept {
+  if (ptr == nullptr && bytes != 0) return cudaErrorInvalidValue;
+  return sim::guarded([&] {
+    // A pool's probe (0 bytes) meets the failure point too: a test arms it
+    // with cudaErrorNotSupported to model a driver without memsets.
+    std::chrono::microseconds delay{0};
+    if (const cudaError_t error = state_->copies.before_memset(bytes, &delay); error != cudaSuccess) return error;
+    if (bytes == 0) return cudaSuccess;
+    // Checked as it runs, like a copy's write side.
+    return sim::enqueue(*state_, stream, delay, [state = state_.get(), ptr, value, bytes] {
+      std::string why;
+      if (!state->memory.touch(ptr, bytes, true, [&] { std::memset(ptr, value, bytes); }, &why)) {
+        state->faults.report(sim::what_faulted("a memset", bytes, why));
+      }
+    });
   });
 }
 
@@ -175,6 +227,7 @@ std::string SimDriver::first_fault() const { return state_->faults.first(); }
 
 void SimDriver::fail_host_alloc_at(int n, cudaError_t error) { state_->copies.fail_host_alloc_at(n, error); }
 void SimDriver::fail_memcpy_at(int n, cudaError_t error) { state_->copies.fail_copy_at(n, error); }
+void SimDriver::fail_memset_at(int n, cudaError_t error) { state_->copies.fail_memset_at(n, error); }
 void SimDriver::fail_unmap_at(int n, cudaError_t error) { state_->memory.fail_unmap_at(n, error); }
 
 }  // namespace sova

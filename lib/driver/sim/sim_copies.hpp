@@ -1,5 +1,6 @@
 // sova sim — pinned host memory and asynchronous copies (host_alloc,
-// host_free, memcpy_async): what a pool's sleep and wake are made of.
+// host_free, memcpy_async) and memsets (memset_async): what a pool's sleep
+// and wake are made of.
 //
 // Model: pinned host memory is plain host memory, counted while held (a
 // test sees a backup's host memory, and that it does not grow over cycles)
@@ -7,7 +8,8 @@
 // a copy is a memcpy run in stream order by the stream's worker, checked as
 // it runs (SimMemory::copy): it faults where a device copy would (memory
 // reserved but unmapped, or mapped without access; sim_faults.hpp) and sees
-// the contents the work before it left. A copy delay set by the test keeps
+// the contents the work before it left. A memset is a std::memset run and
+// checked the same way (the write side only). A copy delay set by the test keeps
 // the stream busy before each copy (a slow link).
 //
 // Thread safety: one mutex over the table and the failure points.
@@ -41,17 +43,24 @@ class SimCopies {
   /// counts the copy when it does not fire, and says how long the stream
   /// stays busy before it (`*delay`).
   cudaError_t before_copy(std::size_t bytes, std::chrono::microseconds* delay);
+  /// The failure point of memset_async, fired before it enqueues anything;
+  /// counts the memset (of more than 0 bytes) when it does not fire. Memsets share the copies'
+  /// delay (`*delay`).
+  cudaError_t before_memset(std::size_t bytes, std::chrono::microseconds* delay);
   void delay_copies(std::chrono::microseconds duration);
   void delay_host_allocs(std::chrono::microseconds duration);
 
   void fail_host_alloc_at(int n, cudaError_t error);
   void fail_copy_at(int n, cudaError_t error);
+  void fail_memset_at(int n, cudaError_t error);
 
   std::size_t host_bytes() const;
   std::size_t host_alloc_calls() const;
   std::size_t host_allocs() const;
   std::size_t copies() const;
   std::size_t bytes_copied() const;
+  std::size_t memsets() const;
+  std::size_t bytes_set() const;
 
  private:
   const std::size_t limit_;
@@ -62,9 +71,11 @@ class SimCopies {
   std::size_t host_allocs_ = 0;
   std::size_t copies_ = 0;
   std::size_t bytes_copied_ = 0;
+  std::size_t memsets_ = 0;
+  std::size_t bytes_set_ = 0;
   std::chrono::microseconds delay_{0};
   std::chrono::microseconds alloc_delay_{0};
-  FailPoint fail_alloc_, fail_copy_;
+  FailPoint fail_alloc_, fail_copy_, fail_memset_;
 };
 
 }  // namespace sova::sim

@@ -82,6 +82,8 @@ SimCounters SimDriver::counters() const {
   c.host_allocs = state_->copies.host_allocs();
   c.copies = state_->copies.copies();
   c.bytes_copied = state_->copies.bytes_copied();
+  c.memsets = state_->copies.memsets();
+  c.bytes_set = state_->copies.bytes_set();
   return c;
 }
 
