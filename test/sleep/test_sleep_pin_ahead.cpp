@@ -183,7 +183,9 @@ TEST_CASE("release_sleep_host_memory gives pinned-ahead memory back; pin-ahead w
 
 TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[sleep][pin_ahead]") {
   SimDriver sim;
-  sim.delay_host_allocs(50ms);  // 4 slabs of 128 MiB take 200 ms: the sleep comes first
+  // 4 slabs of 128 MiB take 4 s: the sleep comes first, however loaded the
+  // machine (at 50 ms a slab, a busy CI host let pin-ahead finish first).
+  sim.delay_host_allocs(1000ms);
   Pool pool(pin_ahead_options(sim));
   cudaStream_t stream = sim.create_stream();
   void* big = pool.allocate(512 * MiB, stream);
@@ -194,6 +196,7 @@ TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[slee
   let_pin_ahead_look();
   CHECK(sim.counters().pinned_host_bytes == pinned_at_sleep);
   CHECK(pool.stats().sleep_host_bytes == pinned_at_sleep);
+  sim.delay_host_allocs(0ms);  // the rest at once, after wake
   REQUIRE(pool.wake(stream) == cudaSuccess);
   REQUIRE(eventually([&] { return pool.stats().sleep_host_bytes == reserved; }));
   pool.deallocate(big, stream);
