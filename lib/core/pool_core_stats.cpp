@@ -61,7 +61,10 @@ PoolStats PoolCore::stats() {
   s.sleep_host_bytes = sleep_.host_bytes();
   s.sleep_host_budget = sleep_.host_budget();
   s.sleep_pin_ahead_target = pin_ahead_.target();
-  s.sleep_pin_ahead_bytes = sleep_.pinned_ahead_bytes();
+  // Read after sleep_host_bytes, without the sleep's lock: a slab adopted or
+  // released between the two reads must not show more pinned ahead than
+  // held (the documented part-of relation holds in every snapshot).
+  s.sleep_pin_ahead_bytes = std::min<std::uint64_t>(sleep_.pinned_ahead_bytes(), s.sleep_host_bytes);
   s.sleep_pin_ahead_failures = pin_ahead_.failures();
   s.sleep_budget_refusals = sleep_.budget_refusals();
   s.used_current = streams.used > 0 ? static_cast<std::uint64_t>(streams.used) : 0;
