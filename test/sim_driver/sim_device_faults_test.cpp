@@ -98,10 +98,14 @@ TEST_CASE("sim: a checked kernel over mapped memory runs; the copy delay orders 
   CHECK(ran);
 
   std::vector<char> host(64, 'c');
-  sim.delay_copies(std::chrono::milliseconds(20));
+  sim.delay_copies(std::chrono::milliseconds(1000));
   REQUIRE(sim.memcpy_async(ptr(r.va + kG), host.data(), host.size(), s) == cudaSuccess);
-  ptr(r.va + kG)[0] = 'x';  // host work after the enqueue: before the delayed copy
+  // The copy is still to come after the enqueue returns (shown by the
+  // stream, not by a host access to the memory it writes: that would race
+  // with the copy, which ThreadSanitizer reports).
+  CHECK(sim.stream_query(s) == cudaErrorNotReady);
   REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+  sim.delay_copies(std::chrono::microseconds(0));
   CHECK(ptr(r.va + kG)[0] == 'c');
   CHECK(sim.faults() == 0);
   sim.destroy_stream(s);
