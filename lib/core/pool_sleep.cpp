@@ -312,19 +312,16 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
     // Refused before anything changes where wake could not zero: a memset
     // of 0 bytes asks the driver, enqueuing nothing.
     if (const cudaError_t e = driver_.memset_async(device_address(0), 0, 0, copy_stream_); e != cudaSuccess) return e;
-    try {
-      std::vector<Range> live;
-      gather_live(live);
-      plan_zeroing(live);
-    } catch (const std::bad_alloc&) {
-      return cudaErrorMemoryAllocation;
-    }
   }
-  if (mode == SleepMode::backup) {
+  if (mode != SleepMode::discard) {  // the live blocks: copied (backup) or zeroed on wake
     try {
       std::vector<Range> live;
       gather_live(live);
-      plan_copies(live, new_slabs);
+      if (zero_on_wake_) {
+        plan_zeroing(live);
+      } else {
+        plan_copies(live, new_slabs);
+      }
     } catch (const std::bad_alloc&) {
       return cudaErrorMemoryAllocation;
     }
