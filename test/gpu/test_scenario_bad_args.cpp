@@ -338,7 +338,7 @@ TEST_CASE("scenario: bad pool properties, attributes, access, statistics and dev
       if (got == cudaSuccess) sovaMemPoolDestroy(q);
     };
     sovaMemPoolProps p = zero;
-    p.reserved[55] = 1;
+    p.reserved[sizeof p.reserved - 1] = 1;  // the last reserved byte, whatever the layout
     refused(p, cudaErrorInvalidValue, "a reserved byte");
     p = zero;
     p.policy = static_cast<sovaPolicy>(4);
@@ -346,7 +346,7 @@ TEST_CASE("scenario: bad pool properties, attributes, access, statistics and dev
     p.policy = static_cast<sovaPolicy>(-1);
     refused(p, cudaErrorInvalidValue, "policy -1");
     p = zero;
-    p.flags = 0x20;
+    p.flags = static_cast<unsigned>(sovaMemPoolSleepPinAhead) << 1;  // the bit above the highest flag
     refused(p, cudaErrorInvalidValue, "an unknown flag");
     p.flags = 0x80000000u;
     refused(p, cudaErrorInvalidValue, "the top flag bit");
