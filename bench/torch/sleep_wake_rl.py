@@ -55,6 +55,9 @@ def run_sova(args, torch):
         torch.cuda.synchronize()
         for cycle in range(args.cycles):
             free0 = torch.cuda.mem_get_info()[0]
+            # Host memory pinned ahead by the pool's background thread before this sleep (the
+            # first sleep is fast only once it holds the backup's bytes).
+            pinned_ahead = st.tag_stats(f"bytes{gib}")["sleepPinAheadBytes"]
             t = time.perf_counter()
             st.sleep(tags=[f"bytes{gib}"], backup=True)
             sleep_s = time.perf_counter() - t
@@ -67,6 +70,7 @@ def run_sova(args, torch):
             emit(args, {"impl": "sova", "gib": gib, "cycle": cycle, "sleep_s": sleep_s, "wake_s": wake_s,
                         "sleep_gibs": gib / sleep_s, "wake_gibs": gib / wake_s,
                         "freed_gib": (free1 - free0) / 2**30, "host_kept_gib": stats["sleepHostBytes"] / 2**30,
+                        "pinned_ahead_gib": pinned_ahead / 2**30,
                         "intact": intact(torch, tensors)})
         del tensors
         torch.cuda.synchronize()
@@ -157,6 +161,9 @@ def run_tms(args, torch):
         torch.cuda.synchronize()
         for cycle in range(args.cycles):
             free0 = torch.cuda.mem_get_info()[0]
+            # Host memory pinned ahead by the pool's background thread before this sleep (the
+            # first sleep is fast only once it holds the backup's bytes).
+            pinned_ahead = st.tag_stats(f"bytes{gib}")["sleepPinAheadBytes"]
             t = time.perf_counter()
             tms.pause(tag)
             torch.cuda.synchronize()
