@@ -161,9 +161,6 @@ def run_tms(args, torch):
         torch.cuda.synchronize()
         for cycle in range(args.cycles):
             free0 = torch.cuda.mem_get_info()[0]
-            # Host memory pinned ahead by the pool's background thread before this sleep (the
-            # first sleep is fast only once it holds the backup's bytes).
-            pinned_ahead = st.tag_stats(f"bytes{gib}")["sleepPinAheadBytes"]
             t = time.perf_counter()
             tms.pause(tag)
             torch.cuda.synchronize()
