@@ -12,6 +12,7 @@ eager, memory returned) and prints what it measured.
 
     python graph_scenarios.py MODE SCENARIO OUT.pt
 """
+import contextlib
 import gc
 import os
 import sys
@@ -245,8 +246,92 @@ def reduce_overhead(mode: str) -> dict:
     return result
 
 
+def graph_tag(mode: str):
+    """The tag graph memory is captured under: "graphs" under sova (its own
+    pool, which can sleep alone), nothing under PyTorch's allocator."""
+    if mode == "torch":
+        return contextlib.nullcontext()
+    import sova.torch
+    return sova.torch.tag("graphs")
+
+
+def graphs_sleep_and_wake(mode: str, zero: bool) -> None:
+    """Puts tag "graphs" to sleep without backup (graph memory is scratch
+    between replays) and wakes it: its memory must go back to the device
+    while asleep. Nothing under PyTorch's allocator, the reference run."""
+    if mode == "torch":
+        return
+    import sova.torch as st
+    torch.cuda.synchronize()
+    held = st.tag_stats("graphs")["reservedCurrent"]
+    assert held > 0, "no graph memory in the tag's pool: the capture did not allocate under the tag"
+    free_awake = torch.cuda.mem_get_info()[0]
+    st.sleep(tags="graphs", backup=False, zero=zero)
+    freed = torch.cuda.mem_get_info()[0] - free_awake
+    assert st.tag_stats("graphs")["reservedCurrent"] == 0, "an asleep tag still holds device memory"
+    assert freed >= held, f"sleep gave the device {freed} bytes of the graphs' {held}"
+    st.wake(tags="graphs")
+
+
+def graph_sleeps(mode: str) -> dict:
+    """Graph memory sleeps (docs/sleep-wake.md, "Graph memory"): a graph
+    captured under a tag holds its memory in that tag's pool; the tag sleeps
+    without backup (its memory the device's meanwhile, zeroed on wake when
+    asked), wakes at the same addresses, and the graph replays equal to eager
+    execution with no recapture. The static input lives outside the tag."""
+    gen = torch.Generator().manual_seed(5)
+    model = mlp(width=2048)   # blocks beyond PyTorch's small pool
+    static_in = cpu_randn(gen, 32, 64)   # untagged: the device's pool, which never sleeps
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(s)
+    model(static_in)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with graph_tag(mode), torch.cuda.graph(g, stream=s):
+        static_out = model(static_in)
+    outs = []
+    for zero in (False, True, False):
+        graphs_sleep_and_wake(mode, zero)
+        if zero and mode != "torch":   # the graph's output, not yet written again: zeros
+            assert int(static_out.abs().max()) == 0, "zero=True: graph memory not zeroed on wake"
+        static_in.copy_(cpu_randn(gen, 32, 64))
+        g.replay()
+        assert torch.equal(static_out, model(static_in)), "a replay after wake differs from eager execution"
+        outs.append(static_out.detach().clone())
+    torch.cuda.synchronize()
+    return {"outs": torch.stack(outs).cpu()}
+
+
+def reduce_overhead_sleeps(mode: str) -> dict:
+    """torch.compile(mode="reduce-overhead") inference recorded under a tag:
+    the cudagraph trees' pool segments sleep with the tag, and the compiled
+    model runs on after wake, equal to PyTorch's allocator with no sleep."""
+    from torch._dynamo.utils import counters
+    gen = torch.Generator().manual_seed(6)
+    model = mlp()
+    infer = torch.compile(model, mode="reduce-overhead")
+    outs = []
+    with torch.no_grad():
+        with graph_tag(mode):   # warm-up and recording: the graphs' memory is the tag's
+            for batch in (8, 32):
+                for _ in range(3):
+                    outs.append(infer(cpu_randn(gen, batch, 64)).clone())
+        for zero in (False, True):
+            graphs_sleep_and_wake(mode, zero)
+            for batch in (8, 32, 8):
+                outs.append(infer(cpu_randn(gen, batch, 64)).clone())
+    torch.cuda.synchronize()
+    skips = dict(counters["inductor"])
+    assert skips.get("cudagraph_skips", 0) == 0, f"cudagraphs were skipped: {skips}"
+    return {"outs": [o.cpu() for o in outs]}
+
+
 SCENARIOS = {f.__name__: f for f in (cuda_graph, graphed_callables, graph_in_sova_mem_pool,
-                                     reduce_overhead)}
+                                     reduce_overhead, graph_sleeps, reduce_overhead_sleeps)}
 
 if __name__ == "__main__":
     mode, scenario, out = sys.argv[1:4]

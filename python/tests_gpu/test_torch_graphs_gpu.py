@@ -75,6 +75,21 @@ def test_reduce_overhead_default_enable():
                          run_scenario("torch", "reduce_overhead"))
 
 
+# Graph memory sleeps (docs/sleep-wake.md, "Graph memory"): captured under a
+# tag, slept without backup (zeroed on wake once), replayed after each wake
+# with no recapture; equal bit for bit to PyTorch's allocator with no sleep.
+def test_graph_memory_sleeps_pluggable():
+    assert_bitwise_equal(run_scenario("sova", "graph_sleeps"), run_scenario("torch", "graph_sleeps"))
+
+
+def test_graph_memory_sleeps_native():
+    assert_bitwise_equal(run_scenario("native", "graph_sleeps"), run_scenario("torch", "graph_sleeps"))
+
+
+def test_reduce_overhead_graph_memory_sleeps_default_enable():
+    assert_bitwise_equal(run_scenario("default", "reduce_overhead_sleeps"),
+                         run_scenario("torch", "reduce_overhead_sleeps"))
+
 def test_reduce_overhead_pluggable_is_a_clear_error():
     # The pluggable allocator cannot give cudagraph trees their checkpoints
     # (docs/python.md): sova's error must say so and name the fix, and eager
