@@ -1,13 +1,11 @@
-// The randomized sleep and wake scenario (sleep_scenario.hpp).
+// The randomized sleep and wake scenario's generator (sleep_scenario.hpp),
+// the same on every device.
 #include "sleep/sleep_scenario.hpp"
 
 #include <sova/error.hpp>
 #include <sova/pool.hpp>
-#include <sova/sim.hpp>
 
 #include <algorithm>
-#include <chrono>
-#include <cstring>
 #include <memory>
 #include <random>
 #include <sstream>
@@ -17,46 +15,19 @@ namespace sova::sleep_test {
 namespace {
 
 constexpr std::size_t KiB = std::size_t{1} << 10;
-constexpr std::size_t MiB = std::size_t{1} << 20;
 
 /// The RL loop's sizes (issue 36) over 512, the small ones as they are: a
-/// 2 MiB granule becomes 4 KiB (or up to 64 KiB: SimConfig below).
-constexpr std::size_t kMix[] = {2 * MiB, 512 * KiB, 192 * KiB + 4100, 4 * KiB, 777, 6 * KiB, 128 * KiB};
+/// 2 MiB granule becomes 4 KiB (or up to 64 KiB on the simulation), and
+/// SleepScenarioDevice::scale() brings them back up on a GPU.
+constexpr std::size_t kMix[] = {2048 * KiB, 512 * KiB, 192 * KiB + 4100, 4 * KiB, 777, 6 * KiB, 128 * KiB};
 
 struct Block {
   void* ptr = nullptr;
   std::size_t bytes = 0;
   std::uint64_t seed = 0;
+  int stream = 0;     ///< the pool's stream that last wrote or read it
   bool known = true;  ///< its contents are defined (not after a discarding sleep)
 };
-
-std::uint64_t word(std::uint64_t seed, std::size_t i) {
-  std::uint64_t z = seed * 0x9E3779B97F4A7C15ull + i;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  return z ^ (z >> 27);
-}
-
-void fill(const Block& b) {
-  auto* p = static_cast<unsigned char*>(b.ptr);
-  for (std::size_t i = 0; i + 8 <= b.bytes; i += 8) {
-    const std::uint64_t w = word(b.seed, i);
-    std::memcpy(p + i, &w, 8);
-  }
-  for (std::size_t i = b.bytes / 8 * 8; i < b.bytes; ++i) p[i] = static_cast<unsigned char>(b.seed + i);
-}
-
-bool intact(const Block& b) {
-  const auto* p = static_cast<const unsigned char*>(b.ptr);
-  for (std::size_t i = 0; i + 8 <= b.bytes; i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, p + i, 8);
-    if (w != word(b.seed, i)) return false;
-  }
-  for (std::size_t i = b.bytes / 8 * 8; i < b.bytes; ++i) {
-    if (p[i] != static_cast<unsigned char>(b.seed + i)) return false;
-  }
-  return true;
-}
 
 /// One pool of the program, its two streams (0: sleep and wake's), its live
 /// blocks and the sizes freed lately (what another stream asks for again).
@@ -70,64 +41,79 @@ struct PoolUnderTest {
 
 class Scenario {
  public:
-  Scenario(std::uint64_t seed, ScenarioCounts& counts) : rng_(seed), counts_(counts), sim_(config()) {}
+  Scenario(std::uint64_t seed, ScenarioCounts& counts, SleepScenarioDevice& device)
+      : rng_(seed), counts_(counts), dev_(device), driver_(device.driver()) {}
 
   std::string run() {
     try {
-      const int pools = 1 + pick(3);
+      const int pools = 1 + static_cast<int>(pick(3));
       for (int i = 0; i < pools; ++i) make_pool();
-      const int steps = 20 + pick(40);
+      const int steps = 20 + static_cast<int>(pick(40));
       for (int i = 0; i < steps && error_.empty(); ++i) step(pools_[pick(pools_.size())]);
       if (error_.empty()) finish();
     } catch (const std::exception& e) {
       fail(std::string("threw: ") + e.what());
     }
+    if (!error_.empty()) abandon();
     return error_;
   }
 
  private:
-  SimConfig config() {
-    SimConfig c;
-    c.total_memory = 64 * MiB;
-    c.granularity = (std::size_t{4} << pick(5)) * KiB;  // 4 to 64 KiB
-    c.abort_on_fault = false;
-    return c;
-  }
-
   std::size_t pick(std::size_t n) { return std::uniform_int_distribution<std::size_t>(0, n - 1)(rng_); }
   bool chance(double p) { return std::bernoulli_distribution(p)(rng_); }
+
+  /// A size of the simulation's scale on this device: the 4 KiB pages
+  /// scaled, the odd tail kept.
+  std::size_t sized(std::size_t bytes) const { return bytes / (4 * KiB) * (4 * KiB) * dev_.scale() + bytes % (4 * KiB); }
 
   void fail(const std::string& what) {
     if (!error_.empty()) return;
     std::ostringstream out;
     out << "step " << step_ << ": " << what;
-    if (sim_.faults() != 0) out << " (device fault: " << sim_.first_fault() << ")";
+    if (const std::string fault = dev_.fault(); !fault.empty()) out << " (device fault: " << fault << ")";
     error_ = out.str();
+  }
+
+  /// Orders `from`'s work so far before `to`'s later work.
+  void order(cudaStream_t from, cudaStream_t to) {
+    if (from == to) return;
+    EventHandle e{};
+    if (driver_.event_create(&e) != cudaSuccess) throw std::runtime_error("event_create");
+    const bool ok = driver_.event_record(e, from) == cudaSuccess && driver_.stream_wait_event(to, e) == cudaSuccess;
+    (void)driver_.event_destroy(e);
+    if (!ok) throw std::runtime_error("ordering one stream after another");
+  }
+
+  /// Both streams' work on `p`'s blocks ordered before stream `to`'s next work.
+  void join(PoolUnderTest& p, int to) {
+    order(p.streams[1 - to], p.streams[to]);
+    for (Block& b : p.live) b.stream = to;
   }
 
   void make_pool() {
     PoolOptions o;
-    o.driver = &sim_;
-    o.max_chunk = (std::size_t{1} << pick(4)) * 64 * KiB;  // 64 to 512 KiB: many chunks
-    if (chance(0.3)) o.release_threshold = 0;               // the release worker may run meanwhile
+    o.driver = &driver_;
+    o.max_chunk = (std::size_t{1} << pick(4)) * 64 * KiB * dev_.scale();  // many chunks
+    if (chance(0.3)) o.release_threshold = 0;                              // the release worker may run meanwhile
     else o.release_threshold = UINT64_MAX;
     PoolUnderTest p;
     p.pool = std::make_unique<Pool>(o);
-    p.streams[0] = sim_.create_stream();
-    p.streams[1] = sim_.create_stream();
+    for (cudaStream_t& s : p.streams) {
+      if (driver_.stream_create(0, &s) != cudaSuccess) throw std::runtime_error("stream_create");
+    }
     pools_.push_back(std::move(p));
     // The mix, repeated to the pool's share of the device.
     PoolUnderTest& made = pools_.back();
-    const std::size_t target = (1 + pick(6)) * 512 * KiB;
+    const std::size_t target = (1 + pick(6)) * 512 * KiB * dev_.scale();
     std::size_t held = 0;
     for (std::size_t i = pick(std::size(kMix)); held < target; ++i) {
-      const std::size_t bytes = kMix[i % std::size(kMix)];
-      if (!allocate(made, bytes, pick(2))) break;
+      const std::size_t bytes = sized(kMix[i % std::size(kMix)]);
+      if (!allocate(made, bytes, static_cast<int>(pick(2)))) break;
       held += bytes;
     }
   }
 
-  Block* allocate(PoolUnderTest& p, std::size_t bytes, std::size_t stream) {
+  Block* allocate(PoolUnderTest& p, std::size_t bytes, int stream) {
     void* ptr = nullptr;
     try {
       ptr = p.pool->allocate(bytes, p.streams[stream]);
@@ -137,39 +123,46 @@ class Scenario {
       fail(std::string("allocate: ") + e.what());
       return nullptr;
     }
-    p.live.push_back(Block{ptr, bytes, next_seed_++, true});
-    fill(p.live.back());  // the stream's work writes it at once
+    p.live.push_back(Block{ptr, bytes, next_seed_++, stream, true});
+    dev_.fill(ptr, bytes, p.live.back().seed, p.streams[stream]);  // the stream's work writes it
     return &p.live.back();
   }
 
   void free_one(PoolUnderTest& p) {
     if (p.live.empty()) return;
     const std::size_t i = pick(p.live.size());
-    p.pool->deallocate(p.live[i].ptr, p.streams[pick(2)]);
+    const int stream = static_cast<int>(pick(2));
+    // The free is ordered after its stream's work only: the block's last
+    // work, on the other stream, is ordered before it first.
+    order(p.streams[p.live[i].stream], p.streams[stream]);
+    p.pool->deallocate(p.live[i].ptr, p.streams[stream]);
     p.freed_sizes.push_back(p.live[i].bytes);
     p.live.erase(p.live.begin() + static_cast<std::ptrdiff_t>(i));
   }
 
-  void disarm() {
-    sim_.fail_unmap_at(0);
-    sim_.fail_memcpy_at(0);
-    sim_.fail_host_alloc_at(0);
-    sim_.fail_physical_create_at(0);
-    sim_.fail_map_at(0);
-    sim_.fail_set_access_at(0);
-  }
-
-  void check_blocks(const PoolUnderTest& p, const char* when) {
+  /// Every kept block holds its bytes: counted on stream 0 (after both
+  /// streams' work), the first wrong one named.
+  void check_blocks(PoolUnderTest& p, const char* when) {
+    join(p, 0);
+    (void)dev_.take_wrong();
     for (const Block& b : p.live) {
       if (!b.known) continue;
       ++counts_.blocks_checked;
-      if (!intact(b)) {
+      dev_.count_wrong(b.ptr, b.bytes, b.seed, p.streams[0]);
+    }
+    if (driver_.stream_synchronize(p.streams[0]) != cudaSuccess) return fail(std::string("synchronize ") + when);
+    if (dev_.take_wrong() == 0) return;
+    for (const Block& b : p.live) {  // which one
+      if (!b.known) continue;
+      dev_.count_wrong(b.ptr, b.bytes, b.seed, p.streams[0]);
+      (void)driver_.stream_synchronize(p.streams[0]);
+      if (const std::uint64_t wrong = dev_.take_wrong(); wrong != 0) {
         std::ostringstream out;
-        out << when << ": a block of " << b.bytes << " bytes at " << b.ptr << " lost its bytes";
-        fail(out.str());
-        return;
+        out << when << ": a block of " << b.bytes << " bytes at " << b.ptr << " lost " << wrong << " bytes";
+        return fail(out.str());
       }
     }
+    fail(std::string(when) + ": bytes lost, in no block when checked alone");
   }
 
   void step(PoolUnderTest& p) {
@@ -186,7 +179,8 @@ class Scenario {
             if (e.error() != cudaErrorNotPermitted) fail(std::string("asleep allocate: ") + e.what());
           }
         } else {
-          allocate(p, chance(0.7) ? kMix[pick(std::size(kMix))] : 1 + pick(256 * KiB), pick(2));
+          const std::size_t bytes = chance(0.7) ? sized(kMix[pick(std::size(kMix))]) : 1 + pick(256 * KiB * dev_.scale());
+          allocate(p, bytes, static_cast<int>(pick(2)));
         }
         break;
       case 2:
@@ -211,17 +205,19 @@ class Scenario {
     if (error_.empty()) check_pool(p);
   }
 
+  void arm(std::initializer_list<FailingCall> calls, int choices) {
+    const std::size_t choice = pick(static_cast<std::size_t>(choices));
+    if (!dev_.injects_failures() || choice >= calls.size()) return;  // most often none
+    dev_.fail_at(calls.begin()[choice], 1 + static_cast<int>(pick(3)));
+  }
+
   void sleep(PoolUnderTest& p) {
     const bool was_asleep = p.pool->asleep();
     const bool backup = chance(0.8);
-    switch (pick(6)) {  // a failure at one of sleep's driver calls, or none
-      case 0: sim_.fail_unmap_at(1 + static_cast<int>(pick(3))); break;
-      case 1: sim_.fail_memcpy_at(1 + static_cast<int>(pick(3))); break;
-      case 2: sim_.fail_host_alloc_at(1); break;
-      default: break;
-    }
+    arm({FailingCall::unmap, FailingCall::memcpy, FailingCall::host_alloc}, 6);  // one of sleep's calls fails, or none
+    join(p, 0);  // every stream's work on the pool before the sleep's stream
     const cudaError_t error = p.pool->sleep(backup ? SleepMode::backup : SleepMode::discard, p.streams[0]);
-    disarm();
+    dev_.disarm();
     ++counts_.sleeps;
     if (!was_asleep) p.discarded = !backup;
     if (error == cudaSuccess) {
@@ -237,18 +233,13 @@ class Scenario {
 
   void wake(PoolUnderTest& p) {
     const bool was_asleep = p.pool->asleep();
-    switch (pick(7)) {  // a failure at one of wake's driver calls, or none
-      case 0: sim_.fail_physical_create_at(1 + static_cast<int>(pick(3))); break;
-      case 1: sim_.fail_map_at(1 + static_cast<int>(pick(3))); break;
-      case 2: sim_.fail_set_access_at(1 + static_cast<int>(pick(2))); break;
-      case 3: sim_.fail_memcpy_at(1 + static_cast<int>(pick(3))); break;
-      default: break;
-    }
+    arm({FailingCall::physical_create, FailingCall::map, FailingCall::set_access, FailingCall::memcpy},
+        7);  // one of wake's calls fails, or none
     const bool late = chance(0.6);
-    if (late) sim_.delay_copies(std::chrono::microseconds(200));
+    if (late) dev_.hold(p.streams[0]);
     const cudaError_t error = p.pool->wake(p.streams[0]);
-    sim_.delay_copies(std::chrono::microseconds(0));
-    disarm();
+    dev_.end_hold();
+    dev_.disarm();
     if (!was_asleep) {
       if (error != cudaSuccess) fail("waking an awake pool failed");
       return;
@@ -259,6 +250,7 @@ class Scenario {
       if (!p.pool->asleep()) fail("a failed wake left the pool awake");
       return;
     }
+    if (late) ++counts_.late_restores;
     // What follows wake before its copies run: another stream takes the
     // sizes freed lately (the free memory the restore must not write) and
     // writes them; a trim releases what is free.
@@ -275,13 +267,16 @@ class Scenario {
       p.pool->trim_to(0);
     }
     // A kernel on the wake's stream reads every kept block: mapped, and after the restore.
-    for (const Block& b : p.live) sim_.launch_touching(p.streams[0], b.ptr, b.bytes, false, nullptr);
-    if (sim_.stream_synchronize(p.streams[0]) != cudaSuccess) fail("synchronize after wake");
-    if (sim_.faults() != 0) fail("a device fault after wake");
+    for (const Block& b : p.live) dev_.touch(b.ptr, b.bytes, p.streams[0]);
+    if (driver_.stream_synchronize(p.streams[0]) != cudaSuccess) return fail("synchronize after wake");
+    if (!dev_.fault().empty()) return fail("a device fault after wake");
     if (p.discarded) {
       for (Block& b : p.live) {
         const bool mine = std::any_of(taken.begin(), taken.end(), [&](const Block& t) { return t.ptr == b.ptr; });
-        if (!mine) fill(b);  // undefined after a discarding sleep: the stream writes them anew
+        if (!mine) {  // undefined after a discarding sleep: the stream writes them anew
+          dev_.fill(b.ptr, b.bytes, b.seed, p.streams[0]);
+          b.stream = 0;
+        }
       }
     }
     check_blocks(p, "after wake");
@@ -293,10 +288,13 @@ class Scenario {
     } catch (const Error& e) {
       fail(std::string("invariants: ") + e.what());
     }
-    std::size_t reserved = 0;
-    for (const PoolUnderTest& q : pools_) reserved += q.pool->stats().reserved_current;
-    if (sim_.counters().physical_bytes != reserved) fail("the device holds other than the pools' reserved bytes");
-    if (sim_.faults() != 0) fail("a device fault");
+    std::size_t physical = 0;
+    if (dev_.physical_bytes(&physical)) {
+      std::size_t reserved = 0;
+      for (const PoolUnderTest& q : pools_) reserved += q.pool->stats().reserved_current;
+      if (physical != reserved) fail("the device holds other than the pools' reserved bytes");
+    }
+    if (!dev_.fault().empty()) fail("a device fault");
   }
 
   void finish() {
@@ -304,32 +302,45 @@ class Scenario {
       if (p.pool->asleep()) {
         (void)p.pool->sleep(SleepMode::backup, p.streams[0]);  // finishes a cut-short sleep
         if (p.pool->wake(p.streams[0]) != cudaSuccess) fail("the last wake failed");
-        if (sim_.stream_synchronize(p.streams[0]) != cudaSuccess) fail("synchronize after the last wake");
+        if (driver_.stream_synchronize(p.streams[0]) != cudaSuccess) fail("synchronize after the last wake");
         if (p.discarded) {
           for (Block& b : p.live) b.known = false;
         }
         check_blocks(p, "after the last wake");
       }
+      join(p, 0);
       for (const Block& b : p.live) p.pool->deallocate(b.ptr, p.streams[0]);
       p.live.clear();
     }
+    release_all();
+    if (const std::string left = dev_.leftovers(); !left.empty()) fail("once the pools were destroyed: " + left);
+    if (!dev_.fault().empty()) fail("a device fault");
+  }
+
+  /// The pools destroyed after their streams' work, the streams with them.
+  void release_all() {
     for (PoolUnderTest& p : pools_) {
-      (void)sim_.stream_synchronize(p.streams[0]);
-      (void)sim_.stream_synchronize(p.streams[1]);
+      for (cudaStream_t s : p.streams) (void)driver_.stream_synchronize(s);
       p.pool.reset();
-      sim_.destroy_stream(p.streams[0]);
-      sim_.destroy_stream(p.streams[1]);
+      for (cudaStream_t s : p.streams) (void)driver_.stream_destroy(s);
     }
-    const SimCounters left = sim_.counters();
-    if (left.physical_bytes != 0 || left.mappings != 0 || left.reservations != 0 || left.pinned_host_bytes != 0) {
-      fail("memory left with the driver once the pools were destroyed");
+    pools_.clear();
+  }
+
+  /// After a broken promise: the pools given back as far as they can be, so
+  /// that the next program on the same device starts clean.
+  void abandon() {
+    dev_.disarm();
+    for (PoolUnderTest& p : pools_) {
+      if (p.pool && p.pool->asleep()) (void)p.pool->wake(p.streams[0]);
     }
-    if (sim_.faults() != 0) fail("a device fault");
+    release_all();
   }
 
   std::mt19937_64 rng_;
   ScenarioCounts& counts_;
-  SimDriver sim_;
+  SleepScenarioDevice& dev_;
+  Driver& driver_;
   std::vector<PoolUnderTest> pools_;
   std::uint64_t next_seed_ = 1;
   int step_ = 0;
@@ -338,9 +349,8 @@ class Scenario {
 
 }  // namespace
 
-std::string run_sleep_scenario(std::uint64_t seed, ScenarioCounts& counts) {
-  Scenario scenario(seed, counts);
-  return scenario.run();
+std::string run_sleep_scenario(std::uint64_t seed, ScenarioCounts& counts, SleepScenarioDevice& device) {
+  return Scenario(seed, counts, device).run();
 }
 
 }  // namespace sova::sleep_test

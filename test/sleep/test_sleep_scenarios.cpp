@@ -1,5 +1,7 @@
-// Hundreds of randomized sleep and wake programs (sleep_scenario.hpp) from a
-// fixed seed: each names its seed when a promise breaks, to be run again alone.
+// Hundreds of randomized sleep and wake programs (sleep_scenario.hpp) on the
+// simulation, from a fixed seed: each names its seed when a promise breaks, to
+// be run again alone. The same generator runs on a GPU in
+// test/gpu/test_scenario_sleep_programs.cpp.
 #include "sleep/sleep_scenario.hpp"
 
 #include "support/catch.hpp"
@@ -25,5 +27,6 @@ TEST_CASE("randomized sleep and wake programs keep every promise", "[sleep][scen
   CHECK(counts.trims_asleep > 0);
   CHECK(counts.reuses_after_wake > 0);
   CHECK(counts.trims_after_wake > 0);
+  CHECK(counts.late_restores > 0);
   CHECK(counts.blocks_checked > 0);
 }
