@@ -101,6 +101,9 @@ class SOVA_API Pool {
   /// What CUDA graphs captured with this pool hold of it (docs/graphs.md).
   /// The memory of graphs released since the last call is returned first.
   GraphMemoryStats graph_memory_stats() const;
+  /// What each graph holds, by capture id: which graph holds what of
+  /// graph_memory_stats()'s bytes (docs/graphs.md, "Which graph holds what").
+  GraphMemorySnapshot graph_memory_snapshot() const;
   /// GraphMemoryStats::held_bytes_high = held_bytes now.
   void reset_graph_memory_high() noexcept;
   /// cudaDeviceGraphMemTrim's counterpart: returns the memory of released

@@ -224,6 +224,28 @@ SOVA_API cudaError_t sovaDeviceGraphMemTrim(int device);
 SOVA_API cudaError_t sovaMemPoolGetGraphMemAttribute(sovaMemPool_t pool, enum cudaGraphMemAttributeType attr,
                                                      void* value);
 SOVA_API cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool);
+
+/** What one graph holds of a pool (sovaMemPoolGetGraphHoldings). */
+typedef struct sovaGraphHolding {
+  unsigned long long captureId; /**< the capture's id (cudaStreamGetCaptureInfo's), unique in the process */
+  uint64_t heldBytes;           /**< bytes the graph holds: what it allocated, and blocks of other
+                                     graphs whose free it captured */
+  uint64_t heldBlocks;          /**< those blocks */
+  uint64_t outputBytes;         /**< of those, allocated in the graph and not freed in it (its outputs) */
+  uint64_t outputBlocks;        /**< those blocks */
+  int capturing;                /**< 1: the capture may still be in progress */
+  unsigned char reserved[20];   /**< zero */
+} sovaGraphHolding;
+/** Which graph holds what of the pool's graph memory: one entry per graph
+ * whose memory is not yet back in the pool (released graphs are collected
+ * first), in order of capture id. Writes min(count, capacity) entries to
+ * `holdings` and the number of graphs to *count: call with capacity 0 (and
+ * holdings NULL) to size the array, then again; the graphs may change
+ * between the calls. NULL count, NULL holdings with capacity > 0, or a bad
+ * pool: cudaErrorInvalidValue, nothing written. docs/graphs.md, "Which graph
+ * holds what". */
+SOVA_API cudaError_t sovaMemPoolGetGraphHoldings(sovaMemPool_t pool, sovaGraphHolding* holdings, size_t capacity,
+                                                 size_t* count);
 /** cudaMemPoolSetAccess / GetAccess: the runtime's codes (a device out of
  * range, or revoking the pool's own device: cudaErrorInvalidDevice; descs
  * NULL with count 0: cudaSuccess). NULL or invalid pool, NULL flags or

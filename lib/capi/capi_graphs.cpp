@@ -90,6 +90,36 @@ cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool) {
   return checked(__func__, sovaMemPoolGraphMemTrim_unchecked(pool));
 }
 
+static cudaError_t sovaMemPoolGetGraphHoldings_unchecked(sovaMemPool_t pool, sovaGraphHolding* holdings,
+                                                         size_t capacity, size_t* count) {
+  if (count == nullptr || (holdings == nullptr && capacity != 0)) return cudaErrorInvalidValue;
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(pool);
+  if (e == nullptr) return cudaErrorInvalidValue;
+  try {
+    const sova::GraphMemorySnapshot snapshot = e->pool.graph_memory_snapshot();
+    for (std::size_t i = 0; i < snapshot.size() && i < capacity; ++i) {
+      const sova::GraphHolding& h = snapshot[i];
+      sovaGraphHolding out{};
+      out.captureId = h.capture_id;
+      out.heldBytes = h.held_bytes;
+      out.heldBlocks = h.held_blocks;
+      out.outputBytes = h.output_bytes;
+      out.outputBlocks = h.output_blocks;
+      out.capturing = h.capturing ? 1 : 0;
+      holdings[i] = out;
+    }
+    *count = snapshot.size();
+  } catch (...) {
+    return error_from_current_exception();
+  }
+  return cudaSuccess;
+}
+cudaError_t sovaMemPoolGetGraphHoldings(sovaMemPool_t pool, sovaGraphHolding* holdings, size_t capacity,
+                                        size_t* count) {
+  return checked(__func__, sovaMemPoolGetGraphHoldings_unchecked(pool, holdings, capacity, count));
+}
+
 static cudaError_t sovaDeviceGetGraphMemAttribute_unchecked(int device, cudaGraphMemAttributeType attr, void* value) {
   if (value == nullptr) return cudaErrorInvalidValue;
   const int raw = sova::detail::raw_enum(attr);

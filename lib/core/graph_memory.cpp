@@ -307,6 +307,31 @@ GraphMemoryStats GraphMemory::stats() noexcept {
   return s;
 }
 
+GraphMemorySnapshot GraphMemory::snapshot() noexcept {
+  if (has_released()) collect();
+  std::lock_guard<std::mutex> lock(mu_);
+  GraphMemorySnapshot out;
+  out.reserve(graphs_.size());
+  for (const auto& [id, graph] : graphs_) {
+    GraphHolding h;
+    h.capture_id = id;
+    h.capturing = !graph->capture_ended;
+    for (void* block : graph->blocks) {
+      const auto it = blocks_.find(block);
+      if (it == blocks_.end()) continue;
+      const BlockInfo& info = it->second;
+      h.held_bytes += info.bytes;
+      ++h.held_blocks;
+      if (info.graph == graph.get() && info.live) {
+        h.output_bytes += info.bytes;
+        ++h.output_blocks;
+      }
+    }
+    out.push_back(h);
+  }
+  return out;
+}
+
 void GraphMemory::reset_high() noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   held_bytes_high_ = held_bytes_;

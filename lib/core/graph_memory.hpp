@@ -132,6 +132,8 @@ class GraphMemory {
   const std::atomic<std::size_t>& open_captures() const noexcept { return open_captures_; }
 
   GraphMemoryStats stats() noexcept;
+  /// What each graph holds, by capture id (released graphs collected first).
+  GraphMemorySnapshot snapshot() noexcept;
   /// held_bytes_high = held_bytes (cudaGraphMemAttrUsedMemHigh's reset).
   void reset_high() noexcept;
 

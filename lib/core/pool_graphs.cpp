@@ -7,6 +7,8 @@ namespace sova {
 
 GraphMemoryStats Pool::graph_memory_stats() const { return core_->graph_memory().stats(); }
 
+GraphMemorySnapshot Pool::graph_memory_snapshot() const { return core_->graph_memory().snapshot(); }
+
 void Pool::reset_graph_memory_high() noexcept { core_->graph_memory().reset_high(); }
 
 void Pool::trim_graph_memory() {

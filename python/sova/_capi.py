@@ -23,7 +23,7 @@ import os
 import threading
 
 __all__ = ["SovaError", "lib", "torch_lib", "check", "error_name", "PoolProps",
-           "PoolStats", "TorchOptions", "TorchStats", "TorchEvent", "library_path",
+           "PoolStats", "GraphHolding", "graph_holdings", "TorchOptions", "TorchStats", "TorchEvent", "library_path",
            "SIZE_MAX", "size_arg", "address_arg", "last_error_message"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -200,6 +200,34 @@ class TorchStats(ctypes.Structure):
         return d
 
 
+class GraphHolding(ctypes.Structure):
+    """sovaGraphHolding: what one graph holds of a pool."""
+    _fields_ = [("captureId", ctypes.c_ulonglong), ("heldBytes", ctypes.c_uint64),
+                ("heldBlocks", ctypes.c_uint64), ("outputBytes", ctypes.c_uint64),
+                ("outputBlocks", ctypes.c_uint64), ("capturing", ctypes.c_int),
+                ("reserved", ctypes.c_ubyte * 20)]
+
+    def as_dict(self) -> dict:
+        return {"captureId": self.captureId, "heldBytes": self.heldBytes, "heldBlocks": self.heldBlocks,
+                "outputBytes": self.outputBytes, "outputBlocks": self.outputBlocks,
+                "capturing": bool(self.capturing)}
+
+
+def graph_holdings(pool) -> list:
+    """sovaMemPoolGetGraphHoldings of ``pool`` (a handle or its address): a dict per graph
+    holding its memory, in order of capture id."""
+    if not isinstance(pool, ctypes.c_void_p):  # an address (sova_torch_pool's answer)
+        pool = ctypes.c_void_p(pool)
+    count = ctypes.c_size_t(0)
+    while True:
+        room = count.value
+        array = (GraphHolding * max(room, 1))()
+        check(lib().sovaMemPoolGetGraphHoldings(pool, array if room else None, room,
+                                                ctypes.byref(count)), "reading what graphs hold")
+        if count.value <= room:  # all of them fitted (the graphs may have changed between calls)
+            return [array[i].as_dict() for i in range(count.value)]
+
+
 class TorchEvent(ctypes.Structure):
     """sovaTorchEvent."""
     _fields_ = [("action", ctypes.c_int), ("device", ctypes.c_int), ("addr", ctypes.c_uint64),
@@ -226,6 +254,8 @@ _SIGNATURES = {
     "sovaMemPoolReleaseSleepHostMemory": (_ERR, [_P]),
     "sovaMemPoolReserveSleepBackup": (_ERR, [_P, _c.c_size_t]),
     "sovaMemPoolGetStats": (_ERR, [_P, _c.POINTER(PoolStats)]),
+    "sovaMemPoolGetGraphHoldings": (_ERR, [_P, _c.POINTER(GraphHolding), _c.c_size_t,
+                                           _c.POINTER(_c.c_size_t)]),
     "sovaDeviceGetDefaultMemPool": (_ERR, [_c.POINTER(_P), _c.c_int]),
     "sovaDeviceSetMemPool": (_ERR, [_c.c_int, _P]),
     "sovaDeviceGetMemPool": (_ERR, [_c.POINTER(_P), _c.c_int]),

@@ -119,6 +119,14 @@ class Pool:
         _capi.check(_capi.lib().sovaMemPoolGetStats(self._handle, ctypes.byref(s)), "reading statistics")
         return s.as_dict()
 
+    def graph_holdings(self) -> list:
+        """Which CUDA graph holds what of this pool (sovaMemPoolGetGraphHoldings):
+        a dict per graph whose memory is not yet back, in order of capture id:
+        captureId, heldBytes, heldBlocks, outputBytes, outputBlocks (allocated
+        in the graph and not freed in it), capturing."""
+        self._check_open()
+        return _capi.graph_holdings(self._handle)
+
     def trim(self, keep: int = 0) -> None:
         """Releases free physical memory beyond ``keep`` bytes (may synchronize the device)."""
         self._check_open()

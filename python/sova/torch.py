@@ -30,7 +30,7 @@ from ._options import PoolOptions
 from ._torch_sleep import sleep, tag, tag_stats, tags, wake
 
 __all__ = ["enable", "is_enabled", "backend", "configure", "mem_pool", "memory_stats", "memory_allocated",
-           "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+           "graph_holdings", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
            "reset_peak_memory_stats", "empty_cache", "record_memory_history", "snapshot",
            "dump_snapshot", "last_error", "out_of_memory_error", "SovaError",
            "tag", "tags", "sleep", "wake", "tag_stats"]
@@ -350,6 +350,23 @@ def raw_stats(device=None) -> dict:
     _capi.check(_capi.torch_lib().sova_torch_get_stats(_device_index(device), ctypes.byref(s)),
                 "reading statistics", last_error(), capi=False)
     return s.as_dict()
+
+
+def graph_holdings(device=None, tag=None) -> list:
+    """Which CUDA graph holds what of sova's memory on ``device``: the device's
+    pool, or tag ``tag``'s (docs/graphs.md, "Which graph holds what"). A dict
+    per graph whose memory is not yet back, in order of capture id (as
+    sova.Pool.graph_holdings). Under the pluggable backend, graph memory is
+    sova's and counted here; under the native backend PyTorch's graph pools
+    hold sova segments, which count as ordinary live memory (see
+    torch.cuda.memory_snapshot() for those pools), and this lists nothing."""
+    from ._torch_sleep import _tag_id
+    index = _device_index(device)
+    lib = _capi.torch_lib()
+    pool = lib.sova_torch_pool(index) if tag is None else lib.sova_torch_tag_pool(_tag_id(tag), index)
+    if not pool:   # no allocation there yet: no graph either
+        return []
+    return _capi.graph_holdings(pool)
 
 
 def memory_stats(device=None) -> dict:

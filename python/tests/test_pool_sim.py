@@ -87,3 +87,24 @@ def test_error_messages_say_what_failed_once_and_how_many_devices():
     assert "oom: sova: allocating 67108864 bytes failed: cudaErrorMemoryAllocation (out of memory)\n" in out, out
     assert out.count("allocating") == 1, out
     assert "device: sova: creating a pool on device 5 failed: device 5 does not exist (1 device)" in out, out
+
+
+def test_graph_holdings_of_a_pool_without_graphs_and_of_a_closed_one():
+    # The per-graph listing itself is tested through C++ and C with the
+    # simulation's captures (test/core/test_graph_holdings.cpp,
+    # test/capi/test_capi_graphs.cpp) and on the GPU (python/tests_gpu):
+    # here, the binding's sizing loop with no graph, and a closed pool.
+    run_py("""
+    import sova
+    p = sova.Pool()
+    a = p.allocate(1 << 20)
+    assert p.graph_holdings() == [], p.graph_holdings()
+    p.free(a)
+    p.close()
+    try:
+        p.graph_holdings()
+    except ValueError as e:
+        print("closed:", e)
+    else:
+        raise SystemExit("graph_holdings of a closed pool answered")
+    """)

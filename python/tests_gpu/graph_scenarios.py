@@ -110,6 +110,12 @@ def cuda_graph(mode: str) -> dict:
         static_out = model[2](hidden)
         del hidden
     during = sova_used()
+    if mode == "sova":   # pluggable: the capture's allocations are sova's graph memory, listed per graph
+        import sova.torch
+        holdings = sova.torch.graph_holdings()
+        print("graph holdings", holdings)
+        assert len(holdings) >= 1 and holdings[-1]["outputBytes"] > 0, holdings
+        assert holdings[-1]["heldBytes"] >= holdings[-1]["outputBytes"], holdings
     outs = []
     for _ in range(5):
         static_in.copy_(cpu_randn(gen, 32, 64))
@@ -124,6 +130,9 @@ def cuda_graph(mode: str) -> dict:
     torch.cuda.synchronize()
     torch.cuda.empty_cache()   # PyTorch's pools (native backend) return their segments here
     returned = wait_for(lambda: sova_used_after_a_call() <= before)
+    if mode == "sova":
+        import sova.torch
+        assert wait_for(lambda: len(sova.torch.graph_holdings()) < len(holdings)), sova.torch.graph_holdings()
     print(f"sova used: before capture {before}, after capture {during}, "
           f"after destroy {sova_used()}; PyTorch's first capture kept {first_capture_keeps}")
     if mode != "torch":

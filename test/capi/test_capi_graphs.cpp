@@ -4,6 +4,7 @@
 #include "capi_test_util.hpp"
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 using namespace sova;
@@ -111,4 +112,54 @@ TEST_CASE("C API: graph-memory calls refuse bad arguments and change nothing", "
   CHECK(sovaDeviceSetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &zero) == cudaErrorInvalidValue);
   CHECK(sovaMemPoolGraphMemTrim(nullptr) == cudaErrorInvalidValue);
   CHECK(sovaDeviceGraphMemTrim(-1) == cudaErrorInvalidDevice);
+  std::size_t count = 7;
+  sovaGraphHolding holding{};
+  holding.heldBytes = 9;
+  CHECK(sovaMemPoolGetGraphHoldings(pool, &holding, 1, nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetGraphHoldings(pool, nullptr, 1, &count) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetGraphHoldings(nullptr, &holding, 1, &count) == cudaErrorInvalidValue);
+  CHECK(count == 7);
+  CHECK(holding.heldBytes == 9);
+}
+
+TEST_CASE("C API: sovaMemPoolGetGraphHoldings lists each graph's memory", "[capi][graphs]") {
+  SimDriver& d = sim();
+  ScopedPool pool;
+  cudaStream_t s = d.create_stream();
+  std::size_t count = 99;
+  REQUIRE(sovaMemPoolGetGraphHoldings(pool, nullptr, 0, &count) == cudaSuccess);
+  CHECK(count == 0);
+
+  REQUIRE(d.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CaptureInfo info;
+  REQUIRE(d.stream_capture_info(s, &info) == cudaSuccess);
+  void* out = nullptr;
+  void* scratch = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&out, 3 * MiB, pool, s) == cudaSuccess);
+  REQUIRE(sovaMallocFromPoolAsync(&scratch, 1 * MiB, pool, s) == cudaSuccess);
+  REQUIRE(sovaFreeAsync(scratch, s) == cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(d.end_capture(s, &graph) == cudaSuccess);
+
+  REQUIRE(sovaMemPoolGetGraphHoldings(pool, nullptr, 0, &count) == cudaSuccess);  // sizing
+  REQUIRE(count == 1);
+  sovaGraphHolding h[2];
+  std::memset(h, 0xAB, sizeof h);
+  REQUIRE(sovaMemPoolGetGraphHoldings(pool, h, 2, &count) == cudaSuccess);
+  REQUIRE(count == 1);
+  CHECK(h[0].captureId == info.id);
+  CHECK(h[0].heldBytes == 4 * MiB);
+  CHECK(h[0].heldBlocks == 2);
+  CHECK(h[0].outputBytes == 3 * MiB);
+  CHECK(h[0].outputBlocks == 1);
+  CHECK(h[0].capturing == 1);  // no call of the pool has seen the stream outside the capture yet
+  CHECK(h[0].reserved[0] == 0);
+  CHECK(h[1].heldBytes == 0xABABABABABABABABull);  // beyond count: not written
+
+  REQUIRE(d.graph_destroy(graph) == cudaSuccess);
+  REQUIRE(sovaMemPoolGetGraphHoldings(pool, h, 2, &count) == cudaSuccess);
+  CHECK(count == 0);
+  REQUIRE(sovaFreeAsync(out, s) == cudaSuccess);
+  REQUIRE(d.stream_synchronize(s) == cudaSuccess);
+  d.destroy_stream(s);
 }
