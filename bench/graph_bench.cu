@@ -1,10 +1,15 @@
-// sova_graph_bench — the seed program's loop captured once as a CUDA graph and
-// launched N times, with three sources of the loop's buffers in the same run:
+// sova_graph_bench — the seed program's loop captured as a CUDA graph (or as
+// --graphs graphs, all alive, launched in turn) and launched N times, with
+// three sources of the loop's buffers in the same run:
 //   sova          sovaMallocAsync / sovaFreeAsync captured (docs/graphs.md)
 //   runtime       cudaMallocAsync / cudaFreeAsync captured: graph memory nodes
 //   preallocated  buffers allocated before capture: no allocation in the graph
-// One graph holds --iterations x (allocate --buffers buffers of 4 MiB, one
-// kernel that writes, reads back and checks every float of each, free them).
+// One graph holds --iterations x (allocate --buffers buffers of --buffer-mib
+// MiB (4: the seed's), one kernel that writes, reads back and checks every
+// float of each, free them). Buffers of different iterations never live at
+// once: --iterations 3 --buffer-mib 1024 is three 1 GiB allocations whose
+// lifetimes do not overlap (warp#1157). --graphs G captures G such graphs on
+// the one stream, each holding its own memory while it lives.
 //
 // Per variant it prints (and writes with --json): the capture + instantiate
 // time, the median time per launch over --rounds rounds of --launches launches
@@ -17,8 +22,8 @@
 // iteration get distinct values, so memory shared between them shows: the
 // program exits 1 if any was wrong.
 //
-// Usage: sova_graph_bench [--buffers B] [--iterations I] [--launches N]
-//                         [--rounds R] [--json FILE]
+// Usage: sova_graph_bench [--buffers B] [--buffer-mib M] [--iterations I]
+//                         [--graphs G] [--launches N] [--rounds R] [--json FILE]
 // Needs a GPU (built only with -Dgpu=enabled); tools/device/graphs-bench.sh runs it.
 #include <sova/sova.h>
 
@@ -36,11 +41,9 @@
 
 namespace {
 
-constexpr std::size_t kBufferBytes = std::size_t{4} << 20;  // the seed's size
-constexpr std::size_t kFloats = kBufferBytes / sizeof(float);
 constexpr unsigned kThreads = 256;
-constexpr unsigned kBlocks = static_cast<unsigned>(kFloats / kThreads);
 constexpr int kMaxBuffers = 8;
+constexpr int kMaxGraphs = 64;
 
 struct Buffers {
   float* p[kMaxBuffers];
@@ -78,10 +81,15 @@ const char* name(Variant v) {
 
 struct Options {
   int buffers = 1;
+  int buffer_mib = 4;  // the seed's size
+  int graphs = 1;
   int iterations = 100;  // the seed's loop length
   int launches = 200;
   int rounds = 5;
   std::string json;
+  std::size_t buffer_bytes() const { return static_cast<std::size_t>(buffer_mib) << 20; }
+  /// One thread a float of a buffer.
+  unsigned blocks() const { return static_cast<unsigned>(buffer_bytes() / sizeof(float) / kThreads); }
 };
 
 struct Result {
@@ -105,53 +113,60 @@ class Rig {
     check(cudaMemset(errors_, 0, sizeof *errors_), "cudaMemset");
     for (int k = 0; k < opt_.buffers; ++k) {
       void* p = nullptr;
-      check(cudaMalloc(&p, kBufferBytes), "cudaMalloc(preallocated)");
+      check(cudaMalloc(&p, opt_.buffer_bytes()), "cudaMalloc(preallocated)");
       prealloc_.push_back(static_cast<float*>(p));
     }
     // sova's default pool is made on first use: made here, eagerly, so that
     // the capture measures allocation under capture, not the pool's creation.
     void* p = nullptr;
-    check(sovaMallocAsync(&p, kBufferBytes, stream_), "sovaMallocAsync(warm-up)");
+    check(sovaMallocAsync(&p, opt_.buffer_bytes(), stream_), "sovaMallocAsync(warm-up)");
     check(sovaFreeAsync(p, stream_), "sovaFreeAsync(warm-up)");
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(warm-up)");
   }
   ~Rig() {
     cudaStreamSynchronize(stream_);
-    for (int i = 0; i < 3; ++i) destroy(i);
+    for (int v = 0; v < 3; ++v)
+      for (int g = 0; g < opt_.graphs; ++g) destroy(v, g);
     for (float* p : prealloc_) cudaFree(p);
     cudaFree(errors_);
     cudaStreamDestroy(stream_);
   }
 
-  // Captures and instantiates the variant's graph; returns the seconds taken.
+  // Captures and instantiates the variant's graphs; returns the seconds taken.
   double capture(Variant v) {
     check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
     const Clock::time_point t = Clock::now();
+    for (int g = 0; g < opt_.graphs; ++g) capture_one(v, g);
+    return seconds_since(t);
+  }
+
+  // Launches each graph `launches` times, in turn; returns seconds per launch.
+  double launch(Variant v) {
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+    const Clock::time_point t = Clock::now();
+    for (int n = 0; n < opt_.launches; ++n)
+      for (int g = 0; g < opt_.graphs; ++g) check(cudaGraphLaunch(execs_[static_cast<int>(v)][g], stream_), "cudaGraphLaunch");
+    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(after launches)");
+    return seconds_since(t) / (static_cast<double>(opt_.launches) * opt_.graphs);
+  }
+
+ private:
+  void capture_one(Variant v, int graph) {
     check(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeGlobal), "cudaStreamBeginCapture");
     for (int it = 0; it < opt_.iterations; ++it) {
       Buffers b{};
       b.count = opt_.buffers;
       for (int k = 0; k < b.count; ++k) b.p[k] = acquire(v, k);
-      graph_seed_kernel<<<kBlocks, kThreads, 0, stream_>>>(b, static_cast<float>(it % 100), errors_);
+      graph_seed_kernel<<<opt_.blocks(), kThreads, 0, stream_>>>(b, static_cast<float>(it % 100), errors_);
       check(cudaGetLastError(), "kernel launch during capture");
       for (int k = 0; k < b.count; ++k) release(v, b.p[k]);
     }
-    cudaGraph_t& g = graphs_[static_cast<int>(v)];
+    cudaGraph_t& g = graphs_[static_cast<int>(v)][graph];
     check(cudaStreamEndCapture(stream_, &g), "cudaStreamEndCapture");
-    check(cudaGraphInstantiate(&execs_[static_cast<int>(v)], g, 0), "cudaGraphInstantiate");
-    return seconds_since(t);
+    check(cudaGraphInstantiate(&execs_[static_cast<int>(v)][graph], g, 0), "cudaGraphInstantiate");
   }
 
-  // Launches the graph `launches` times; returns seconds per launch.
-  double launch(Variant v) {
-    cudaGraphExec_t e = execs_[static_cast<int>(v)];
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
-    const Clock::time_point t = Clock::now();
-    for (int n = 0; n < opt_.launches; ++n) check(cudaGraphLaunch(e, stream_), "cudaGraphLaunch");
-    check(cudaStreamSynchronize(stream_), "cudaStreamSynchronize(after launches)");
-    return seconds_since(t) / opt_.launches;
-  }
-
+ public:
   void measure_memory(Result& r) {
     std::uint64_t x = 0;
     switch (r.variant) {
@@ -178,7 +193,7 @@ class Rig {
         check(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemHigh, &x), "cudaDeviceGetGraphMemAttribute");
         r.graph_reserved_high = x;
         break;
-      case Variant::preallocated: r.prealloc = kBufferBytes * prealloc_.size(); break;
+      case Variant::preallocated: r.prealloc = opt_.buffer_bytes() * prealloc_.size(); break;
     }
   }
 
@@ -192,8 +207,10 @@ class Rig {
   float* acquire(Variant v, int k) {
     void* p = nullptr;
     switch (v) {
-      case Variant::sova: check(sovaMallocAsync(&p, kBufferBytes, stream_), "sovaMallocAsync during capture"); break;
-      case Variant::runtime: check(cudaMallocAsync(&p, kBufferBytes, stream_), "cudaMallocAsync during capture"); break;
+      case Variant::sova: check(sovaMallocAsync(&p, opt_.buffer_bytes(), stream_), "sovaMallocAsync during capture"); break;
+      case Variant::runtime:
+        check(cudaMallocAsync(&p, opt_.buffer_bytes(), stream_), "cudaMallocAsync during capture");
+        break;
       case Variant::preallocated: p = prealloc_[k]; break;
     }
     return static_cast<float*>(p);
@@ -205,27 +222,27 @@ class Rig {
       case Variant::preallocated: break;
     }
   }
-  void destroy(int i) {
-    if (execs_[i] != nullptr) cudaGraphExecDestroy(execs_[i]);
-    if (graphs_[i] != nullptr) cudaGraphDestroy(graphs_[i]);
-    execs_[i] = nullptr;
-    graphs_[i] = nullptr;
+  void destroy(int v, int g) {
+    if (execs_[v][g] != nullptr) cudaGraphExecDestroy(execs_[v][g]);
+    if (graphs_[v][g] != nullptr) cudaGraphDestroy(graphs_[v][g]);
+    execs_[v][g] = nullptr;
+    graphs_[v][g] = nullptr;
   }
 
   Options opt_;
   cudaStream_t stream_ = nullptr;
   unsigned long long* errors_ = nullptr;
   std::vector<float*> prealloc_;
-  cudaGraph_t graphs_[3] = {};
-  cudaGraphExec_t execs_[3] = {};
+  cudaGraph_t graphs_[3][kMaxGraphs] = {};
+  cudaGraphExec_t execs_[3][kMaxGraphs] = {};
 };
 
 int usage(const char* why) {
   std::fprintf(stderr,
                "sova_graph_bench: %s\n"
-               "usage: sova_graph_bench [--buffers B (1..%d)] [--iterations I] [--launches N] [--rounds R] "
-               "[--json FILE]\n",
-               why, kMaxBuffers);
+               "usage: sova_graph_bench [--buffers B (1..%d)] [--buffer-mib M (1..4096)] [--iterations I] "
+               "[--graphs G (1..%d)] [--launches N] [--rounds R] [--json FILE]\n",
+               why, kMaxBuffers, kMaxGraphs);
   return 2;
 }
 
@@ -244,8 +261,8 @@ void write_json(const Options& o, const std::vector<Result>& rs, const Result& b
   if (f == nullptr) throw std::runtime_error("cannot write " + o.json);
   std::fprintf(f,
                "{\"device\": \"%s\", \"buffers\": %d, \"buffer_bytes\": %zu, \"iterations\": %d, "
-               "\"launches\": %d, \"rounds\": %d, \"variants\": [",
-               device.c_str(), o.buffers, kBufferBytes, o.iterations, o.launches, o.rounds);
+               "\"graphs\": %d, \"launches\": %d, \"rounds\": %d, \"variants\": [",
+               device.c_str(), o.buffers, o.buffer_bytes(), o.iterations, o.graphs, o.launches, o.rounds);
   for (std::size_t i = 0; i < rs.size(); ++i) {
     const Result& r = rs[i];
     std::fprintf(f,
@@ -275,6 +292,10 @@ int main(int argc, char** argv) {
     bool ok = v != nullptr;
     if (a == "--buffers")
       ok = ok && parse_int(v, 1, kMaxBuffers, o.buffers);
+    else if (a == "--buffer-mib")
+      ok = ok && parse_int(v, 1, 4096, o.buffer_mib);
+    else if (a == "--graphs")
+      ok = ok && parse_int(v, 1, kMaxGraphs, o.graphs);
     else if (a == "--iterations")
       ok = ok && parse_int(v, 1, 10000, o.iterations);
     else if (a == "--launches")
@@ -298,9 +319,9 @@ int main(int argc, char** argv) {
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
     std::printf(
-        "sova_graph_bench on %s: one graph = %d x (allocate %d x 4 MiB, kernel, free); "
-        "%d launches a round, %d rounds, median per launch\n",
-        prop.name, o.iterations, o.buffers, o.launches, o.rounds);
+        "sova_graph_bench on %s: %d graph(s), each %d x (allocate %d x %d MiB, kernel, free); "
+        "%d launches of each a round, %d rounds, median per launch\n",
+        prop.name, o.graphs, o.iterations, o.buffers, o.buffer_mib, o.launches, o.rounds);
 
     Rig rig(o);
     std::vector<Result> rs = {Result(Variant::sova), Result(Variant::runtime), Result(Variant::preallocated)};
@@ -323,8 +344,8 @@ int main(int argc, char** argv) {
     }
     std::printf(
         "(other: sova's pool reserved, all of its memory; preallocated: its buffers; "
-        "live at once: %d x 4 MiB)\n",
-        o.buffers);
+        "live at once in a graph: %d x %d MiB)\n",
+        o.buffers, o.buffer_mib);
     if (!o.json.empty()) write_json(o, rs, base, prop.name);
     if (errors != 0) {
       std::fprintf(stderr, "sova_graph_bench: error: the kernel read back %llu wrong floats\n",

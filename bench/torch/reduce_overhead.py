@@ -192,18 +192,20 @@ def worker(args):
     # Deterministic settings, before CUDA starts.
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     import torch
+    enable_start = time.perf_counter()
     if args.worker == "sova-native":
         import sova.torch as st
-        st.enable(backend="native")
+        st.enable(backend="native")   # a build on first use, else the cached backend loaded
     elif args.worker == "sova-pluggable":
         import sova.torch as st
         st.enable(backend="pluggable")
+    enable_s = time.perf_counter() - enable_start
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.deterministic = True
     torch.use_deterministic_algorithms(True, warn_only=True)
     result = {"allocator": args.worker, "torch": torch.__version__, "device": torch.cuda.get_device_name(),
-              "phases": {}}
+              "enable_s": enable_s, "phases": {}}
     torch.zeros(1, device="cuda")  # CUDA (and sova's pool) up before peaks are reset
     saved = {}
     phase_fns = {"train": phase_train, "infer": phase_infer, "graph": phase_graph}

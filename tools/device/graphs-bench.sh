@@ -4,7 +4,9 @@
 #   build    a release build of bench/sova_graph_bench (meson -Dgpu=enabled)
 #   graph    sova_graph_bench: the seed loop captured once and launched N
 #            times, sova against cudaMallocAsync's graph memory nodes and a
-#            preallocated buffer; with 1 buffer (the seed's 4 MiB live), then 3
+#            preallocated buffer; with 1 buffer (the seed's 4 MiB live), then 3;
+#            then three 1 GiB allocations in one graph whose lifetimes do not
+#            overlap (warp#1157), and 16 graphs captured on one stream, all alive
 #   torch    the Python package (pip install .), then
 #            bench/torch/reduce_overhead.py: torch.compile reduce-overhead
 #            (training step, inference at 3 batch sizes) and torch.cuda.graph
@@ -53,9 +55,13 @@ if wanted build; then
 fi
 
 if wanted graph; then
-  run_step graph 45 "
+  run_step graph 100 "
     $builddir/bench/sova_graph_bench --buffers 1 --json $OUT/graph_bench_1.json || exit 1
-    $builddir/bench/sova_graph_bench --buffers 3 --json $OUT/graph_bench_3.json"
+    $builddir/bench/sova_graph_bench --buffers 3 --json $OUT/graph_bench_3.json || exit 1
+    $builddir/bench/sova_graph_bench --buffers 1 --buffer-mib 1024 --iterations 3 --launches 20 --rounds 3 \
+      --json $OUT/graph_bench_3x1gib.json || exit 1
+    $builddir/bench/sova_graph_bench --graphs 16 --buffers 2 --buffer-mib 64 --iterations 4 --launches 20 \
+      --json $OUT/graph_bench_16graphs.json"
 fi
 
 if wanted torch; then
