@@ -47,7 +47,8 @@ struct AtomicCounts {
       output_frees{0}, memory_back_checks{0};
   std::atomic<long> foreign_captures{0}, foreign_ended{0}, foreign_invalidated{0}, foreign_invalidated_unexplained{0};
   std::atomic<long> sleeps{0}, failed_sleeps{0}, cut_short_sleeps{0}, wakes{0}, failed_wakes{0}, frees_asleep{0},
-      allocations_asleep{0}, trims_asleep{0}, blocks_restored{0};
+      allocations_asleep{0}, trims_asleep{0}, blocks_restored{0}, blocks_zeroed{0}, budget_refusals{0},
+      host_reserves{0}, host_releases{0};
 };
 AtomicCounts g_counts;
 void bump(std::atomic<long>& c) { c.fetch_add(1, std::memory_order_relaxed); }
@@ -72,6 +73,8 @@ struct PoolSlot {
   int device = 0;
   bool check_streams = true;  ///< sees captures (docs/graphs.md, "Stream checks are required")
   bool discarded = false;     ///< the sleep that put it asleep dropped the contents
+  bool zeroed = false;        ///< ... and asked wake to zero the blocks (SleepMode::discard_zeroed)
+  std::size_t host_budget = 0;  ///< PoolOptions::sleep_host_budget (0: none)
 };
 
 /// A block allocated under a capture (graph memory).
@@ -200,12 +203,17 @@ class World {
     o.check_streams = in.below(4) != 0;
     o.reuse_allow_opportunistic = in.below(4) != 0;
     o.reuse_allow_internal_dependencies = in.below(4) != 0;
+    // Sleep's host memory: pinned ahead by a background thread, within a budget.
+    o.sleep_pin_ahead = in.below(4) == 0;
+    o.sleep_host_budget = in.below(4) == 0 ? (1 + in.below(16)) * kMiB : 0;
     const std::size_t reservations = sim.counters().reservations;
     try {
       pools[slot].pool = std::make_unique<Pool>(o);
       pools[slot].device = o.device;
       pools[slot].check_streams = o.check_streams;
       pools[slot].discarded = false;
+      pools[slot].zeroed = false;
+      pools[slot].host_budget = o.sleep_host_budget;
       bump(g_counts.pools_made);
     } catch (const Error&) {
       bump(g_counts.pools_refused);
@@ -953,8 +961,10 @@ class Actor {
       graph_step();
     } else if (which < 10) {
       foreign_step();
-    } else {
+    } else if (which < 14) {
       sleep_step();
+    } else {
+      sleep_host_step();
     }
   }
 
@@ -1454,6 +1464,8 @@ class Actor {
     Pool& pool = *w_.pools[index].pool;
     const bool was_asleep = pool.asleep();
     const bool backup = in_.below(4) != 0;
+    const bool zeroed = !backup && in_.flag();  // discard_zeroed: wake zeroes the live blocks
+    const SleepMode mode = backup ? SleepMode::backup : zeroed ? SleepMode::discard_zeroed : SleepMode::discard;
     switch (in_.below(6)) {  // a failure at one of sleep's driver calls, or none
       case 0: w_.sim.fail_unmap_at(1 + static_cast<int>(in_.below(3))); break;
       case 1: w_.sim.fail_memcpy_at(1 + static_cast<int>(in_.below(3))); break;
@@ -1462,14 +1474,25 @@ class Actor {
     }
     order_everything_before(s);
     const std::uint64_t used = pool.stats().used_current;
-    const cudaError_t error = pool.sleep(backup ? SleepMode::backup : SleepMode::discard, s);
+    const std::uint64_t refusals = pool.stats().sleep_budget_refusals;
+    const cudaError_t error = pool.sleep(mode, s);
     if (trace_) {
-      op_detail_ = std::string(" sleep pool ") + std::to_string(index) + (backup ? " backup: " : " discard: ") +
+      op_detail_ = std::string(" sleep pool ") + std::to_string(index) +
+                   (backup ? " backup: " : zeroed ? " discard_zeroed: " : " discard: ") +
                    cudaGetErrorName(error) + (pool.asleep() ? " (asleep)" : " (awake)");
     }
     disarm();
     bump(g_counts.sleeps);
-    FUZZ_CHECK(pool.stats().used_current == used, "sleep changed used bytes");
+    const PoolStats after = pool.stats();
+    FUZZ_CHECK(after.used_current == used, "sleep changed used bytes");
+    const std::size_t budget = w_.pools[index].host_budget;
+    FUZZ_CHECK(budget == 0 || after.sleep_host_bytes <= budget, "the pool holds more host memory than its budget");
+    if (after.sleep_budget_refusals != refusals) {  // refused before anything was copied or released
+      bump(g_counts.budget_refusals);
+      FUZZ_CHECK(backup && budget != 0, "a sleep refused for the budget without a backup or a budget");
+      FUZZ_CHECK(error == cudaErrorMemoryAllocation && pool.asleep() == was_asleep,
+                 "a sleep refused for the budget changed the pool");
+    }
     if (error == cudaSuccess) {
       FUZZ_CHECK(pool.asleep(), "a sleep that succeeded left the pool awake");
     } else if (pool.asleep()) {
@@ -1486,7 +1509,50 @@ class Actor {
       }
       return;
     }
-    if (!was_asleep) w_.pools[index].discarded = !backup;
+    if (!was_asleep) {
+      w_.pools[index].discarded = !backup;
+      w_.pools[index].zeroed = zeroed;
+    }
+  }
+
+  /// The backup's host memory: reserved ahead (all or nothing, within the
+  /// budget) or given back (refused while asleep: the backups are in it).
+  void sleep_host_step() {
+    op_name_ = "sleep host memory";
+    int index = 0;
+    Pool* pool = pick_pool(&index);
+    if (pool == nullptr) return;
+    const bool asleep = pool->asleep();
+    const PoolStats before = pool->stats();
+    const std::size_t budget = w_.pools[index].host_budget;
+    if (in_.flag()) {
+      const std::size_t bytes = in_.below(24) * kMiB + in_.below(4) * 4096;
+      if (in_.below(4) == 0) w_.sim.fail_host_alloc_at(1 + static_cast<int>(in_.below(3)));
+      const cudaError_t error = pool->reserve_sleep_backup(bytes);
+      disarm();
+      if (trace_) op_detail_ = " reserve " + std::to_string(bytes) + ": " + cudaGetErrorName(error);
+      const PoolStats after = pool->stats();
+      if (error == cudaSuccess) {
+        bump(g_counts.host_reserves);
+        FUZZ_CHECK(after.sleep_host_bytes >= bytes, "a reserve that succeeded holds less than asked");
+      } else {
+        FUZZ_CHECK(error == cudaErrorMemoryAllocation, std::string("reserve_sleep_backup: ") + cudaGetErrorName(error));
+        FUZZ_CHECK(asleep || after.sleep_host_bytes >= before.sleep_host_bytes,
+                   "a refused reserve gave back host memory");  // all or nothing (pin-ahead may add meanwhile)
+      }
+      FUZZ_CHECK(budget == 0 || after.sleep_host_bytes <= budget, "a reserve went beyond the budget");
+    } else {
+      const cudaError_t error = pool->release_sleep_host_memory();
+      if (trace_) op_detail_ = std::string(" release: ") + cudaGetErrorName(error);
+      if (asleep) {
+        FUZZ_CHECK(error == cudaErrorNotPermitted, "released the backups' host memory of an asleep pool");
+        FUZZ_CHECK(pool->stats().sleep_host_bytes == before.sleep_host_bytes, "a refused release changed the host memory");
+      } else {
+        FUZZ_CHECK(error == cudaSuccess, std::string("release_sleep_host_memory: ") + cudaGetErrorName(error));
+        bump(g_counts.host_releases);
+      }
+    }
+    FUZZ_CHECK(pool->stats().used_current == before.used_current, "host memory calls changed used bytes");
   }
 
   void wake_pool(int index, cudaStream_t s) {
@@ -1512,10 +1578,15 @@ class Actor {
     }
     FUZZ_CHECK(!pool.asleep(), "a wake that succeeded left the pool asleep");
     const bool discarded = w_.pools[index].discarded;
+    const bool zeroed = w_.pools[index].zeroed;
     // Work on `s` after wake sees the contents: kept blocks hold their tags
-    // (after a backup), or are written anew (after a discard).
+    // (after a backup), zeros (discard_zeroed), or are written anew (after a discard).
     for (Block& b : mine_) {
       if (b.pool != index) continue;
+      if (zeroed) {
+        check_tag(s, b.p, b.bytes, 0);
+        bump(g_counts.blocks_zeroed);
+      }
       if (discarded) {
         b.tag = new_tag();
         write_tag(s, b.p, b.bytes, b.tag);
@@ -1672,6 +1743,10 @@ Counts counts() {
   FUZZ_COPY(allocations_asleep);
   FUZZ_COPY(trims_asleep);
   FUZZ_COPY(blocks_restored);
+  FUZZ_COPY(blocks_zeroed);
+  FUZZ_COPY(budget_refusals);
+  FUZZ_COPY(host_reserves);
+  FUZZ_COPY(host_releases);
 #undef FUZZ_COPY
   return c;
 }

@@ -52,7 +52,8 @@ struct Counts {
   long foreign_captures = 0, foreign_ended = 0, foreign_invalidated = 0, foreign_invalidated_unexplained = 0;
   // Sleep and wake (one thread).
   long sleeps = 0, failed_sleeps = 0, cut_short_sleeps = 0, wakes = 0, failed_wakes = 0, frees_asleep = 0,
-       allocations_asleep = 0, trims_asleep = 0, blocks_restored = 0;
+       allocations_asleep = 0, trims_asleep = 0, blocks_restored = 0, blocks_zeroed = 0, budget_refusals = 0,
+       host_reserves = 0, host_releases = 0;
 };
 Counts counts();
 

@@ -139,6 +139,10 @@ int main(int argc, char** argv) {
       "allocations refused and %ld trims while asleep, %ld blocks checked after wake\n",
       c.sleeps, c.failed_sleeps, c.cut_short_sleeps, c.wakes, c.failed_wakes, c.frees_asleep, c.allocations_asleep,
       c.trims_asleep, c.blocks_restored);
+  std::printf(
+      "sova_fuzz_replay: %ld blocks checked zeroed after wake, %ld sleeps refused for the host budget, "
+      "%ld host reserves and %ld releases\n",
+      c.blocks_zeroed, c.budget_refusals, c.host_reserves, c.host_releases);
   std::printf("sova_fuzz_replay: %d runs of %zu programs, %d failed\n", runs, programs.size(), failed);
   return failed == 0 && runs > 0 ? 0 : 1;
 }
