@@ -190,6 +190,9 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   // state's open epoch, which only a fence recorded with this very handle closes.
   if (check_streams_ && !state->is_legacy()) {
     if (const cudaError_t error = refuse_capture(stream); error != cudaSuccess) return error;
+    // Outside capture: captures that allocated on this stream are over, as
+    // for an allocation (inline: one atomic load).
+    graphs_.memory().outside_capture(stream);
   }
   // Right after a wake its restore may still write this block: the free is
   // ordered after it (one atomic load otherwise).
