@@ -324,18 +324,17 @@ class Scenario {
   // every other ended capture whose first allocation was on `stream` is seen
   // to be over ("once an allocation or free of the pool on the stream it
   // allocated on finds that stream outside it"; a stream capturing a later
-  // capture is outside the earlier one). An allocation, or a free of a block
-  // a graph holds, does so. A free of an ordinary block (eager, or a released
-  // graph's output) does not on this tree (the test case "an ordinary free on
-  // the watched stream" below reports it), and a refused call may stop before
-  // looking: both left unchecked here, so that the scenario goes on checking
-  // the rest.
+  // capture is outside the earlier one). An allocation or a free, of a block
+  // a graph holds or of an ordinary one (the test case "an ordinary free on
+  // the watched stream" below), does so; a refused call may stop before
+  // looking: left unchecked here, so that the scenario goes on checking the
+  // rest.
   enum class Call { allocation, free_of_graph_block, ordinary_free, refused };
   void pool_call_on(cudaStream_t stream, Call call, int inside = -1) {
     for (std::size_t g = 0; g < graphs_.size(); ++g) {
       Gm& gm = graphs_[g];
       if (static_cast<int>(g) == inside || !gm.listed || gm.released || gm.open || gm.watched != stream) continue;
-      if (call == Call::allocation || call == Call::free_of_graph_block) {
+      if (call != Call::refused) {
         if (gm.capturing == 1) ++cov_.seen_over;
         gm.capturing = 0;
       } else if (gm.capturing == 1) {
