@@ -670,7 +670,7 @@ class Scenario {
     const Blk& b = blocks_[pick_of(candidates)];
     CHECK(pool_.try_deallocate(reinterpret_cast<void*>(b.p), x) == cudaErrorStreamCaptureUnsupported);
     ++cov_.refused_frees;
-    pool_call_on(x, Call::ordinary_free, h);
+    pool_call_on(x, Call::refused, h);
     check(b.graph >= 0 ? "free in a capture of a released graph's output refused"
                        : "free in a capture of an eager block refused");
   }
