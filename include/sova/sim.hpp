@@ -16,7 +16,8 @@
 //    work launched on a capturing stream is recorded, a launch replays it in
 //    order on the launch stream, capture modes decide which calls invalidate
 //    a capture, and release callbacks run once a graph, its executables and
-//    their launches are all gone. Single-stream capture only.
+//    their launches are all gone. A capture may fork over several streams
+//    and join back (events waited on, as in CUDA).
 //  * failures and delays can be injected, so stream-ordering and error paths
 //    are reproducible in CI.
 //  * a copy (memcpy_async) and a kernel that says what it touches
