@@ -73,7 +73,8 @@ if wanted test; then
   run_step test 90 "
     $builddir/test/sova_gpu_tests '[sleep]~[inflight]' --durations yes || exit 1
     if command -v compute-sanitizer >/dev/null; then
-      compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 $builddir/test/sova_gpu_tests '[sleep]~[inflight]'
+      SOVA_SLEEP_PROGRAMS=40 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
+        $builddir/test/sova_gpu_tests '[sleep]~[inflight]'
     else
       echo 'compute-sanitizer not found: memcheck not run'
     fi"
