@@ -70,7 +70,7 @@ if wanted build; then
 fi
 
 if wanted test; then
-  run_step test 90 "
+  run_step test 150 "
     $builddir/test/sova_gpu_tests '[sleep]~[inflight]' --durations yes || exit 1
     if command -v compute-sanitizer >/dev/null; then
       SOVA_SLEEP_PROGRAMS=40 compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3 \
