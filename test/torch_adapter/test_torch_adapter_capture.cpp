@@ -4,6 +4,7 @@
 
 #include "graph_hooks.hpp"
 #include "sova_torch.h"
+#include "torch_adapter/adapter_sim.hpp"
 
 #include <sova/sim.hpp>
 
@@ -12,21 +13,11 @@
 #include <functional>
 #include <utility>
 
+using sova::torch_adapter_test::sim;
+
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
-
-sova::SimDriver& sim() {
-  static sova::SimDriver& driver = []() -> sova::SimDriver& {
-    sova::SimConfig config;
-    config.device_count = 1;
-    auto* d = new sova::SimDriver(config);  // leaked: the adapter's pool outlives main
-    (void)sova::set_process_driver(d);
-    REQUIRE(&sova::process_driver() == d);
-    return *d;
-  }();
-  return driver;
-}
 
 sovaTorchStats stats() {
   sovaTorchStats s;
