@@ -183,9 +183,11 @@ TEST_CASE("release_sleep_host_memory gives pinned-ahead memory back; pin-ahead w
 
 TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[sleep][pin_ahead]") {
   SimDriver sim;
-  // 4 slabs of 128 MiB take 4 s: the sleep comes first, however loaded the
-  // machine (at 50 ms a slab, a busy CI host let pin-ahead finish first).
-  sim.delay_host_allocs(1000ms);
+  // 4 slabs of 128 MiB, pinned one after another, take 12 s: the sleep comes
+  // first, however loaded the machine (at 1 s a slab, ThreadSanitizer on a
+  // busy CI host let pin-ahead finish first). A slab still in flight at wake
+  // ends within `eventually`'s 10 s.
+  sim.delay_host_allocs(3000ms);
   Pool pool(pin_ahead_options(sim));
   cudaStream_t stream = sim.create_stream();
   void* big = pool.allocate(512 * MiB, stream);
