@@ -7,6 +7,7 @@
 // Entries are poisoned (0xAB) before each call so that "nothing written" and
 // "only capacity entries written" are checked byte for byte.
 #include "capi_test_util.hpp"
+#include "support/capi_stats.hpp"
 
 #include <cstring>
 #include <set>
@@ -172,10 +173,7 @@ TEST_CASE("C API holdings scenario: the sizing call, then the full call", "[capi
   std::uint64_t used = 0;
   REQUIRE(sovaMemPoolGetGraphMemAttribute(pool, cudaGraphMemAttrUsedMemCurrent, &used) == cudaSuccess);
   CHECK(used == 12 * MiB);
-  sovaMemPoolStats stats;
-  std::memset(&stats, 0, sizeof stats);
-  stats.structSize = sizeof stats;
-  REQUIRE(sovaMemPoolGetStats(pool, &stats) == cudaSuccess);
+  const sovaMemPoolStats stats = sova::test::stats_of(pool);
   CHECK(stats.graphs == 3);
   CHECK(stats.graphHeldBlocks == 6);
   CHECK(stats.graphHeldBytes == 12 * MiB);

@@ -23,6 +23,13 @@ inline PoolOptions options_on(SimDriver& sim) {
   return options;
 }
 
+/// What the simulation says of `s`'s capture (status, id, graph).
+inline CaptureInfo capture_info(SimDriver& sim, cudaStream_t s) {
+  CaptureInfo info;
+  REQUIRE(sim.stream_capture_info(s, &info) == cudaSuccess);
+  return info;
+}
+
 inline std::uint64_t reserved_of(const Pool& pool) {
   std::uint64_t value = 0;
   REQUIRE(pool.get_attribute(cudaMemPoolAttrReservedMemCurrent, &value) == cudaSuccess);

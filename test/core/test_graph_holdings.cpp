@@ -16,10 +16,9 @@ namespace {
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
 unsigned long long capture_id(SimDriver& sim, cudaStream_t s) {
-  CaptureInfo info;
-  REQUIRE(sim.stream_capture_info(s, &info) == cudaSuccess);
-  REQUIRE(info.id != 0);
-  return info.id;
+  const unsigned long long id = capture_info(sim, s).id;
+  REQUIRE(id != 0);
+  return id;
 }
 
 const GraphHolding* find(const GraphMemorySnapshot& snapshot, unsigned long long id) {

@@ -15,12 +15,6 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-cudaStreamCaptureStatus status_of(SimDriver& sim, cudaStream_t s) {
-  CaptureInfo info;
-  REQUIRE(sim.stream_capture_info(s, &info) == cudaSuccess);
-  return info.status;
-}
-
 }  // namespace
 
 TEST_CASE("pool graphs: growth during a global capture runs in relaxed mode and leaves it valid", "[graphs][sim]") {
@@ -32,7 +26,7 @@ TEST_CASE("pool graphs: growth during a global capture runs in relaxed mode and 
   REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
   void* p = pool.allocate(16 * kMiB, s);  // the pool grows: creates, maps, sets access
   CHECK(sim.counters().physical_creates > 0);
-  CHECK(status_of(sim, s) == cudaStreamCaptureStatusActive);
+  CHECK(capture_info(sim, s).status == cudaStreamCaptureStatusActive);
   // The thread's mode is back to global afterwards.
   cudaStreamCaptureMode mode = cudaStreamCaptureModeGlobal;
   REQUIRE(sim.exchange_capture_mode(&mode) == cudaSuccess);
@@ -53,7 +47,7 @@ TEST_CASE("pool graphs: growth during a global capture runs in relaxed mode and 
     eager = pool.try_allocate(&q, 64 * kMiB, other);  // beyond what the pool holds: must grow
   }).join();
   CHECK(eager != cudaSuccess);
-  CHECK(status_of(sim, s) == cudaStreamCaptureStatusInvalidated);
+  CHECK(capture_info(sim, s).status == cudaStreamCaptureStatusInvalidated);
   CHECK(sim.end_capture(s, &graph) == cudaErrorStreamCaptureInvalidated);
   pool.check_invariants();
 }

@@ -53,12 +53,6 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-CaptureInfo capture_info(SimDriver& sim, cudaStream_t s) {
-  CaptureInfo info;
-  REQUIRE(sim.stream_capture_info(s, &info) == cudaSuccess);
-  return info;
-}
-
 std::string describe(const GraphMemorySnapshot& snapshot) {
   std::ostringstream out;
   out << "[";

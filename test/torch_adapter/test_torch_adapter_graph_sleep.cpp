@@ -9,6 +9,7 @@
 
 #include "graph_hooks.hpp"
 #include "sova_torch.h"
+#include "support/capi_stats.hpp"
 #include "torch_adapter/adapter_sim.hpp"
 
 #include <sova/sim.hpp>
@@ -17,20 +18,13 @@
 #include <algorithm>
 #include <cstring>
 
+using sova::test::stats_of;
 using sova::torch_adapter_test::sim;
 
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
 constexpr int kTag = 7;  // any of 1 .. 63
-
-sovaMemPoolStats pool_stats(sovaMemPool_t pool) {
-  sovaMemPoolStats s;
-  std::memset(&s, 0, sizeof s);
-  s.structSize = sizeof s;
-  REQUIRE(sovaMemPoolGetStats(pool, &s) == cudaSuccess);
-  return s;
-}
 
 bool all_bytes(const void* p, std::size_t n, unsigned char value) {
   const auto* b = static_cast<const unsigned char*>(p);
@@ -52,11 +46,11 @@ class TagScope {
 /// Puts `pool` to sleep without backup, zeroing on wake, and wakes it on
 /// `s`: its physical memory goes back to the device meanwhile.
 void sleep_and_wake_zeroed(sovaMemPool_t pool, cudaStream_t s) {
-  const std::uint64_t held = pool_stats(pool).reservedCurrent;
+  const std::uint64_t held = stats_of(pool).reservedCurrent;
   REQUIRE(held > 0);
   const std::size_t physical_awake = sim().counters().physical_bytes;
   REQUIRE(sovaMemPoolSleep(pool, sovaSleepDiscardZeroed, s) == cudaSuccess);
-  CHECK(pool_stats(pool).reservedCurrent == 0);
+  CHECK(stats_of(pool).reservedCurrent == 0);
   CHECK(sim().counters().physical_bytes + held <= physical_awake);
   REQUIRE(sovaMemPoolWake(pool, s) == cudaSuccess);
   REQUIRE(sim().stream_synchronize(s) == cudaSuccess);
@@ -117,7 +111,7 @@ TEST_CASE("torch adapter: graph memory captured under a tag sleeps with it and t
   std::uint64_t graph_bytes = 0;
   REQUIRE(sovaMemPoolGetGraphMemAttribute(pool, cudaGraphMemAttrUsedMemCurrent, &graph_bytes) == cudaSuccess);
   CHECK(graph_bytes == (native ? 0 : 2 * MiB));
-  CHECK(pool_stats(pool).usedCurrent >= 2 * MiB);
+  CHECK(stats_of(pool).usedCurrent >= 2 * MiB);
 
   for (unsigned char value : {0x40, 0x7f}) {
     sleep_and_wake_zeroed(pool, s);
@@ -147,6 +141,6 @@ TEST_CASE("torch adapter: graph memory captured under a tag sleeps with it and t
     sova_torch_free(tagged_probe, 256, 0, s);
   }
   REQUIRE(sim().stream_synchronize(s) == cudaSuccess);
-  CHECK(pool_stats(pool).usedCurrent == 0);
+  CHECK(stats_of(pool).usedCurrent == 0);
   sim().destroy_stream(s);
 }
