@@ -5,7 +5,7 @@ algorithms, one process per (model, allocator); prints a table of loss
 agreement, peak reserved memory and time per step, each as a ratio to native
 in the same run, and plots reserved memory over steps (PNG).
 
-    python3 bench/torch/train_compare.py --out DIR [--scale 1.0] [--models gpt,resnet,gpt_amp] [--allocators native,expandable,sova,sova_remap]
+    python3 bench/torch/train_compare.py --out DIR [--scale 1.0] [--models gpt,resnet,gpt_amp] [--allocators native,expandable,sova,sova_native,sova_remap]
 
 Models (docs/benchmarks.md, "Remapping under PyTorch", records a run):
   gpt      GPT-style decoder (6 layers, d 512, 8 heads, vocab 8192), batch 16,
@@ -26,12 +26,15 @@ import subprocess
 import sys
 import time
 
-ALLOCATORS = ("native", "expandable", "sova", "sova_remap")
+ALLOCATORS = ("native", "expandable", "sova", "sova_native", "sova_remap")
 # sova.torch.enable() options of each sova variant.
 # "sova" is sova.torch.enable()'s default options (no remapping: sova/torch.py,
-# TORCH_DEFAULTS) on the pluggable backend, as measured; "sova_remap" turns
-# balanced remapping on.
-SOVA_VARIANTS = {"sova": {"backend": "pluggable"}, "sova_remap": {"backend": "pluggable", "remap": "balanced"}}
+# TORCH_DEFAULTS) on the pluggable backend; "sova_native" the same options on
+# the native backend (what enable() with no arguments chooses where it can be
+# built: its first process pays the build, recorded as enable_s);
+# "sova_remap" turns balanced remapping on (pluggable).
+SOVA_VARIANTS = {"sova": {"backend": "pluggable"}, "sova_native": {"backend": "native"},
+                 "sova_remap": {"backend": "pluggable", "remap": "balanced"}}
 STEPS = {"gpt": 300, "resnet": 200, "gpt_amp": 300}
 WARMUP = 10
 
@@ -46,7 +49,9 @@ def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
 
     if allocator in SOVA_VARIANTS:
         import sova.torch
+        enable_start = time.perf_counter()
         sova.torch.enable(**SOVA_VARIANTS[allocator])
+        enable_s = time.perf_counter() - enable_start
         reserved = sova.torch.memory_reserved
         peak_reserved = sova.torch.max_memory_reserved
         peak_allocated = sova.torch.max_memory_allocated
@@ -124,6 +129,7 @@ def worker(model_name: str, allocator: str, steps: int, out_json: str) -> None:
     }
     if allocator in SOVA_VARIANTS:
         result["sova_stats"] = sova.torch.raw_stats(0)
+        result["enable_s"] = enable_s
     with open(out_json, "w") as f:
         json.dump(result, f)
 
@@ -170,8 +176,9 @@ def main() -> None:
         for a in allocators:
             results[(m, a)] = run_one(m, a, steps, args.out)
             r = results[(m, a)]
-            print(f"# {m:8s} {a:10s} {r['ms_per_step']:.2f} ms/step, peak reserved "
-                  f"{r['peak_reserved'] / 2**30:.3f} GiB", flush=True)
+            enable = f", enable() {r['enable_s']:.2f} s" if "enable_s" in r else ""
+            print(f"# {m:8s} {a:11s} {r['ms_per_step']:.2f} ms/step, peak reserved "
+                  f"{r['peak_reserved'] / 2**30:.3f} GiB{enable}", flush=True)
     gib = 2 ** 30
     print()
     print("| model | allocator | steps | losses == native (bitwise) | ms/step | vs native | "

@@ -10,14 +10,20 @@
 #   torch    the Python package (pip install .), then
 #            bench/torch/reduce_overhead.py: torch.compile reduce-overhead
 #            (training step, inference at 3 batch sizes) and torch.cuda.graph
-#            under PyTorch's allocator, sova.torch native and pluggable
+#            under PyTorch's allocator, sova.torch native and pluggable; the
+#            first sova-native process builds the native backend where
+#            TORCH_EXTENSIONS_DIR holds none (its enable_s: the first-use cost)
+#   train    bench/torch/train_compare.py (eager training, GPT and ResNet-18,
+#            TRAIN_SCALE x its steps, default 0.5) under PyTorch's allocator,
+#            expandable segments, sova.torch pluggable and native
 #
 #   OUT=DIR tools/device/graphs-bench.sh          every step
 #   STEPS="build graph" tools/device/graphs-bench.sh
 #
 # Carry .carry/torch-whl (meson-python). Logs: $OUT/graphs-bench.log
-# (everything, and a closing summary), one log per step, $OUT/graph_bench_*.json
-# and $OUT/reduce_overhead.json. TOTAL_S (default 345) bounds the call.
+# (everything, and a closing summary), one log per step, $OUT/graph_bench_*.json,
+# $OUT/reduce_overhead.json and $OUT/train_compare.tgz (its JSON and plot: a
+# call brings back at most 8 files). TOTAL_S (default 345) bounds the call.
 # Exit status 0 when every step passed.
 set -o pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
@@ -25,7 +31,7 @@ t0=$SECONDS
 total=${TOTAL_S:-345}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" || { echo "graphs-bench.sh: cannot create OUT=$OUT" >&2; exit 1; }
-steps=${STEPS:-build graph torch}
+steps=${STEPS:-build graph torch train}
 builddir=${BUILDDIR:-build-graphs}
 export PYTHONUNBUFFERED=1
 exec > >(tee "$OUT/graphs-bench.log") 2>&1
@@ -64,13 +70,23 @@ if wanted graph; then
       --json $OUT/graph_bench_16graphs.json"
 fi
 
-if wanted torch; then
+if wanted torch || wanted train; then
   source tools/device/python_env.sh
   use_carried_wheels .carry/torch-whl
   pip_install_sova 120
+fi
+
+if wanted torch; then
   budget=$(( $(left) - 20 ))
+  wanted train && budget=$(( budget - 150 ))
   [ "$budget" -gt 220 ] && budget=220
   run_step torch $((budget + 15)) \
     "python3 bench/torch/reduce_overhead.py --budget $budget --json $OUT/reduce_overhead.json"
+fi
+
+if wanted train; then
+  run_step train 200 "python3 bench/torch/train_compare.py --out /tmp/train_compare --scale ${TRAIN_SCALE:-0.5} \
+    --models gpt,resnet --allocators native,expandable,sova,sova_native;
+    rc=\$?; tar czf $OUT/train_compare.tgz -C /tmp train_compare; exit \$rc"
 fi
 finish
