@@ -44,7 +44,8 @@ if [ "$gpus" -ge 2 ]; then
 fi
 wanted python && run_step python 420 'timeout 150 python3 -m pip install --no-build-isolation --no-deps \
   -Cbuild-dir=/tmp/sova-pip-build . > "$OUT/pip.log" 2>&1 || { grep -iE "error|not found|failed" "$OUT/pip.log" | head -15; exit 1; }
-  cd /tmp && python3 -m pytest -q -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE 2>&1 | tail -15'
+  cd /tmp && python3 -m pytest -v -p no:cacheprovider "$OLDPWD/python/tests_gpu" -rfE --durations=0 2>&1 |
+    tee "$OUT/pytest-gpu.log" | grep -E "PASSED|FAILED|ERROR|passed|failed"'
 wanted sanitizer && run_step sanitizer 400 \
   'SOVA_SLEEP_PROGRAMS=40 compute-sanitizer --tool memcheck --report-api-errors no build/test/sova_gpu_tests 2>&1 | tail -4'
 finish

@@ -14,7 +14,7 @@
 #            first sova-native process builds the native backend where
 #            TORCH_EXTENSIONS_DIR holds none (its enable_s: the first-use cost)
 #   train    bench/torch/train_compare.py (eager training, GPT and ResNet-18,
-#            TRAIN_SCALE x its steps, default 0.5) under PyTorch's allocator,
+#            TRAIN_SCALE x its steps, default 0.5; TRAIN_MODELS to choose) under PyTorch's allocator,
 #            expandable segments, sova.torch pluggable and native
 #
 #   OUT=DIR tools/device/graphs-bench.sh          every step
@@ -86,7 +86,7 @@ fi
 
 if wanted train; then
   run_step train 200 "python3 bench/torch/train_compare.py --out /tmp/train_compare --scale ${TRAIN_SCALE:-0.5} \
-    --models gpt,resnet --allocators native,expandable,sova,sova_native;
+    --models ${TRAIN_MODELS:-gpt,resnet} --allocators native,expandable,sova,sova_native;
     rc=\$?; tar czf $OUT/train_compare.tgz -C /tmp train_compare; exit \$rc"
 fi
 finish
