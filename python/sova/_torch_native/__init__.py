@@ -98,7 +98,7 @@ def install(verbose: bool = False, announce: bool = False) -> str:
         import time
         import torch
         print(f"sova.torch: building the native backend for PyTorch {torch.__version__} "
-              "(once per PyTorch build; about a minute)...", file=sys.stderr, flush=True)
+              "(once per PyTorch build; seconds to a minute)...", file=sys.stderr, flush=True)
         start = time.monotonic()
         path = build(verbose)
         print(f"sova.torch: native backend built in {time.monotonic() - start:.0f} s", file=sys.stderr,
