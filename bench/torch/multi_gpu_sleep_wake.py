@@ -222,6 +222,50 @@ def launch(name: str, gpus: int, args) -> list:
     return ranks if len(ranks) == gpus else []
 
 
+def report_training(ref: list, slept: list, gpus: int) -> bool:
+    """Prints each rank's cycles; whether both launches reported on every rank,
+    every cycle kept the state intact and gave the device back at least the
+    tags' bytes, and every rank's losses and weights equal those of no sleep."""
+    if len(ref) != gpus or len(slept) != gpus:
+        print(f"training: {len(ref)} and {len(slept)} of {gpus} ranks reported (no sleep, sleep)")
+        return False
+    ok = True
+    print("rank cycle  trainer_GiB  sleep_s  sleep_GiB/s  wake_s  wake_GiB/s  freed_GiB/tags_GiB  intact")
+    for r in slept:
+        ok &= bool(r["cycles"])
+        for c in r["cycles"]:
+            print(f"{r['rank']:>4} {c['cycle']:>5} {c['trainer_gib']:>12.2f} {c['sleep_s']:>8.3f} "
+                  f"{c['sleep_gibs']:>12.1f} {c['wake_s']:>7.3f} {c['wake_gibs']:>11.1f} "
+                  f"{c['freed_gib']:>9.2f}/{c['tags_gib']:.2f} {'yes' if c['state_intact'] else 'NO'}")
+            # The device gets back the tags' bytes (chunks may hold a little more).
+            given_back = c["freed_gib"] >= 0.99 * c["tags_gib"]
+            if not given_back:
+                print(f"rank {r['rank']} cycle {c['cycle']}: the device got back less than the tags hold")
+            ok &= c["state_intact"] and given_back
+    for a, b in zip(sorted(ref, key=lambda r: r["rank"]), sorted(slept, key=lambda r: r["rank"])):
+        same = a["losses"] == b["losses"] and a["weights_sha256"] == b["weights_sha256"]
+        print(f"rank {a['rank']} ({b['backend']}): losses and weights bitwise equal to no sleep: "
+              f"{'yes' if same else 'NO'}")
+        ok &= same
+    return ok
+
+
+def report_nccl(ranks: list, gpus: int) -> bool:
+    """Prints the NCCL launch's outcome per rank; whether every rank reported
+    exact sums before and after the ordered cycle, its contents intact (the
+    unordered cycle is reported, not judged)."""
+    if len(ranks) != gpus:
+        print(f"nccl: {len(ranks)} of {gpus} ranks reported")
+        return False
+    ok = True
+    for r in ranks:
+        print(f"rank {r['rank']} ({r['backend']}): registered all-reduce exact {r['registered_exact']}; "
+              f"deregister, sleep, wake, register: {r['ordered']}; slept while registered (reported): "
+              f"{r['unordered']}")
+        ok &= r["registered_exact"] and r["ordered"]["exact_after"] and r["ordered"]["intact"]
+    return ok
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gpus", type=int, default=0, help="ranks (default: every GPU)")
@@ -244,30 +288,10 @@ def main() -> int:
     if gpus < 1 or gpus > torch.cuda.device_count():
         ap.error(f"--gpus {gpus}: CUDA sees {torch.cuda.device_count()}")
     os.makedirs(args.out, exist_ok=True)
-    ok = True
     ref, slept = launch("train_ref", gpus, args), launch("train_sleep", gpus, args)
-    ok &= bool(ref) and bool(slept)
-    if ref and slept:
-        print("rank cycle  trainer_GiB  sleep_s  sleep_GiB/s  wake_s  wake_GiB/s  freed_GiB/tags_GiB  intact")
-        for r in slept:
-            for c in r["cycles"]:
-                print(f"{r['rank']:>4} {c['cycle']:>5} {c['trainer_gib']:>12.2f} {c['sleep_s']:>8.3f} "
-                      f"{c['sleep_gibs']:>12.1f} {c['wake_s']:>7.3f} {c['wake_gibs']:>11.1f} "
-                      f"{c['freed_gib']:>9.2f}/{c['tags_gib']:.2f} {'yes' if c['state_intact'] else 'NO'}")
-                # The device gets back the tags' bytes (chunks may hold a little more).
-                ok &= c["state_intact"] and c["freed_gib"] >= 0.99 * c["tags_gib"]
-        for a, b in zip(ref, slept):
-            same = a["losses"] == b["losses"] and a["weights_sha256"] == b["weights_sha256"]
-            print(f"rank {a['rank']} ({b['backend']}): losses and weights bitwise equal to no sleep: "
-                  f"{'yes' if same else 'NO'}")
-            ok &= same
+    ok = report_training(ref, slept, gpus)
     nccl = launch("nccl", gpus, args)
-    ok &= bool(nccl)
-    for r in nccl:
-        print(f"rank {r['rank']} ({r['backend']}): registered all-reduce exact {r['registered_exact']}; "
-              f"deregister, sleep, wake, register: {r['ordered']}; slept while registered (reported): "
-              f"{r['unordered']}")
-        ok &= r["registered_exact"] and r["ordered"]["exact_after"] and r["ordered"]["intact"]
+    ok &= report_nccl(nccl, gpus)
     if args.json:
         with open(args.json, "a") as f:
             for name, ranks in (("train_sleep", slept), ("nccl", nccl)):
