@@ -4,10 +4,12 @@
     sova.torch.enable()          # before the first CUDA tensor
     ...                          # train as usual
 
-``enable`` installs sova through torch.cuda.memory.CUDAPluggableAllocator
-(every CUDA tensor of the process then comes from sova: one pool per device),
-or with backend="native" as a c10 CUDAAllocator compiled against the installed
-PyTorch, which torch.compile(mode="reduce-overhead") needs (_torch_native);
+``enable`` makes sova PyTorch's CUDA allocator (every CUDA tensor of the
+process then comes from sova: one pool per device): by default as a c10
+CUDAAllocator compiled against the installed PyTorch on first use (the native
+backend, _torch_native, which torch.compile(mode="reduce-overhead") needs),
+and where it cannot be built through torch.cuda.memory.CUDAPluggableAllocator
+(backend="pluggable", one warning says what will not work);
 ``mem_pool`` gives a torch.cuda.MemPool on sova for scoped use
 (torch.cuda.use_mem_pool) without replacing PyTorch's allocator.
 PyTorch's own memory_stats() and snapshot raise under a pluggable allocator

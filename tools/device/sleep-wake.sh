@@ -23,7 +23,7 @@
 #            (its wheel carried in .carry/tms-whl), sova.torch's sleep/wake,
 #            and the RL-style loop (train step, sleep, graph-captured decode, wake)
 #
-#   OUT=DIR tools/device/sleep-wake.sh          every step
+#   OUT=DIR tools/device/sleep-wake.sh          build test bench torch (the default)
 #   STEPS="build bench" tools/device/sleep-wake.sh
 #   STEPS="build drift inflight" tools/device/sleep-wake.sh
 #   SIZES=1,8,32 CYCLES=3 TORCH_GIB="1 8"       the sizes measured
