@@ -15,8 +15,8 @@
 #                  (40 of the randomized sleep programs rather than 200: memcheck
 #                  is slower, 40 cover every path)
 #
-#   STEPS="suite suite_device1 multigpu sanitizer" OUT=DIR tools/device/gpu-suite.sh
-#   STEPS=python OUT=DIR tools/device/gpu-suite.sh   # a call of its own
+#   OUT=DIR tools/device/gpu-suite.sh                # suite suite_device1 multigpu sanitizer
+#   STEPS=python OUT=DIR tools/device/gpu-suite.sh   # the second call
 #
 # The python step does not fit beside the others in one 10-minute call: on an
 # H200 python/tests_gpu took 346 s (24 tests; the reduce-overhead ones compile)
@@ -30,7 +30,7 @@
 set -o pipefail
 t0=$SECONDS
 total=${TOTAL_S:-560}
-steps=${STEPS:-suite suite_device1 multigpu python sanitizer}
+steps=${STEPS:-suite suite_device1 multigpu sanitizer}   # python: a call of its own (below)
 export OUT=${OUT:-/tmp/gpu-suite-out}
 mkdir -p "$OUT"
 source tools/device/steps.sh
