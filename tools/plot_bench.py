@@ -14,8 +14,8 @@ micro_ratios.png, ...: two result sets in one folder keep apart):
                    targets; what was skipped and why; the command that made
                    it; the figures, each with what it shows
     ratios.png     bars per workload: each allocator's cost per unit of work
-                   over cudaMallocAsync's (log scale; the dashed line at 1 is
-                   cudaMallocAsync; lower is better)
+                   over cudaMallocAsync's (log scale; the dashed line at 1,
+                   beneath the bars, is cudaMallocAsync; lower is better)
     threads.png    threads/ and threads_mixed/: aggregate pairs/s against
                    threads (log-log), a panel per workload
     overheads.png  multistream/ vs_prealloc (time over the preallocated
@@ -30,7 +30,12 @@ micro_ratios.png, ...: two result sets in one folder keep apart):
 Every figure names the device and the day of the run at its top (the
 JSON's context: gpu, date), has one legend, below its panels, and draws an
 allocator in the same color and with the same marker as every other figure
-(ALLOCATOR_STYLES).
+(ALLOCATOR_STYLES). Every series stays visible when two have equal values:
+no two lines of a figure share both dash and marker, and each later line is
+thinner and above the earlier (line_looks); reference lines lie beneath the
+bars;
+a panel's title names the series whose values are all equal ("equal values:
+sova_capi = sova_pool").
 
 A PNG is only written when its data is there; with --no-png, or without
 matplotlib, only the summary. Case names are group/allocator[/args]
@@ -515,6 +520,58 @@ def markers_for(allocators):
     return {a: marker for a, (_, marker) in styles_for(allocators).items()}
 
 
+# Two series with equal values draw one line exactly over the other, and a
+# reader must still see both. So each line of a figure takes, in drawing
+# order, a dash no earlier line with its marker has, and is thinner, with a
+# smaller marker, and above the lines drawn before it: where lines coincide,
+# the wider one beneath shows on both sides of the one above and through its
+# gaps, and each marker rings the one above it.
+DASHES = ("-", "--", "-.", ":")
+REFERENCE_ZORDER = 0.9  # reference lines (1 = the baseline, a target) lie beneath the bars (zorder 1)
+
+
+def line_looks(names, styles):
+    """name -> Axes.plot keyword arguments, for lines drawn in the order of
+    `names`; styles: name -> (color, marker), as styles_for gives."""
+    looks = {}
+    taken = set()
+    for i, name in enumerate(names):
+        color, marker = styles[name]
+        order = DASHES[i % len(DASHES):] + DASHES[:i % len(DASHES)]
+        dash = next((d for d in order if (d, marker) not in taken), order[0])
+        taken.add((dash, marker))
+        looks[name] = {"color": color, "marker": marker, "linestyle": dash, "zorder": 2 + i,
+                       "linewidth": max(2.4 - 0.3 * i, 1.0), "markersize": max(8.5 - 0.7 * i, 4.5)}
+    return looks
+
+
+def coinciding(series):
+    """Groups of names (two or more, in the order given) whose series are
+    equal: series is name -> {x: value}."""
+    groups = []
+    for name, values in series.items():
+        group = next((g for g in groups if values and series[g[0]] == values), None)
+        if group:
+            group.append(name)
+        else:
+            groups.append([name])
+    return [g for g in groups if len(g) > 1]
+
+
+def coincidence_note(groups):
+    """What a panel says of its equal series, so that a reader knows a line
+    or bar stands for more than one: '' when none are equal."""
+    if not groups:
+        return ""
+    return "equal values: " + "; ".join(" = ".join(g) for g in groups)
+
+
+def titled(title, groups):
+    """A panel's title with its coincidence note on a line of its own."""
+    note = coincidence_note(groups)
+    return title + ("\n" + note if note else "")
+
+
 def output_name(prefix, name):
     """A file's name in the output folder: prefix_name, so that two result
     sets written to one folder (--prefix micro, --prefix replay) never
@@ -576,6 +633,13 @@ def finish_figure(fig, axes, path, caption, columns=4):
     fig.savefig(path, dpi=110)
 
 
+def bar_coincidences(rows, data):
+    """Groups of allocators whose bars are equal in every row: such bars stand
+    side by side at one height, and the panel's title says they are equal."""
+    present = allocator_order({a for r in rows for a in data[r]})
+    return coinciding(OrderedDict((a, {r: data[r][a] for r in rows if a in data[r]}) for a in present))
+
+
 def draw_bars(ax, rows, data, styles, clip=None, fmt="%.3g"):
     """Grouped bars: one group per row (workload), one bar per allocator, each
     labelled with its value; bars above `clip` are cut there (the label
@@ -610,8 +674,10 @@ def plain_log_axis(ax, fmt="%g"):
 
 def draw_baseline(ax, label):
     """The ratio-1 line, in the baseline allocator's color, dashed, with a
-    legend entry saying what 1 means."""
-    ax.axhline(1.0, color=ALLOCATOR_STYLES[BASELINE][0], linewidth=1.2, linestyle="--", label=label, zorder=3)
+    legend entry saying what 1 means; beneath the bars, so that it never
+    hides the top of a bar at 1."""
+    ax.axhline(1.0, color=ALLOCATOR_STYLES[BASELINE][0], linewidth=1.2, linestyle="--", label=label,
+               zorder=REFERENCE_ZORDER)
 
 
 def ratio_panels(cases):
@@ -645,8 +711,8 @@ def plot_ratios(path, cases, caption):
         values = [v for r in data.values() for v in r.values() if v > 0]
         ax.set_ylim(min(min(values), 1.0) / 2, max(max(values), 1.0) * 5)
         ax.set_xticklabels([pretty_args(w.split("/")[1:]) or group for w in data], fontsize=8.5)
-        ax.set_title(GROUP_TITLES.get(group, group + "/") + "\ncost per unit of work over cudaMallocAsync's: "
-                     "lower is better", fontsize=9.5)
+        ax.set_title(titled(GROUP_TITLES.get(group, group + "/") + "\ncost per unit of work over cudaMallocAsync's: "
+                            "lower is better", bar_coincidences(list(data), data)), fontsize=9.5)
         ax.set_ylabel("x cudaMallocAsync (log)")
         ax.grid(axis="y", which="major", alpha=0.3)
     finish_figure(fig, axes[:, 0], path, caption)
@@ -692,17 +758,17 @@ def plot_threads(path, cases, caption):
     panels = thread_panels(cases)
     if not panels:
         return []
-    styles = styles_for({a for _, lines in panels for a in lines})
+    names = allocator_order({a for _, lines in panels for a in lines})
+    looks = line_looks(names, styles_for(names))
     columns = len(panels)
     # One y scale for all panels, so that their rates compare at a glance.
     fig, axes = plt.subplots(1, columns, figsize=(5.2 * columns + 1, 5.4), squeeze=False, sharey=True)
     for ax, (workload, lines) in zip(axes[0], panels):
-        names = allocator_order(lines)
-        for i, allocator in enumerate(names):
+        drawn = [a for a in names if a in lines]
+        for i, allocator in enumerate(drawn):
             points = sorted(lines[allocator])
-            color, marker = styles[allocator]
-            ax.plot(dodge(points, i, len(names)), [p[1] for p in points], marker=marker, label=allocator,
-                    color=color, markersize=7.5, markeredgecolor="white", markeredgewidth=0.6, linewidth=1.4)
+            ax.plot(dodge(points, i, len(drawn)), [p[1] for p in points], label=allocator,
+                    markeredgecolor="white", markeredgewidth=0.6, **looks[allocator])
         ax.set_xscale("log", base=2)
         plain_log_axis(ax, fmt_number)
         ticks = sorted({t for pts in lines.values() for t, _ in pts})
@@ -710,7 +776,8 @@ def plot_threads(path, cases, caption):
         ax.set_xticklabels([str(t) for t in ticks])
         ax.minorticks_off()
         ax.set_xlabel("threads (each with its own stream)")
-        ax.set_title(thread_panel_title(workload), fontsize=9.5)
+        ax.set_title(titled(thread_panel_title(workload),
+                            coinciding(OrderedDict((a, dict(lines[a])) for a in drawn))), fontsize=9.5)
         ax.grid(which="major", alpha=0.3)
     axes[0][0].set_ylabel("allocate + free pairs per second, all threads (log)")
     finish_figure(fig, axes[0], path, caption, columns=3)
@@ -747,13 +814,15 @@ def plot_overheads(path, cases, caption):
         rows = sorted(data, key=lambda w: arg_sort_key(w.split("/")))
         clip = 3.0
         draw_bars(ax, rows, data, styles, clip=clip)
-        ax.axhline(1.0, color="black", linewidth=0.8, label="1 = no overhead")
+        ax.axhline(1.0, color="black", linewidth=0.8, label="1 = no overhead", zorder=REFERENCE_ZORDER)
         if target:
-            ax.axhline(target, color="black", linewidth=1.0, linestyle=":", label="target %.2f" % target)
+            ax.axhline(target, color="black", linewidth=1.0, linestyle=":", label="target %.2f" % target,
+                       zorder=REFERENCE_ZORDER)
         top = max(v for r in data.values() for v in r.values())
         ax.set_ylim(0, min(top, clip) * 1.3)
         ax.set_xticklabels(rows, fontsize=8.5)
-        ax.set_title(title + ("; bars cut at %g, labels give the value" % clip if top > clip else ""), fontsize=9.5)
+        ax.set_title(titled(title + ("; bars cut at %g, labels give the value" % clip if top > clip else ""),
+                            bar_coincidences(rows, data)), fontsize=9.5)
         ax.set_ylabel("ratio")
         ax.grid(axis="y", alpha=0.3)
     finish_figure(fig, axes[:, 0], path, caption)
@@ -835,10 +904,11 @@ def plot_replay_traces(path, cases, caption):
         else:
             clip = 3.0
             draw_bars(ax, rows, data, styles, clip=clip)
-            ax.axhline(1.0, color="black", linewidth=0.8, label="1 = nothing held beyond what was handed out")
+            ax.axhline(1.0, color="black", linewidth=0.8, label="1 = nothing held beyond what was handed out",
+                       zorder=REFERENCE_ZORDER)
             ax.set_ylim(0, min(max(values), clip) * 1.3)
         ax.set_xticklabels(rows, fontsize=8.5)
-        ax.set_title(title, fontsize=9.5)
+        ax.set_title(titled(title, bar_coincidences(rows, data)), fontsize=9.5)
         ax.set_ylabel(ylabel)
         ax.grid(axis="y", alpha=0.3)
     finish_figure(fig, axes[:, 0], path, caption)
@@ -891,18 +961,25 @@ def replay_memory_lines(series):
     return lines
 
 
+def memory_coincidences(by_alloc, lines):
+    """Groups of the drawn allocators whose reserved memory is equal at every sample of a trace."""
+    return coinciding(OrderedDict((a, dict(zip(by_alloc[a]["op"], by_alloc[a]["reserved"])))
+                                  for a, _ in lines if a in by_alloc))
+
+
 def plot_replay_memory(path, series, caption):
     """memory.png: one panel per trace, reserved memory against operations
     replayed for sova's default, its best alternative and the peers
-    (replay_memory_lines), each in its own color and with its marker every
-    so often (lines that run together stay told apart), and the bytes live in
+    (replay_memory_lines), each in its own color, dash and marker (line_looks),
+    its markers every so often at its own places (lines that run together
+    stay told apart), equal lines named in the title, and the bytes live in
     the trace (black: the floor every allocator must hold); one legend for
     all panels."""
     import matplotlib.pyplot as plt  # noqa: PLC0415
     if not series:
         return []
     lines = replay_memory_lines(series)
-    styles = styles_for([a for a, _ in lines])
+    looks = line_looks([a for a, _ in lines], styles_for([a for a, _ in lines]))
     fig, axes = plt.subplots(len(series), 1, figsize=(12, 3.2 * len(series) + 1.2), squeeze=False)
     for ax, (trace, by_alloc) in zip(axes[:, 0], series.items()):
         top = max(max(c["reserved"] + c["requested"]) for c in by_alloc.values())
@@ -914,17 +991,14 @@ def plot_replay_memory(path, series, caption):
             c = by_alloc.get(allocator)
             if c is None:
                 continue
-            color, marker = styles[allocator]
             label = allocator + (" (%s)" % role if role != "peer" else "")
             # Markers at staggered places per line: where two lines coincide,
-            # both still show. sova's default on top: the others' lines often
-            # run over it.
+            # each line's markers still show.
             every = max(len(c["op"]) // 12, 1)
-            ax.plot(c["op"], [v / scale for v in c["reserved"]], color=color, linewidth=1.3, label=label,
-                    marker=marker, markersize=5, markevery=(i * every // max(len(lines), 1), every),
-                    zorder=3 if role == "sova's default" else 2)
-        ax.set_title("replay/%s: reserved memory over the first replay (from an empty pool): lower is better" % trace,
-                     fontsize=9.5)
+            ax.plot(c["op"], [v / scale for v in c["reserved"]], label=label,
+                    markevery=(i * every // max(len(lines), 1), every), **looks[allocator])
+        ax.set_title(titled("replay/%s: reserved memory over the first replay (from an empty pool): lower is better"
+                            % trace, memory_coincidences(by_alloc, lines)), fontsize=9.5)
         ax.set_xlabel("operations replayed", fontsize=8.5)
         ax.set_ylabel(unit)
         ax.set_ylim(bottom=0)

@@ -127,6 +127,11 @@ def summary(series):
     return text
 
 
+def used_label(series):
+    """The used line's legend entry, naming reserved where the two are equal at every row."""
+    return "used (= reserved at every row)" if series["used"] == series["reserved"] else "used"
+
+
 def plot(series, out, title):
     try:
         import matplotlib
@@ -137,9 +142,14 @@ def plot(series, out, title):
               file=sys.stderr)
         return 3
     fig, ax = plt.subplots(figsize=(10, 4.5))
+    # Used equal to reserved drew one line exactly over the other, and a
+    # reader must see both: reserved is wide and solid beneath, used thinner
+    # and dashed above it, and its label says when the two are equal.
     if series["reserved"] is not None:
-        ax.step(series["t"], [r / MiB for r in series["reserved"]], where="post", label="reserved (sampled)")
-    ax.step(series["t"], [u / MiB for u in series["used"]], where="post", label="used")
+        ax.step(series["t"], [r / MiB for r in series["reserved"]], where="post", label="reserved (sampled)",
+                linewidth=2.6, zorder=2)
+    ax.step(series["t"], [u / MiB for u in series["used"]], where="post", label=used_label(series),
+            linestyle="--", linewidth=1.2, zorder=3)
     ax.set_xlabel("time (s)")
     ax.set_ylabel("MiB")
     ax.set_title(title, pad=24)

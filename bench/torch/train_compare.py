@@ -213,18 +213,51 @@ def main() -> None:
                 print(f"| {m} | {a} | {st['allocations']} | {st['fastPathHits']} | {st['chunksMapped']} | "
                       f"{st['chunksRemapped']} | {st['remapWaits']} | {st['deviceSynchronizes']} | "
                       f"{st['crossStreamWaits']} |")
+    png = os.path.join(args.out, "train_compare_reserved.png")
+    plot_reserved(plt, results, models, allocators, png)
+    print(f"plot: {png}")
+
+
+# Allocators with the same reserved memory (sova on its pluggable and native
+# backends, same options) drew one line exactly over the other, and a reader
+# must see both: each line has its own dash and marker, its markers at its
+# own steps, each later line thinner and above the earlier, and equal lines
+# are named in the title.
+LOOKS = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ("-", "v"), ("--", "P"))
+
+
+def line_look(i):
+    dash, marker = LOOKS[i % len(LOOKS)]
+    return {"linestyle": dash, "marker": marker, "linewidth": max(2.4 - 0.35 * i, 0.8),
+            "markersize": max(7.0 - 0.7 * i, 3.0), "zorder": 2 + i}
+
+
+def equal_note(series):
+    """'equal: a = b' for the names whose values are the same at every step, '' when none are."""
+    groups = {}
+    for name, values in series.items():
+        groups.setdefault(tuple(values), []).append(name)
+    equal = [" = ".join(names) for names in groups.values() if len(names) > 1]
+    return "equal: " + "; ".join(equal) if equal else ""
+
+
+def plot_reserved(plt, results, models, allocators, png):
+    """Reserved memory per step, a panel per model, a line per allocator."""
     fig, axes = plt.subplots(len(models), 1, figsize=(9, 3.2 * len(models)), squeeze=False)
     for ax, m in zip(axes[:, 0], models):
-        for a in allocators:
-            ax.plot([v / gib for v in results[(m, a)]["reserved"]], label=a, linewidth=1.2)
-        ax.set_title(f"{m}: reserved memory per step")
+        for i, a in enumerate(allocators):
+            reserved = results[(m, a)]["reserved"]
+            every = max(len(reserved) // 10, 1)
+            ax.plot([v / 2 ** 30 for v in reserved], label=a, markevery=(i * every // len(allocators), every),
+                    **line_look(i))
+        note = equal_note({a: results[(m, a)]["reserved"] for a in allocators})
+        ax.set_title(f"{m}: reserved memory per step" + (f"\n{note}" if note else ""))
         ax.set_xlabel("step")
         ax.set_ylabel("GiB")
         ax.legend()
     fig.tight_layout()
-    png = os.path.join(args.out, "train_compare_reserved.png")
     fig.savefig(png, dpi=110)
-    print(f"plot: {png}")
+    plt.close(fig)
 
 
 if __name__ == "__main__":

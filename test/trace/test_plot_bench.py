@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""tools/plot_bench.py without matplotlib (meson test plot_bench): what the
-memory figure draws, each allocator's color and marker, the output names
---prefix gives, the caption naming the device and day of the run, and the
-summary's command line, figure embeds and thread counts.
+"""tools/plot_bench.py (meson test plot_bench): what the memory figure draws,
+each allocator's color and marker, the output names --prefix gives, the
+caption naming the device and day of the run, and the summary's command line,
+figure embeds and thread counts; with matplotlib, that every figure shows
+every series when two have equal values (skipped without it).
 
     test_plot_bench.py TOOLS_DIR
 """
@@ -184,6 +185,125 @@ class Colors(unittest.TestCase):
     def test_known_allocators_keep_their_color(self):
         self.assertEqual(plot_bench.colors_for(["sova_pool", "x"])["sova_pool"],
                          plot_bench.colors_for(["sova_pool", "torch_caching"])["sova_pool"])
+
+
+class LineLooks(unittest.TestCase):
+    def test_every_allocator_of_a_figure_has_its_own_dash_and_marker(self):
+        names = plot_bench.allocator_order(plot_bench.ALLOCATOR_STYLES)
+        looks = plot_bench.line_looks(names, plot_bench.styles_for(names))
+        pairs = [(looks[n]["linestyle"], looks[n]["marker"]) for n in names]
+        self.assertEqual(len(set(pairs)), len(names), pairs)
+
+    def test_each_later_line_is_thinner_and_above(self):
+        names = ["cudaMallocAsync_default", "cudaMallocAsync_pool", "sova_pool"]
+        looks = plot_bench.line_looks(names, plot_bench.styles_for(names))
+        for below, above in zip(names, names[1:]):
+            self.assertLess(looks[below]["zorder"], looks[above]["zorder"])
+            self.assertGreater(looks[below]["linewidth"], looks[above]["linewidth"])
+            self.assertGreater(looks[below]["markersize"], looks[above]["markersize"])
+
+    def test_equal_series_are_named_together(self):
+        series = {"a": {1: 2.0, 2: 3.0}, "b": {1: 2.0, 2: 3.0}, "c": {1: 2.0, 2: 4.0}, "d": {1: 2.0}}
+        self.assertEqual(plot_bench.coinciding(series), [["a", "b"]])
+        self.assertEqual(plot_bench.coincidence_note([["a", "b"]]), "equal values: a = b")
+        self.assertEqual(plot_bench.coincidence_note([]), "")
+
+
+def drawn_axes(plot, *args):
+    """The Axes a plot_bench figure function drew, caught where it closes the
+    figure; skips the test without matplotlib."""
+    try:
+        import matplotlib  # noqa: PLC0415
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        raise unittest.SkipTest("matplotlib is not installed") from None
+    figures = []
+    close = plt.close
+    plt.close = figures.append
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            plot(os.path.join(tmp, "figure.png"), *args)
+    finally:
+        plt.close = close
+    for fig in figures:
+        close(fig)
+    return [ax for fig in figures for ax in fig.axes]
+
+
+def cases_of(entries):
+    """plot_bench's cases from Google Benchmark entries, as it reads them from a file."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.json")
+        with open(path, "w") as f:
+            json.dump({"context": {"gpu": "no GPU"}, "benchmarks": entries}, f)
+        cases, _, _ = plot_bench.load([path])
+    return cases
+
+
+def entry(name, ns=100.0, **counters):
+    return dict({"name": name, "run_name": name, "run_type": "iteration", "iterations": 10, "real_time": ns,
+                 "cpu_time": ns, "time_unit": "ns"}, **counters)
+
+
+def thread_entries(allocator, rates):
+    return [entry("threads/%s/real_time/threads:%d" % (allocator, t), pairs=rate) for t, rate in rates]
+
+
+# Two allocators with the same marker ('s') and equal values: the case where
+# one line hid the other.
+EQUAL_PAIR = ("cudaMallocAsync_default", "cudaMallocAsync_pool")
+
+
+class EverySeriesShows(unittest.TestCase):
+    def assert_lines_show(self, ax, names):
+        # A line's label is its allocator's name, or the name and its role: "sova_pool (sova's default)".
+        lines = {line.get_label().split(" (")[0]: line for line in ax.get_lines()}
+        for name in names:
+            self.assertIn(name, lines, "%s is not drawn" % name)
+            self.assertGreater(len(lines[name].get_xdata()), 0, "%s has no points" % name)
+        looks = [(lines[n].get_linestyle(), lines[n].get_marker()) for n in names]
+        self.assertEqual(len(set(looks)), len(names), "two series share a line style and marker: %s" % looks)
+        below, above = sorted((lines[n] for n in EQUAL_PAIR), key=lambda line: line.get_zorder())
+        self.assertLess(above.get_linewidth(), below.get_linewidth(), "the upper of two equal lines covers the other")
+
+    def test_threads(self):
+        same = [(1, 1e6), (2, 2e6), (4, 3e6)]
+        cases = cases_of(thread_entries(EQUAL_PAIR[0], same) + thread_entries(EQUAL_PAIR[1], same) +
+                         thread_entries("sova_pool", [(1, 5e6), (2, 9e6), (4, 1.5e7)]))
+        (ax,) = drawn_axes(plot_bench.plot_threads, cases, "caption")
+        self.assert_lines_show(ax, EQUAL_PAIR + ("sova_pool",))
+        self.assertIn(" = ".join(EQUAL_PAIR), ax.get_title())
+
+    def test_replay_memory(self):
+        equal = [0, 120, 120, 130]
+        series = {"trace_a": {"sova_pool": columns(LIVE, [0, 110, 110, 110]),
+                              EQUAL_PAIR[0]: columns(LIVE, equal), EQUAL_PAIR[1]: columns(LIVE, list(equal))}}
+        (ax,) = drawn_axes(plot_bench.plot_replay_memory, series, "caption")
+        self.assert_lines_show(ax, EQUAL_PAIR + ("sova_pool",))
+        self.assertIn(" = ".join(EQUAL_PAIR), ax.get_title())
+
+    def assert_bars_show(self, ax, names):
+        bars = {c.get_label(): c for c in ax.containers}
+        for name in names:
+            self.assertIn(name, bars, "%s has no bars" % name)
+            self.assertTrue(all(bar.get_height() > 0 for bar in bars[name]))
+        top_line = max(line.get_zorder() for line in ax.get_lines())
+        lowest_bar = min(bar.get_zorder() for c in bars.values() for bar in c)
+        self.assertLess(top_line, lowest_bar, "a reference line is drawn over the bars' tops")
+
+    def test_overheads(self):
+        cases = cases_of([entry("random/%s/max_mib:1/allocs:10" % a, ops=1e6, res_over_req=r)
+                          for a, r in (("sova_pool", 1.04), ("sova_capi", 1.04), ("cudaMallocAsync_default", 1.03))])
+        (ax,) = drawn_axes(plot_bench.plot_overheads, cases, "caption")
+        self.assert_bars_show(ax, ("sova_pool", "sova_capi", "cudaMallocAsync_default"))
+        self.assertIn("sova_capi = sova_pool", ax.get_title())
+
+    def test_ratios(self):
+        cases = cases_of([entry("pair/%s/4096" % a, ns) for a, ns in
+                          (("cudaMallocAsync_default", 100.0), ("torch_caching", 100.0), ("sova_pool", 20.0))])
+        (ax,) = drawn_axes(plot_bench.plot_ratios, cases, "caption")
+        self.assert_bars_show(ax, ("torch_caching", "sova_pool"))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """tools/plot_log.py on hand-written logs (meson tests plot_log, plot_log_png).
 
-    test_plot_log.py TOOLS_DIR          the series and the errors (unittest)
+    test_plot_log.py TOOLS_DIR          the series and the errors, and with
+                                        matplotlib both lines shown where used
+                                        equals reserved (unittest)
     test_plot_log.py TOOLS_DIR --png    a PNG is written; exit 77 (meson: SKIP,
                                         reported as skipped) without matplotlib
 """
@@ -60,6 +62,56 @@ class Series(unittest.TestCase):
 
     def test_main_reports_errors_with_status_2(self):
         self.assertEqual(plot_log.main(["/nonexistent/log.csv", "--no-png"]), 2)
+
+
+# Reserved equal to used at every row (a pool that holds exactly what it
+# handed out): the case where the used line hid the reserved one.
+EQUAL_LOG = """Thread,Time,Action,Pointer,Size,Stream,Reserved
+11,10:00:00.000000,allocate,0x7f0000000000,2097152,0,2097152
+11,10:00:00.100000,allocate,0x7f0000200000,2097152,0,4194304
+11,10:00:00.200000,free,0x7f0000000000,2097152,0,2097152
+"""
+
+
+def drawn_axes(series, title):
+    """The Axes plot_log.plot drew, caught where it closes the figure."""
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+    figures = []
+    close = plt.close
+    plt.close = figures.append
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            plot_log.plot(series, os.path.join(tmp, "log.png"), title)
+    finally:
+        plt.close = close
+    for fig in figures:
+        close(fig)
+    return [ax for fig in figures for ax in fig.axes]
+
+
+class BothLinesShow(unittest.TestCase):
+    def setUp(self):
+        try:
+            import matplotlib  # noqa: PLC0415
+            matplotlib.use("Agg")
+        except ImportError:
+            self.skipTest("matplotlib is not installed")
+
+    def test_equal_reserved_and_used(self):
+        s = read(EQUAL_LOG)
+        self.assertEqual(s["used"], s["reserved"])
+        (ax,) = drawn_axes(s, "equal")
+        reserved, used = sorted(ax.get_lines(), key=lambda line: line.get_zorder())
+        self.assertTrue(reserved.get_label().startswith("reserved"))
+        self.assertTrue(used.get_label().startswith("used"))
+        self.assertNotEqual(reserved.get_linestyle(), used.get_linestyle())
+        self.assertLess(used.get_linewidth(), reserved.get_linewidth(), "used, above, covers reserved")
+        self.assertIn("= reserved", used.get_label())
+
+    def test_no_note_when_they_differ(self):
+        (ax,) = drawn_axes(read(LOG), "differ")
+        self.assertEqual(len(ax.get_lines()), 2)
+        self.assertFalse(any("=" in line.get_label() for line in ax.get_lines()))
 
 
 def png():
