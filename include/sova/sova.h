@@ -278,7 +278,7 @@ typedef struct sovaMemPoolStats {
   uint64_t failedAllocations;  /**< allocations refused (out of memory), ever */
   uint64_t cachedBytes;        /**< bytes in per-stream caches and the free heap, backed or not */
   uint64_t cachedSmallBytes;   /**< part of cachedBytes in small blocks */
-  uint64_t freeBackedBytes;    /**< physical memory under free blocks: reserved - in use */
+  uint64_t freeBackedBytes;    /**< physical memory under free blocks, in whole granules (a granule a free block shares with a live one counts whole), at most reservedCurrent */
   uint64_t largestFreeBlock;   /**< largest free block wholly backed */
   uint64_t chunksMapped;       /**< physical chunks created and mapped, ever */
   uint64_t chunksUnmapped;     /**< physical chunks unmapped and released, ever */

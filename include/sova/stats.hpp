@@ -22,7 +22,7 @@ struct PoolStats {
   std::uint64_t failed_allocations = 0;
   std::uint64_t cached_bytes = 0;         ///< bytes in per-stream caches and the free heap, backed or not
   std::uint64_t cached_small_bytes = 0;   ///< part of cached_bytes in blocks <= kSmallBlockLimit
-  std::uint64_t free_backed_bytes = 0;    ///< physical memory under free blocks (heap and caches): reserved - in use
+  std::uint64_t free_backed_bytes = 0;    ///< physical memory under free blocks (heap and caches), in whole granules (a granule shared with a live block counts whole), at most reserved_current
   std::uint64_t largest_free_block = 0;   ///< largest free block wholly backed: what an allocation gets without growing
   std::uint64_t chunks_mapped = 0;        ///< physical chunks created and mapped, ever
   std::uint64_t chunks_unmapped = 0;      ///< physical chunks unmapped and released, ever

@@ -1,7 +1,8 @@
 """Pool options as Python users give them, checked before anything changes.
 
 ``PoolOptions`` is shared by sova.pool.Pool and sova.torch: the same names,
-the same checks, the same errors (ValueError / TypeError naming the option).
+the same checks, the same errors (TypeError, ValueError, and OverflowError
+above 2**64-1 as for every byte count of the package, naming the option).
 """
 from __future__ import annotations
 
@@ -61,8 +62,7 @@ class PoolOptions:
         if rt is not None:
             if isinstance(rt, bool) or not isinstance(rt, int):
                 raise TypeError(f"sova: release_threshold must be an int or None, not {type(rt).__name__}")
-            if rt < 0 or rt > UINT64_MAX:
-                raise ValueError(f"sova: release_threshold must be between 0 and 2**64-1, not {rt}")
+            _check_bytes("release_threshold", rt)
         if self.policy not in POLICIES:
             raise ValueError(f"sova: policy must be one of {sorted(POLICIES)}, not {self.policy!r}")
         if self.remap not in REMAP_EFFORTS:

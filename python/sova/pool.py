@@ -55,6 +55,9 @@ class Pool:
     def __init__(self, device: int = 0, options: PoolOptions | None = None, **kwargs):
         if options is not None and kwargs:
             raise TypeError("sova.Pool: give options or keyword options, not both")
+        if options is not None and not isinstance(options, PoolOptions):
+            raise TypeError(f"sova.Pool: options are keywords (sova.Pool(device, policy=...)) or a "
+                            f"sova.PoolOptions, not {type(options).__name__}")
         opts = options if options is not None else PoolOptions(**kwargs)
         if isinstance(device, bool) or not isinstance(device, int) or not 0 <= device <= _INT_MAX:
             raise ValueError(f"sova.Pool: device must be an int >= 0, not {device!r}")

@@ -6,7 +6,7 @@ from sova import PoolOptions
 
 @pytest.mark.parametrize("kwargs, error, words", [
     ({"release_threshold": -1}, ValueError, "release_threshold"),
-    ({"release_threshold": 1 << 64}, ValueError, "release_threshold"),
+    ({"release_threshold": 1 << 64}, OverflowError, "release_threshold"),
     ({"release_threshold": 1.5}, TypeError, "release_threshold"),
     ({"release_threshold": True}, TypeError, "release_threshold"),
     ({"policy": "first_fit"}, ValueError, "policy"),
