@@ -175,6 +175,17 @@ TEST_CASE("scenario C API growable: invalid, destroyed and foreign handles are r
     CHECK(physical_of(g) == 4 * MiB);
   }
   CHECK(reads(s, p, ref.data(), 2 * MiB + 1));
+  // The buffer's memory is no pool's: sovaFreeAsync refuses it ("a pointer that lies in no sova
+  // pool ... cudaErrorInvalidValue"), and sovaMemGetAllocationProperties too ("ptr not the
+  // start of a live block of a sova pool"); neither changes the buffer.
+  const sovaMemPoolStats pool_before = stats_of(pool);
+  CHECK(sovaFreeAsync(p, s) == cudaErrorInvalidValue);
+  sovaAllocationProperties props;
+  CHECK(sovaMemGetAllocationProperties(&props, p) == cudaErrorInvalidValue);
+  CHECK(same_pool_figures(stats_of(pool), pool_before));
+  CHECK(size_of(g) == 2 * MiB + 1);
+  CHECK(physical_of(g) == 4 * MiB);
+  CHECK(reads(s, p, ref.data(), 2 * MiB + 1));
   // Exactly the maximum works.
   REQUIRE(sovaGrowableResize(g, max, s) == cudaSuccess);
   CHECK(size_of(g) == max);

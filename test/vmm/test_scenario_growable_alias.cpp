@@ -547,6 +547,43 @@ TEST_CASE("scenario growable: a shrink waits for the work on its stream; the des
   sim.destroy_stream(other);
 }
 
+TEST_CASE("scenario growable: a buffer on the second device takes that device's memory", "[vmm][growable][scenario]") {
+  SimConfig config = quiet_faults(64 * kMiB);
+  config.device_count = 2;
+  SimDriver sim(config);
+  cudaStream_t s1 = sim.create_stream(false, 1);
+  GrowableOptions o = gopts(sim, 4 * kMiB);
+  o.device = 1;
+  GrowableBuffer g(128 * kMiB, o);
+  std::size_t free0 = 0, free1 = 0, total = 0;
+  REQUIRE(sim.memory_info(0, &free0, &total) == cudaSuccess);
+  REQUIRE(sim.memory_info(1, &free1, &total) == cudaSuccess);
+  REQUIRE(g.resize(40 * kMiB, s1) == cudaSuccess);
+  std::size_t now0 = 0, now1 = 0;
+  REQUIRE(sim.memory_info(0, &now0, &total) == cudaSuccess);
+  REQUIRE(sim.memory_info(1, &now1, &total) == cudaSuccess);
+  CHECK(now0 == free0);
+  CHECK(now1 == free1 - 40 * kMiB);
+  PhysicalProps props;
+  REQUIRE(sim.properties_at(reinterpret_cast<std::uintptr_t>(g.data()), &props) == cudaSuccess);
+  CHECK(props.location.type == cudaMemLocationTypeDevice);
+  CHECK(props.location.id == 1);
+  cudaMemAccessFlags flags = cudaMemAccessFlagsProtNone;
+  REQUIRE(sim.access_at(reinterpret_cast<std::uintptr_t>(g.data()), 1, &flags) == cudaSuccess);
+  CHECK(flags == cudaMemAccessFlagsProtReadWrite);
+  // The device is full at 64 MiB: device 1's limit applies, not device 0's free memory.
+  CHECK(g.resize(64 * kMiB + 1, s1) == cudaErrorMemoryAllocation);
+  CHECK(g.size() == 40 * kMiB);
+  REQUIRE(g.resize(64 * kMiB, s1) == cudaSuccess);
+  const auto ref = pattern(64 * kMiB, 12);
+  REQUIRE(put(sim, s1, g.data(), ref.data(), ref.size()) == cudaSuccess);
+  CHECK(first_mismatch(sim, s1, g.data(), ref.data(), ref.size()) == kEqual);
+  REQUIRE(g.resize(0, s1) == cudaSuccess);
+  REQUIRE(sim.memory_info(1, &now1, &total) == cudaSuccess);
+  CHECK(now1 == free1);
+  sim.destroy_stream(s1);
+}
+
 TEST_CASE("scenario growable: compressible and host-memory buffers", "[vmm][growable][scenario]") {
   SimConfig config = quiet_faults();
   config.compression_supported = true;
