@@ -57,7 +57,9 @@ class SOVA_API GrowableBuffer {
   /// Bytes asked for by the last successful resize (0 at first).
   std::size_t size() const noexcept { return size_; }
   /// Physical memory mapped now: size() rounded up to the granularity, or
-  /// more after a shrink that ends inside a chunk.
+  /// more after a shrink that ends inside a chunk, or one whose unmap of a
+  /// chunk the driver refused (that chunk stays mapped, counted here, and is
+  /// released by a later shrink or the destructor).
   std::size_t physical_bytes() const noexcept;
   std::size_t max_size() const noexcept;
   std::size_t granularity() const noexcept;
@@ -69,7 +71,9 @@ class SOVA_API GrowableBuffer {
   /// work on other streams that does is the caller's to finish first) and
   /// releases the chunks wholly beyond `bytes`.
   /// Errors change nothing: bytes > max_size(): cudaErrorInvalidValue; too
-  /// little device memory: cudaErrorMemoryAllocation; else the driver's.
+  /// little device memory: cudaErrorMemoryAllocation; else the driver's. A
+  /// shrink succeeds even when the driver refuses to unmap a chunk beyond
+  /// `bytes` (see physical_bytes()), as a pool's trim does.
   cudaError_t resize(std::size_t bytes, cudaStream_t stream) noexcept;
 
  private:

@@ -397,7 +397,8 @@ SOVA_API cudaError_t sovaGrowableResize(sovaGrowable_t buffer, size_t size, cuda
  * pointer may be NULL). Invalid buffer: cudaErrorInvalidValue. */
 SOVA_API cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, size_t* physicalBytes);
 /** Synchronizes the device and releases everything. Invalid buffer:
- * cudaErrorInvalidValue. */
+ * cudaErrorInvalidValue. Handles are never reused: a destroyed buffer's
+ * handle stays invalid. */
 SOVA_API cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer);
 
 /* ---- Aliases: a second address for a block (sova/alias.hpp, docs/vmm.md) ---- */

@@ -1,22 +1,27 @@
-// sova C API — growable buffers (sovaGrowable*). Handles are the objects'
-// addresses, validated against the set of live ones under a mutex (never
-// dereferenced unchecked); none of these calls is on a hot path.
+// sova C API — growable buffers (sovaGrowable*). A handle is an id that is
+// never reused (a 64-bit count), looked up in the live set under a mutex: a
+// destroyed buffer's handle stays invalid even when a new buffer lands at the
+// same address (address handles came back valid for the next buffer). None
+// of these calls is on a hot path.
 #include "capi/capi_errors.hpp"
 #include "capi/pool_lifetime.hpp"
 
 #include <sova/growable.hpp>
 #include <sova/sova.h>
 
+#include <cstdint>
+#include <memory>
 #include <mutex>
 #include <new>
-#include <unordered_set>
+#include <unordered_map>
 
 namespace sova::capi {
 namespace {
 
 struct Growables {
   std::mutex mutex;
-  std::unordered_set<GrowableBuffer*> live;
+  std::uint64_t next_id = 1;  // 0 is never a handle (NULL)
+  std::unordered_map<std::uint64_t, std::unique_ptr<GrowableBuffer>> live;
 };
 
 Growables& growables() {
@@ -24,9 +29,13 @@ Growables& growables() {
   return *g;
 }
 
+std::uint64_t id_of(sovaGrowable_t handle) { return reinterpret_cast<std::uintptr_t>(handle); }
+
+/// The live buffer behind `handle`, or nullptr. Caller holds the mutex.
 GrowableBuffer* lookup(sovaGrowable_t handle) {
-  auto* b = reinterpret_cast<GrowableBuffer*>(handle);
-  return growables().live.count(b) != 0 ? b : nullptr;
+  auto& live = growables().live;
+  const auto it = live.find(id_of(handle));
+  return it != live.end() ? it->second.get() : nullptr;
 }
 
 }  // namespace
@@ -44,9 +53,11 @@ static cudaError_t sovaGrowableCreate_unchecked(sovaGrowable_t* buffer, void** d
     auto made = std::make_unique<sova::GrowableBuffer>(maxSize, options);
     Growables& g = growables();
     std::lock_guard lock(g.mutex);
-    g.live.insert(made.get());
-    *devPtr = made->data();
-    *buffer = reinterpret_cast<sovaGrowable_t>(made.release());
+    const std::uint64_t id = g.next_id++;
+    void* const data = made->data();
+    g.live.emplace(id, std::move(made));
+    *devPtr = data;
+    *buffer = reinterpret_cast<sovaGrowable_t>(static_cast<std::uintptr_t>(id));
   } catch (...) {
     return error_from_current_exception();
   }
@@ -81,15 +92,16 @@ cudaError_t sovaGrowableGetInfo(sovaGrowable_t buffer, size_t* size, size_t* phy
 }
 
 static cudaError_t sovaGrowableDestroy_unchecked(sovaGrowable_t buffer) {
-  sova::GrowableBuffer* b = nullptr;
+  std::unique_ptr<sova::GrowableBuffer> b;
   {
     Growables& g = growables();
     std::lock_guard lock(g.mutex);
-    b = lookup(buffer);
-    if (b == nullptr) return cudaErrorInvalidValue;
-    g.live.erase(b);
+    const auto it = g.live.find(id_of(buffer));
+    if (it == g.live.end()) return cudaErrorInvalidValue;
+    b = std::move(it->second);
+    g.live.erase(it);
   }
-  delete b;  // synchronizes the device: outside the mutex
+  b.reset();  // synchronizes the device: outside the mutex
   return cudaSuccess;
 }
 cudaError_t sovaGrowableDestroy(sovaGrowable_t buffer) {

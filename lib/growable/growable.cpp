@@ -51,7 +51,9 @@ GrowableBuffer::GrowableBuffer(std::size_t max_size, const GrowableOptions& opti
   const detail::PhysicalOptions physical = physical_options_of(options);
   const DeviceInfo info = detail::for_physical_options(*driver_, device_info_of(*driver_, device_), physical);
   const PhysicalProps props = detail::physical_props_for(physical, info);
-  if (max_size > SIZE_MAX - info.granularity) throw Error("sova: maximum size too large", cudaErrorInvalidValue);
+  // The VA cannot be had (its rounding to the granule would overflow), as
+  // for a pool's va_reserve: cudaErrorMemoryAllocation.
+  if (max_size > SIZE_MAX - info.granularity) throw Error("sova: maximum size too large", cudaErrorMemoryAllocation);
   // max_chunk 0 in the arena = a whole run in one chunk, which is what a
   // growth step is.
   arena_ = std::make_unique<detail::Arena>(*driver_, device_, info.granularity, max_size, 0, options.max_chunk, props);

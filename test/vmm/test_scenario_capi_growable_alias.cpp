@@ -226,16 +226,11 @@ TEST_CASE("scenario C API growable: out of device memory changes nothing, on eit
 }
 
 TEST_CASE("scenario C API growable: a destroyed buffer's handle stays invalid while new buffers are made",
-          "[vmm][growable][capi][scenario][!shouldfail]") {
-  // FINDING (kept failing on purpose, [!shouldfail]). c-api.md: "sovaGrowableGetInfo /
-  // sovaGrowableDestroy: invalid buffer: cudaErrorInvalidValue (handles are checked against the
-  // live set, never dereferenced)"; sova.h: "size > maxSize, NULL or invalid buffer:
-  // cudaErrorInvalidValue". A destroyed buffer's handle is invalid, yet the handle value comes
-  // back for the next buffer created, and a call through the stale handle then acts on that
-  // new buffer (here: resizes it). Pool handles are made so that this cannot happen ("A handle
-  // is a slot number and a generation ... a destroyed pool's handle never becomes valid again").
-  // Whether growable handles promise the same is not said in as many words: the doc is at
-  // least ambiguous (see the report).
+          "[vmm][growable][capi][scenario]") {
+  // c-api.md: "sovaGrowableGetInfo / sovaGrowableDestroy: invalid buffer: cudaErrorInvalidValue
+  // (a handle is never reused: a destroyed buffer's stays invalid)"; sova.h: "size > maxSize,
+  // NULL or invalid buffer: cudaErrorInvalidValue". Address handles once came back valid for
+  // the next buffer made at the same address, and a call through the stale one acted on it.
   ScopedStream s;
   sovaGrowable_t first = nullptr;
   void* p = nullptr;
