@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <mutex>
 #include <new>
@@ -99,6 +100,9 @@ struct State {
   std::atomic<std::uint64_t> reserved{0};
 
   bool atexit_registered = false;  // under mutex
+  // The open log's path (under mutex), for the message when the log stopped
+  // at exit could not be written: no caller receives log_stop's code then.
+  char path[512] = {};
 };
 
 State& state() noexcept {
@@ -349,7 +353,17 @@ void append(Action action, std::uint64_t ptr, std::uint64_t size_bytes, cudaStre
   }
 }
 
-void stop_at_exit() { log_stop(); }
+void stop_at_exit() {
+  char path[sizeof State::path];
+  {
+    State& s = state();
+    std::lock_guard lock(s.mutex);
+    std::memcpy(path, s.path, sizeof path);
+  }
+  if (log_stop() == cudaErrorUnknown) {
+    std::fprintf(stderr, "sova: the allocation log %s could not be written completely (a full disk?)\n", path);
+  }
+}
 
 /// In a forked child only the forking thread exists: no writer thread, the
 /// file is the parent's, and any lock another thread held stays held. The
@@ -413,6 +427,7 @@ cudaError_t log_start(const char* path) noexcept {
     std::fputs("Thread,Time,Action,Pointer,Size,Stream,Reserved\n", file);
     s.file = file;
     s.write_error = false;
+    std::snprintf(s.path, sizeof s.path, "%s", path);
     s.wall_minus_mono = static_cast<std::int64_t>(realtime_ns()) - static_cast<std::int64_t>(monotonic_ns());
     s.cached_second = -1;
     s.stop_worker = false;

@@ -20,7 +20,8 @@
 //     pools, host pools), so such programs keep working;
 //   - frees: sova's if the pointer lies in a sova pool (sova then answers,
 //     double frees included), the runtime's otherwise (cudaMalloc memory,
-//     runtime pools), as the runtime allows.
+//     runtime pools), as the runtime allows; cudaFree too, since the runtime
+//     lets it free cudaMallocAsync memory (after synchronizing the device).
 // The runtime's functions are looked up with dlsym(RTLD_NEXT): the next
 // definition after this library, libcudart.so's.
 #include "capi/pool_lifetime.hpp"
@@ -73,6 +74,13 @@ inline cudaMemPool_t to_cuda(sovaMemPool_t pool) noexcept { return reinterpret_c
 bool in_sova(const void* ptr) noexcept {
   capi::ReadSection section;
   return capi::g_state.owners.find(ptr) != nullptr;
+}
+
+/// The device of the sova pool whose VA holds `ptr`, or -1.
+int sova_device_of(const void* ptr) noexcept {
+  capi::ReadSection section;
+  const capi::PoolEntry* e = capi::g_state.owners.find(ptr);
+  return e != nullptr ? e->device : -1;
 }
 
 // Devices whose current pool is one of the runtime's (cudaDeviceSetMemPool
@@ -140,6 +148,17 @@ cudaError_t cudaFreeAsync_ptsz(void* devPtr, cudaStream_t stream) {
   const cudaError_t err = sovaFreeAsync_ptsz(devPtr, stream);
   if (err != cudaErrorInvalidValue || in_sova(devPtr)) return err;
   return SOVA_REAL(cudaFreeAsync)(devPtr, stream == nullptr ? cudaStreamPerThread : stream);
+}
+
+// The runtime's cudaFree frees cudaMallocAsync memory too, synchronizing the
+// device first: a sova pointer is freed the same way (its pool's device
+// synchronized, then freed on the legacy stream, whose work is complete).
+// Double and interior frees get sova's answer, as with cudaFreeAsync.
+cudaError_t cudaFree(void* devPtr) {
+  const int device = devPtr != nullptr ? sova_device_of(devPtr) : -1;
+  if (device < 0) return SOVA_REAL(cudaFree)(devPtr);
+  if (const cudaError_t err = sova::capi::pools_driver()->device_synchronize(device); err != cudaSuccess) return err;
+  return sovaFreeAsync(devPtr, cudaStreamLegacy);
 }
 
 cudaError_t cudaMallocFromPoolAsync(void** ptr, size_t size, cudaMemPool_t memPool, cudaStream_t stream) {

@@ -318,6 +318,25 @@ int errors() {
         "cudaMalloc is not routed (\"memory that is not sova's (cudaMalloc ...) goes to the runtime\"): the "
         "runtime's " + code(rt_malloc) + " (got " + code(e) + ")");
 
+  // cudaFree of a sova pointer: docs/c-api.md's routing table, "sova for a pointer
+  // in a sova pool, as the runtime frees cudaMallocAsync memory ... (double and
+  // interior frees: sova's cudaErrorInvalidValue); else the runtime".
+  {
+    const std::uint64_t used_before = attr(def, cudaMemPoolAttrUsedMemCurrent);
+    void* f = nullptr;
+    check(cudaMallocAsync(&f, 3000, 0) == cudaSuccess, "cudaMallocAsync for cudaFree");
+    check(cudaFree(static_cast<char*>(f) + 512) == cudaErrorInvalidValue,
+          "cudaFree of an interior pointer of a sova block: cudaErrorInvalidValue");
+    check(cudaFree(f) == cudaSuccess, "cudaFree of a cudaMallocAsync pointer: cudaSuccess, as the runtime");
+    check(attr(def, cudaMemPoolAttrUsedMemCurrent) == used_before, "cudaFree gave the block back to the pool");
+    check(cudaFree(f) == cudaErrorInvalidValue, "a second cudaFree: sova's cudaErrorInvalidValue (double free)");
+    check(cudaFreeAsync(f, 0) == cudaErrorInvalidValue, "cudaFreeAsync after cudaFree: a double free");
+    auto real_cuda_free = runtime_fn<cudaError_t (*)(void*)>("cudaFree");
+    int on_stack = 0;
+    const cudaError_t rt_free = real_cuda_free(&on_stack);
+    check(cudaFree(&on_stack) == rt_free, "cudaFree of a pointer that is not sova's: the runtime's " + code(rt_free));
+  }
+
   // Pools: handles, attributes, access (docs/c-api.md, "Pools").
   check(cudaMemPoolDestroy(def) == cudaErrorInvalidValue, "destroying the default pool: cudaErrorInvalidValue");
   cudaMemPool_t garbage = reinterpret_cast<cudaMemPool_t>(std::uintptr_t{0xdead0005});  // low bits 0101: sova-shaped

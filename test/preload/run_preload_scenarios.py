@@ -257,16 +257,11 @@ def scenario_log_env_bad():
 
 
 def scenario_log_env_disk_full():
-    # KNOWN DEFECT (registered with should_fail: true in meson.build).
-    # docs/c-api.md, "The allocation log": "`SOVA_LOG` naming a file that
-    # cannot be written: a line on stderr, no log." /dev/full is such a file:
-    # it opens, and every write fails (ENOSPC), as on a full disk. The same
-    # failure under sovaLogStart is reported ("a write error seen while
-    # logging (disk full): cudaErrorUnknown" from sovaLogStop); a SOVA_LOG
-    # log, stopped at exit, has no caller to return it to, so the stderr
-    # line is the only way the user learns the log is lost. sova says
-    # nothing. (Ambiguous: "cannot be written" may have meant "cannot be
-    # opened for writing" only; see the report.)
+    # docs/c-api.md, "The allocation log": "a log stopped at exit whose
+    # writes failed (a full disk): a line on stderr". /dev/full opens, and
+    # every write fails (ENOSPC), as on a full disk; a SOVA_LOG log, stopped
+    # at exit, has no caller to return sovaLogStop's code to, so the stderr
+    # line is the only way the user learns the log is lost.
     p = probe(["log-many", "5000"], {"SOVA_LOG": "/dev/full"})
     check(p.returncode == 0, "SOVA_LOG=/dev/full: the program runs (exit %d)" % p.returncode)
     lines = [l for l in p.stderr.splitlines() if l.strip()]
