@@ -163,7 +163,9 @@ typedef enum sovaSleepMode {
  * which): NULL, invalid or imported pool, or a mode other than the three:
  * cudaErrorInvalidValue; a stream the driver does not know: the driver's
  * error (cudaErrorInvalidResourceHandle; a garbage pointer or a destroyed
- * stream's handle may crash the CUDA driver, as with the runtime). Backup on a driver without host copies,
+ * stream's handle may crash the CUDA driver, as with the runtime); a pool
+ * exported (sovaMemPoolExportToShareableHandle or sovaMemPoolExportPointer
+ * called once: importers map its memory): cudaErrorNotPermitted. Backup on a driver without host copies,
  * or sovaSleepDiscardZeroed on one without memsets: cudaErrorNotSupported,
  * the pool awake as it was. A backup needing more pinned host memory than the
  * pool's sleepHostBudget: cudaErrorMemoryAllocation before anything is

@@ -98,6 +98,14 @@ static cudaError_t sovaMemPoolSleep_unchecked(sovaMemPool_t pool, sovaSleepMode 
   PoolEntry* e = sleep_pool(pool);
   if (e == nullptr) return cudaErrorInvalidValue;
   if (const cudaError_t error = check_stream(stream); error != cudaSuccess) return error;
+  // Importers map the exported pool's physical memory themselves: a sleep
+  // would release it under them, and its wake would not reach them.
+  if (e->exporter.load(std::memory_order_acquire) != nullptr) {
+    note_detail(cudaErrorNotPermitted,
+                "the pool was exported (sovaMemPoolExportToShareableHandle): its importers map its memory, "
+                "which a sleep would take from under them; nothing was done");
+    return cudaErrorNotPermitted;
+  }
   const std::uint64_t refusals = budget_refusals(e->pool);
   const cudaError_t error = e->pool.sleep(sleep_mode(raw), stream);
   if (note_budget_refusal(e->pool, error, refusals, "the backup needs",

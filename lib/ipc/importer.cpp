@@ -18,7 +18,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <string>
@@ -58,6 +60,10 @@ class ImporterImpl {
     if (ptr == nullptr) return cudaErrorInvalidValue;
     const auto d = std::bit_cast<PointerData>(raw);
     if (d.magic != kMagic || d.version != kVersion || d.check != checksum(d)) return cudaErrorInvalidValue;
+    // The bytes the checksum does not cover are zero in export data: any other
+    // value is a changed copy, refused like one the checksum catches.
+    if (d.zero != 0 || std::any_of(std::begin(d.pad), std::end(d.pad), [](std::uint8_t b) { return b != 0; }))
+      return cudaErrorInvalidValue;
     if (d.pool_token != info_.pool_token) return cudaErrorInvalidValue;  // another pool's
     if (d.size == 0 || d.offset >= info_.va_size || d.size > info_.va_size - d.offset) return cudaErrorInvalidValue;
     std::lock_guard lock(mutex_);
@@ -161,7 +167,7 @@ class ImporterImpl {
     Info info;
     std::size_t nfds = 0;
     int fds[kChunksPerMessage];
-    const long got = receive_message(socket_, &info, sizeof info, fds, kChunksPerMessage, &nfds);
+    const long got = receive_message_within(socket_, kAnswerWaitMs, &info, sizeof info, fds, kChunksPerMessage, &nfds);
     for (std::size_t i = 0; i < nfds; ++i) ::close(fds[i]);
     if (got != static_cast<long>(sizeof info) || info.h.magic != kMagic || info.h.kind != Kind::info) {
       throw Error("sova: no answer from the pool's exporter (gone, or not a sova pool handle)", cudaErrorInvalidValue);
@@ -189,6 +195,9 @@ class ImporterImpl {
 
   /// One map request and its answer: the chunks and their descriptors.
   cudaError_t ask(const PointerData& d, std::vector<ChunkEntry>* chunks, std::vector<int>* fds) noexcept {
+    // An answer that did not come in time may still come: it would be read as
+    // the answer to the next request, so the exporter is taken for gone.
+    if (gone_) return cudaErrorInvalidValue;
     MapRequest request;
     request.data = d;
     if (!send_message(socket_, &request, sizeof request, nullptr, 0)) return cudaErrorInvalidValue;  // exporter gone
@@ -200,8 +209,10 @@ class ImporterImpl {
         } msg;
         int got_fds[kChunksPerMessage];
         std::size_t nfds = 0;
-        const long got = receive_message(socket_, &msg, sizeof msg, got_fds, kChunksPerMessage, &nfds);
+        const long got =
+            receive_message_within(socket_, kAnswerWaitMs, &msg, sizeof msg, got_fds, kChunksPerMessage, &nfds);
         fds->insert(fds->end(), got_fds, got_fds + nfds);
+        if (got < 0) gone_ = true;  // no answer in time, or the socket failed
         if (got < static_cast<long>(sizeof(ChunksReply)) || msg.r.h.magic != kMagic || msg.r.h.kind != Kind::chunks) {
           return cudaErrorInvalidValue;  // exporter gone mid-answer
         }
@@ -270,6 +281,7 @@ class ImporterImpl {
 
   Driver& driver_;
   int socket_ = -1;
+  bool gone_ = false;  // under mutex_: an answer did not come in time (ask)
   Info info_{};
   int device_ = 0;
   std::uintptr_t base_ = 0;

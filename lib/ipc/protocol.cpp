@@ -1,5 +1,6 @@
 #include "ipc/protocol.hpp"
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -62,6 +63,18 @@ long receive_message(int socket, void* data, std::size_t capacity, int* fds, std
   }
   if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0) return -1;
   return static_cast<long>(got);
+}
+
+long receive_message_within(int socket, int wait_ms, void* data, std::size_t capacity, int* fds,
+                            std::size_t max_fds, std::size_t* nfds) noexcept {
+  *nfds = 0;
+  pollfd p{socket, POLLIN, 0};
+  int ready;
+  do {
+    ready = ::poll(&p, 1, wait_ms);  // an EINTR restarts the whole wait: at worst a longer one
+  } while (ready < 0 && errno == EINTR);
+  if (ready <= 0) return -1;  // nothing came in time (or poll failed)
+  return receive_message(socket, data, capacity, fds, max_fds, nfds);
 }
 
 }  // namespace sova::ipc_detail

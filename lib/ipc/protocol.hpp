@@ -92,5 +92,13 @@ bool send_message(int socket, const void* data, std::size_t bytes, const int* fd
 /// the peer is gone, -1 on error; *nfds is set.
 long receive_message(int socket, void* data, std::size_t capacity, int* fds, std::size_t max_fds,
                      std::size_t* nfds) noexcept;
+/// How long an importer waits for each answer of the exporter before taking
+/// it for gone: an exporter that stopped, or a socket nobody answers on, must
+/// not hang the importer (the exporter's replies give up after 5 s likewise).
+constexpr int kAnswerWaitMs = 10000;
+/// receive_message, after waiting at most `wait_ms` for the message: -1 when
+/// none came by then (nothing is read).
+long receive_message_within(int socket, int wait_ms, void* data, std::size_t capacity, int* fds,
+                            std::size_t max_fds, std::size_t* nfds) noexcept;
 
 }  // namespace sova::ipc_detail

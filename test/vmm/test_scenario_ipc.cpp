@@ -1564,14 +1564,13 @@ TEST_CASE("scenario ipc C++: PoolExporter and ImportedPool refusals", "[ipc][sce
 }
 
 // ---------------------------------------------------------------------------
-// Findings kept as [!shouldfail] (see the report in the commit message)
+// Two findings of these tests, fixed: changed export data, and nobody answering
 // ---------------------------------------------------------------------------
 
-// docs/ipc.md, Security: "Malformed data (bad magic, version or checksum) ... give cudaErrorInvalidValue and change
-// nothing"; the export data carries "a checksum". Found: a change to bytes 6, 7 or 48..63 of the 64 is accepted
-// (the import succeeds, naming the same block), so those bytes are covered by no check. Whether they count as
-// "malformed" when changed is not said (reserved bytes?): the docs are ambiguous, see the report.
-TEST_CASE("scenario ipc: every single-byte change of the export data is refused", "[ipc][capi][scenario][!shouldfail]") {
+// docs/ipc.md, Security: "Malformed data (bad magic, version or checksum, or a byte the checksum does not cover
+// that is not zero) ... give cudaErrorInvalidValue and change nothing". Bytes 6, 7 and 48..63 were once
+// accepted changed (the import named the same block).
+TEST_CASE("scenario ipc: every single-byte change of the export data is refused", "[ipc][capi][scenario]") {
   sim();
   settle();
   ScopedStream s;
@@ -1602,13 +1601,13 @@ TEST_CASE("scenario ipc: every single-byte change of the export data is refused"
   CHECK(peer.finish() == 0);
 }
 
-// docs/ipc.md, Security: "... a descriptor that is not a sova pool handle (not a socket, or nobody answers) ... all
-// give cudaErrorInvalidValue"; sova.h: "one that is not a sova pool handle ...: cudaErrorInvalidValue". Found:
-// sovaMemPoolImportFromShareableHandle on a Unix socket whose other end is open but never answers does not return
-// (waited 60 s, then the peer was killed). The bound below is a liveness limit, not a timing claim: the docs'
-// own limit on the other side is 5 s (SO_SNDTIMEO); SOVA_IPC_NOBODY_ANSWERS_MS changes it.
+// docs/ipc.md, Security: "... a descriptor that is not a sova pool handle (not a socket, or nobody answers within
+// 10 s) ... all give cudaErrorInvalidValue"; sova.h: "one that is not a sova pool handle ...:
+// cudaErrorInvalidValue". sovaMemPoolImportFromShareableHandle on a Unix socket whose other end is open but never
+// answers once did not return. The bound below is a liveness limit, not a timing claim (the import gives up after
+// 10 s); SOVA_IPC_NOBODY_ANSWERS_MS changes it.
 TEST_CASE("scenario ipc: importing from a socket nobody answers on returns cudaErrorInvalidValue",
-          "[ipc][capi][scenario][!shouldfail]") {
+          "[ipc][capi][scenario]") {
   sim();
   int limit_ms = 30000;
   if (const char* env = std::getenv("SOVA_IPC_NOBODY_ANSWERS_MS"); env != nullptr && *env != '\0')
@@ -1621,4 +1620,35 @@ TEST_CASE("scenario ipc: importing from a socket nobody answers on returns cudaE
   check_refused(r, kDocMalformed);
   CHECK(r.addr == 0);
   CHECK(peer.finish() == 0);
+}
+
+// docs/sleep-wake.md, "Rules for the caller": "A pool exported through the C API
+// (sovaMemPoolExportToShareableHandle) is refused sleep (cudaErrorNotPermitted, nothing
+// done): its importers map its physical memory themselves." Sleep once returned
+// cudaSuccess, and after wake the importer no longer saw the exporter's writes.
+TEST_CASE("scenario ipc: an exported pool refuses sleep and keeps its memory", "[ipc][capi][scenario][sleep]") {
+  sim();
+  settle();
+  ScopedStream s;
+  sovaMemPool_t pool = make_exportable();
+  void* first = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&first, MiB, pool, s) == cudaSuccess);
+  CHECK(sovaMemPoolSleep(pool, sovaSleepBackup, s) == cudaSuccess);  // exportable, nothing exported yet
+  CHECK(sovaMemPoolWake(pool, s) == cudaSuccess);
+  REQUIRE(sovaFreeAsync(first, s) == cudaSuccess);
+  Block a = new_block(pool, s, MiB, 91);  // exports the block's pointer
+  const int fd = share(pool);
+  const std::uint64_t physical = sim().counters().physical_bytes;
+  for (sovaSleepMode mode : {sovaSleepBackup, sovaSleepDiscard, sovaSleepDiscardZeroed}) {
+    INFO("mode " << static_cast<int>(mode));
+    CHECK(sovaMemPoolSleep(pool, mode, s) == cudaErrorNotPermitted);
+    CHECK(std::string(sovaGetLastErrorMessage()).find("exported") != std::string::npos);
+    int asleep = -1;
+    REQUIRE(sovaMemPoolIsAsleep(pool, &asleep) == cudaSuccess);
+    CHECK(asleep == 0);
+    CHECK(sim().counters().physical_bytes == physical);  // nothing released
+  }
+  ::close(fd);
+  REQUIRE(sovaFreeAsync(a.p, s) == cudaSuccess);
+  REQUIRE(sovaMemPoolDestroy(pool) == cudaSuccess);
 }
