@@ -1,6 +1,7 @@
 // sova C API — aliases (sovaMemAliasCreate / sovaMemAliasDestroy): a second
 // address for a live block (sova/alias.hpp has the coherence rules). Kept in
 // a mutex-guarded map by alias address; not on a hot path.
+#include "base/raw_enum.hpp"
 #include "capi/capi_errors.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
@@ -29,6 +30,10 @@ using namespace sova::capi;
 
 static cudaError_t sovaMemAliasCreate_unchecked(void** alias, void* ptr, enum cudaMemAccessFlags flags) {
   if (alias == nullptr || ptr == nullptr) return cudaErrorInvalidValue;
+  // A C caller may pass any int: read it as one, and refuse what is no access
+  // an alias can have before C++ looks at it as an enum (base/raw_enum.hpp).
+  const int raw = sova::detail::raw_enum(flags);
+  if (raw != cudaMemAccessFlagsProtRead && raw != cudaMemAccessFlagsProtReadWrite) return cudaErrorInvalidValue;
   try {
     std::unique_ptr<sova::BlockAlias> made;
     {
