@@ -6,6 +6,7 @@
 
 #include "support/catch.hpp"
 
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -62,6 +63,16 @@ class PeerProcess {
   PeerProcess& operator=(const PeerProcess&) = delete;
 
   int socket() const { return socket_; }
+  /// Whether the peer was started and has not been waited for.
+  bool running() const { return pid_ > 0; }
+  /// Ends a peer that will not end by itself (one waiting for commands, or
+  /// hung): SIGKILL, then waited for.
+  void kill() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
   /// The peer's exit status (-1 if it died of a signal: the signal is shown).
   int wait() {
     int status = 0;

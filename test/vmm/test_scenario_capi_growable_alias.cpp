@@ -8,6 +8,8 @@
 // Random sequences are seeded: the seed is printed with every failure, and
 // SOVA_SCENARIO_SEED=<n> in the environment replays one seed.
 #include "support/catch.hpp"
+#include "support/capi_stats.hpp"
+#include "support/scenario_data.hpp"
 
 #include "capi/capi_test_util.hpp"
 
@@ -27,6 +29,9 @@
 #include <vector>
 
 using namespace sova;
+using sova::test::pattern;
+using sova::test::scenario_seeds;
+using sova::test::stats_of;
 using namespace sova::capi_test;
 
 namespace {
@@ -34,24 +39,6 @@ namespace {
 constexpr std::size_t kG = 2 * MiB;
 
 std::size_t round_up(std::size_t v, std::size_t g) { return (v + g - 1) / g * g; }
-
-std::vector<std::uint64_t> seeds(std::initializer_list<std::uint64_t> defaults) {
-  if (const char* env = std::getenv("SOVA_SCENARIO_SEED"); env != nullptr && *env != '\0')
-    return {std::strtoull(env, nullptr, 0)};
-  return defaults;
-}
-
-std::vector<unsigned char> pattern(std::size_t bytes, std::uint64_t seed) {
-  std::vector<unsigned char> v(bytes);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
-  for (std::size_t i = 0; i < bytes; i += 8) {  // xorshift64, eight bytes a step
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(v.data() + i, &x, std::min<std::size_t>(8, bytes - i));
-  }
-  return v;
-}
 
 /// Host -> device copy in stream order, waited for.
 void put(cudaStream_t s, void* dev, const void* host, std::size_t bytes) {
@@ -70,14 +57,6 @@ bool reads(cudaStream_t s, const void* dev, const unsigned char* expected, std::
 }
 
 bool starts_with(const char* text, const char* prefix) { return std::strncmp(text, prefix, std::strlen(prefix)) == 0; }
-
-sovaMemPoolStats stats_of(sovaMemPool_t pool) {
-  sovaMemPoolStats st;
-  std::memset(&st, 0, sizeof st);
-  st.structSize = sizeof st;
-  REQUIRE(sovaMemPoolGetStats(pool, &st) == cudaSuccess);
-  return st;
-}
 
 bool same_pool_figures(const sovaMemPoolStats& a, const sovaMemPoolStats& b) {
   return a.reservedCurrent == b.reservedCurrent && a.usedCurrent == b.usedCurrent && a.liveBlocks == b.liveBlocks &&
@@ -258,7 +237,7 @@ TEST_CASE("scenario C API growable: a destroyed buffer's handle stays invalid wh
 }
 
 TEST_CASE("scenario C API growable: random resize sequences on both devices", "[vmm][growable][capi][scenario]") {
-  for (std::uint64_t seed : seeds({41, 42, 43, 44})) {
+  for (std::uint64_t seed : scenario_seeds({41, 42, 43, 44})) {
     INFO("seed " << seed << " (replay: SOVA_SCENARIO_SEED=" << seed << ")");
     std::mt19937_64 rng(seed);
     auto pick = [&rng](std::size_t lo, std::size_t hi) {
@@ -390,7 +369,7 @@ TEST_CASE("scenario C API alias: bad arguments are cudaErrorInvalidValue and cha
 
 TEST_CASE("scenario C API alias: several aliases of several blocks, destroyed in odd orders",
           "[vmm][alias][capi][scenario]") {
-  for (std::uint64_t seed : seeds({61, 62, 63})) {
+  for (std::uint64_t seed : scenario_seeds({61, 62, 63})) {
     INFO("seed " << seed << " (replay: SOVA_SCENARIO_SEED=" << seed << ")");
     std::mt19937_64 rng(seed);
     auto pick = [&rng](std::size_t lo, std::size_t hi) {
@@ -517,7 +496,7 @@ TEST_CASE("scenario C API alias: destroying an alias after its block was freed",
 
 TEST_CASE("scenario C API threads: growables and aliases made, used and destroyed on several threads at once",
           "[vmm][growable][alias][capi][scenario][threads]") {
-  const std::uint64_t base = seeds({81}).front();
+  const std::uint64_t base = scenario_seeds({81}).front();
   INFO("seed " << base << " (replay: SOVA_SCENARIO_SEED=" << base << ")");
   ScopedPool pool(0);
   constexpr int kThreads = 4;

@@ -13,6 +13,7 @@
 // false) when they touch reserved memory that is not mapped with the access
 // they need, as copies on a GPU would.
 #include "support/catch.hpp"
+#include "support/scenario_data.hpp"
 
 #include <sova/alias.hpp>
 #include <sova/growable.hpp>
@@ -31,6 +32,8 @@
 #include <vector>
 
 using namespace sova;
+using sova::test::pattern;
+using sova::test::scenario_seeds;
 
 namespace {
 
@@ -38,13 +41,6 @@ constexpr std::size_t kMiB = std::size_t{1} << 20;
 constexpr std::size_t kG = 2 * kMiB;  // SimConfig's default granularity
 
 std::size_t round_up(std::size_t v, std::size_t g) { return (v + g - 1) / g * g; }
-
-/// The seeds a random scenario runs: SOVA_SCENARIO_SEED alone when set.
-std::vector<std::uint64_t> seeds(std::initializer_list<std::uint64_t> defaults) {
-  if (const char* env = std::getenv("SOVA_SCENARIO_SEED"); env != nullptr && *env != '\0')
-    return {std::strtoull(env, nullptr, 0)};
-  return defaults;
-}
 
 SimConfig quiet_faults(std::size_t total = std::size_t{256} << 20) {
   SimConfig config;
@@ -67,19 +63,6 @@ PoolOptions popts(SimDriver& sim) {
   // tests compare the pool's figures with the simulation's counters, read one after the other.
   o.release_threshold = std::numeric_limits<std::uint64_t>::max();
   return o;
-}
-
-/// Bytes to write: a reproducible pattern per (seed, tag).
-std::vector<unsigned char> pattern(std::size_t bytes, std::uint64_t seed) {
-  std::vector<unsigned char> v(bytes);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (std::size_t i = 0; i < bytes; i += 8) {  // xorshift64, eight bytes a step
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(v.data() + i, &x, std::min<std::size_t>(8, bytes - i));
-  }
-  return v;
 }
 
 /// Copies host -> device in stream order and waits for it.
@@ -143,7 +126,7 @@ struct Snapshot {
 
 TEST_CASE("scenario growable: random resize sequences keep the address, the contents and the memory accounting",
           "[vmm][growable][scenario]") {
-  for (std::uint64_t seed : seeds({1, 2, 3, 4, 5, 6, 7, 8})) {
+  for (std::uint64_t seed : scenario_seeds({1, 2, 3, 4, 5, 6, 7, 8})) {
     INFO("seed " << seed << " (replay: SOVA_SCENARIO_SEED=" << seed << ")");
     std::mt19937_64 rng(seed);
     auto pick = [&rng](std::size_t lo, std::size_t hi) {  // [lo, hi]
@@ -615,7 +598,7 @@ TEST_CASE("scenario growable: compressible and host-memory buffers", "[vmm][grow
 
 TEST_CASE("scenario growable: interleaved with a pool's allocations, frees and trims on one device",
           "[vmm][growable][pool][scenario]") {
-  for (std::uint64_t seed : seeds({11, 12})) {
+  for (std::uint64_t seed : scenario_seeds({11, 12})) {
     INFO("seed " << seed << " (replay: SOVA_SCENARIO_SEED=" << seed << ")");
     std::mt19937_64 rng(seed);
     auto pick = [&rng](std::size_t lo, std::size_t hi) {
@@ -699,7 +682,7 @@ TEST_CASE("scenario growable: interleaved with a pool's allocations, frees and t
 
 TEST_CASE("scenario alias: random blocks with read-write and read-only aliases, destroyed in random order",
           "[vmm][alias][scenario]") {
-  for (std::uint64_t seed : seeds({21, 22, 23, 24})) {
+  for (std::uint64_t seed : scenario_seeds({21, 22, 23, 24})) {
     INFO("seed " << seed << " (replay: SOVA_SCENARIO_SEED=" << seed << ")");
     std::mt19937_64 rng(seed);
     auto pick = [&rng](std::size_t lo, std::size_t hi) {

@@ -18,8 +18,11 @@
 // Random sequences are seeded: the seed is printed with every failure, and
 // SOVA_SCENARIO_SEED=<n> in the environment replays one seed.
 #include "support/catch.hpp"
+#include "support/capi_stats.hpp"
+#include "support/scenario_data.hpp"
 
 #include "capi/capi_test_util.hpp"
+#include "conformance/peer_process.hpp"
 
 #include <sova/error.hpp>
 #include <sova/ipc.hpp>
@@ -29,9 +32,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,30 +47,15 @@
 #include <vector>
 
 using namespace sova;
+using sova::test::pattern;
+using sova::test::scenario_seeds;
+using sova::test::stats_of;
 using namespace sova::capi_test;
 
 namespace {
 
 constexpr cudaMemAllocationHandleType kPosix = cudaMemHandleTypePosixFileDescriptor;
 constexpr const char* kPeerTest = "scenario ipc peer: command server";
-
-std::vector<std::uint64_t> seeds(std::initializer_list<std::uint64_t> defaults) {
-  if (const char* env = std::getenv("SOVA_SCENARIO_SEED"); env != nullptr && *env != '\0')
-    return {std::strtoull(env, nullptr, 0)};
-  return defaults;
-}
-
-std::vector<unsigned char> pattern(std::size_t bytes, std::uint64_t seed) {
-  std::vector<unsigned char> v(bytes);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 7;
-  for (std::size_t i = 0; i < bytes; i += 8) {  // xorshift64, eight bytes a step
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    std::memcpy(v.data() + i, &x, std::min<std::size_t>(8, bytes - i));
-  }
-  return v;
-}
 
 std::uint64_t fnv(const unsigned char* p, std::size_t n) {
   std::uint64_t h = 1469598103934665603ull;
@@ -187,69 +173,36 @@ Counts counts_of(const SimDriver& d) {
   return r;
 }
 
-/// The importing process: this binary running the hidden peer test case.
+/// The importing process: this binary running the hidden peer test case
+/// (conformance/peer_process.hpp), driven by commands.
 class Peer {
  public:
-  Peer() {
-    int fds[2];
-    REQUIRE(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) == 0);
-    sock_ = fds[0];
-    constexpr int kPeerFd = 100;
-    std::vector<std::string> env{"SOVA_TEST_PEER_FD=" + std::to_string(kPeerFd)};
-    for (char** e = environ; *e != nullptr; ++e)
-      if (std::string(*e).rfind("SOVA_TEST_PEER_FD=", 0) != 0) env.emplace_back(*e);
-    std::vector<char*> envp;
-    for (std::string& s : env) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    std::string exe = "/proc/self/exe", name = kPeerTest;
-    char* argv[] = {exe.data(), name.data(), nullptr};
-    std::fflush(nullptr);
-    pid_ = ::fork();
-    REQUIRE(pid_ >= 0);
-    if (pid_ == 0) {
-      if (::dup2(fds[1], kPeerFd) < 0) ::_exit(120);
-      ::execve(argv[0], argv, envp.data());
-      ::_exit(121);
-    }
-    ::close(fds[1]);
-  }
-  ~Peer() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    ::close(sock_);
-  }
+  Peer() : process_(kPeerTest) {}
+  ~Peer() { process_.kill(); }  // a command server ends only when told (finish) or killed
   Peer(const Peer&) = delete;
   Peer& operator=(const Peer&) = delete;
 
   /// Sends a command (with a descriptor if fd >= 0) and returns the reply; a
   /// peer silent for timeout_ms is killed and the test fails.
   Reply call(const Cmd& c, int fd = -1, int timeout_ms = 30000) {
-    REQUIRE(pid_ > 0);
-    REQUIRE(send_msg(sock_, &c, sizeof c, fd));
-    pollfd p{sock_, POLLIN, 0};
+    REQUIRE(process_.running());
+    const int sock = process_.socket();
+    REQUIRE(send_msg(sock, &c, sizeof c, fd));
+    pollfd p{sock, POLLIN, 0};
     int ready;
     do ready = ::poll(&p, 1, timeout_ms);
     while (ready < 0 && errno == EINTR);
     if (ready <= 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-      pid_ = -1;
+      process_.kill();
       FAIL("the importing process did not answer command " << c.op << " (arg " << c.arg << ") within "
                                                            << timeout_ms << " ms: it hangs");
     }
     Reply r;
     int none = -1;
-    const long n = recv_msg(sock_, &r, sizeof r, &none);
+    const long n = recv_msg(sock, &r, sizeof r, &none);
     if (n != static_cast<long>(sizeof r)) {
-      int status = 0;
-      ::waitpid(pid_, &status, 0);
-      pid_ = -1;
-      FAIL("the importing process died during command " << c.op << " (status " << status
-                                                        << (WIFSIGNALED(status) ? ", signal " : ", exit ")
-                                                        << (WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status))
-                                                        << ")");
+      const int status = process_.wait();  // a signal is shown by wait()
+      FAIL("the importing process died during command " << c.op << " (exit status " << status << ")");
     }
     return r;
   }
@@ -258,10 +211,7 @@ class Peer {
     Cmd c;
     c.op = kExit;
     (void)call(c);
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return process_.wait();
   }
 
   // Conveniences.
@@ -317,8 +267,7 @@ class Peer {
   }
 
  private:
-  int sock_ = -1;
-  pid_t pid_ = -1;
+  sova::test::PeerProcess process_;
 };
 
 // ---- the exporting side ----
@@ -360,14 +309,6 @@ std::vector<unsigned char> get(cudaStream_t s, const void* dev, std::size_t byte
   REQUIRE(sim().memcpy_async(back.data(), dev, bytes, s) == cudaSuccess);
   REQUIRE(sim().stream_synchronize(s) == cudaSuccess);
   return back;
-}
-
-sovaMemPoolStats stats_of(sovaMemPool_t pool) {
-  sovaMemPoolStats st;
-  std::memset(&st, 0, sizeof st);
-  st.structSize = sizeof st;
-  REQUIRE(sovaMemPoolGetStats(pool, &st) == cudaSuccess);
-  return st;
 }
 
 struct Snap {
@@ -443,9 +384,8 @@ void check_refused(const Reply& r, const char* doc) {
 // ---------------------------------------------------------------------------
 
 TEST_CASE("scenario ipc peer: command server", "[.peer]") {
-  const char* env = std::getenv("SOVA_TEST_PEER_FD");
-  REQUIRE(env != nullptr);
-  const int control = std::atoi(env);
+  const int control = sova::test::peer_socket();
+  REQUIRE(control >= 0);
   SimConfig config;
   config.device_count = 2;
   config.abort_on_fault = false;  // a read of unmapped memory is counted, not fatal
@@ -605,7 +545,7 @@ TEST_CASE("scenario ipc peer: command server", "[.peer]") {
 
 TEST_CASE("scenario ipc: random blocks exported, imported, written and read both ways, freed in the documented order",
           "[ipc][capi][scenario]") {
-  for (const std::uint64_t seed : seeds({101, 202, 303})) {
+  for (const std::uint64_t seed : scenario_seeds({101, 202, 303})) {
     INFO("seed " << seed << " (SOVA_SCENARIO_SEED=" << seed << " replays it)");
     std::mt19937_64 rng(seed);
     sim();
@@ -735,7 +675,7 @@ TEST_CASE("scenario ipc: random blocks exported, imported, written and read both
 TEST_CASE("scenario ipc: small blocks sharing chunks freed by the importer in random order, the rest closed by "
           "destroying the imported pool",
           "[ipc][capi][scenario]") {
-  for (const std::uint64_t seed : seeds({7, 77})) {
+  for (const std::uint64_t seed : scenario_seeds({7, 77})) {
     INFO("seed " << seed << " (SOVA_SCENARIO_SEED=" << seed << " replays it)");
     std::mt19937_64 rng(seed);
     sim();
@@ -923,7 +863,7 @@ TEST_CASE("scenario ipc: one block through two imported pools and two importing 
 
 TEST_CASE("scenario ipc: export data goes stale at the exporter's free, even when the offset is handed out again",
           "[ipc][capi][scenario]") {
-  for (const std::uint64_t seed : seeds({5, 55, 555})) {
+  for (const std::uint64_t seed : scenario_seeds({5, 55, 555})) {
     INFO("seed " << seed << " (SOVA_SCENARIO_SEED=" << seed << " replays it)");
     std::mt19937_64 rng(seed);
     sim();
@@ -1056,7 +996,7 @@ TEST_CASE("scenario ipc: the exporting pool destroyed: what was imported stays v
 
 TEST_CASE("scenario ipc: another pool's data, corrupted and garbage export data are refused and change nothing",
           "[ipc][capi][scenario]") {
-  for (const std::uint64_t seed : seeds({9, 99})) {
+  for (const std::uint64_t seed : scenario_seeds({9, 99})) {
     INFO("seed " << seed << " (SOVA_SCENARIO_SEED=" << seed << " replays it)");
     std::mt19937_64 rng(seed);
     sim();
@@ -1378,7 +1318,7 @@ TEST_CASE("scenario ipc: pools created without a shareable handle type cannot be
 
 TEST_CASE("scenario ipc: trims, release thresholds and churn on the exporter leave a live import's memory alone",
           "[ipc][capi][scenario]") {
-  for (const std::uint64_t seed : seeds({21, 42})) {
+  for (const std::uint64_t seed : scenario_seeds({21, 42})) {
     INFO("seed " << seed << " (SOVA_SCENARIO_SEED=" << seed << " replays it)");
     std::mt19937_64 rng(seed);
     sim();
