@@ -44,25 +44,12 @@ def table(cases):
     return "\n".join(lines)
 
 
-# Two methods holding the same memory drew one line exactly over the other,
-# and a reader must see both: each line has its own dash and marker, each
-# later one thinner and above the earlier, and equal lines are named in the title.
-LOOKS = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ("-", "v"), ("--", "P"), ("-.", "X"), (":", "*"))
-
-
-def line_look(i):
-    dash, marker = LOOKS[i % len(LOOKS)]
-    return {"linestyle": dash, "marker": marker, "linewidth": max(2.4 - 0.3 * i, 0.8),
-            "markersize": max(7.0 - 0.6 * i, 3.0), "zorder": 2 + i}
-
-
-def equal_note(series):
-    """'equal: a = b' for the names whose points are the same, '' when none are."""
-    groups = {}
-    for name, points in series.items():
-        groups.setdefault(tuple(points), []).append(name)
-    equal = [" = ".join(names) for names in groups.values() if len(names) > 1]
-    return "equal: " + "; ".join(equal) if equal else ""
+def plot_bench():
+    """tools/plot_bench.py, whose line looks and coincidence notes keep two
+    methods holding the same memory visible (one line drawn over the other)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    import plot_bench as pb  # noqa: PLC0415
+    return pb
 
 
 def main():
@@ -92,14 +79,15 @@ def main():
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     gib = float(1 << 30)
     shown = {name: points for name, points in sorted(traces.items()) if "sim" not in name and name.endswith("div:8")}
-    for i, (name, points) in enumerate(shown.items()):
-        left.plot([p[0] / gib for p in points], [p[1] / gib for p in points], label=name, **line_look(i))
+    pb = plot_bench()
+    looks = pb.line_looks(list(shown), pb.styles_for(list(shown)))
+    for name, points in shown.items():
+        left.plot([p[0] / gib for p in points], [p[1] / gib for p in points], label=name, **looks[name])
     left.set_xscale("log", base=2)
     left.set_yscale("log", base=2)
     left.set_xlabel("vector size (GiB)")
     left.set_ylabel("device memory held (GiB)")
-    note = equal_note(shown)
-    left.set_title("memory held while growing 1 MiB -> 8 GiB (+12.5% a step)" + ("\n" + note if note else ""))
+    left.set_title(pb.titled("memory held while growing 1 MiB -> 8 GiB (+12.5% a step)", pb.coinciding(shown)))
     left.legend(fontsize=8)
     names = [n for n in sorted(cases) if "sim" not in n]
     right.bar(range(len(names)), [cases[n]["real_time"] for n in names])

@@ -218,40 +218,24 @@ def main() -> None:
     print(f"plot: {png}")
 
 
-# Allocators with the same reserved memory (sova on its pluggable and native
-# backends, same options) drew one line exactly over the other, and a reader
-# must see both: each line has its own dash and marker, its markers at its
-# own steps, each later line thinner and above the earlier, and equal lines
-# are named in the title.
-LOOKS = (("-", "o"), ("--", "s"), ("-.", "^"), (":", "D"), ("-", "v"), ("--", "P"))
-
-
-def line_look(i):
-    dash, marker = LOOKS[i % len(LOOKS)]
-    return {"linestyle": dash, "marker": marker, "linewidth": max(2.4 - 0.35 * i, 0.8),
-            "markersize": max(7.0 - 0.7 * i, 3.0), "zorder": 2 + i}
-
-
-def equal_note(series):
-    """'equal: a = b' for the names whose values are the same at every step, '' when none are."""
-    groups = {}
-    for name, values in series.items():
-        groups.setdefault(tuple(values), []).append(name)
-    equal = [" = ".join(names) for names in groups.values() if len(names) > 1]
-    return "equal: " + "; ".join(equal) if equal else ""
-
-
 def plot_reserved(plt, results, models, allocators, png):
-    """Reserved memory per step, a panel per model, a line per allocator."""
+    """Reserved memory per step, a panel per model, a line per allocator.
+    Allocators with the same reserved memory (sova on its pluggable and native
+    backends, same options) would draw one line over the other: the looks and
+    the title's note of tools/plot_bench.py keep both visible, and each line
+    puts its markers at its own steps."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+    import plot_bench as pb  # noqa: PLC0415
+    looks = pb.line_looks(allocators, pb.styles_for(allocators))
     fig, axes = plt.subplots(len(models), 1, figsize=(9, 3.2 * len(models)), squeeze=False)
     for ax, m in zip(axes[:, 0], models):
         for i, a in enumerate(allocators):
             reserved = results[(m, a)]["reserved"]
             every = max(len(reserved) // 10, 1)
             ax.plot([v / 2 ** 30 for v in reserved], label=a, markevery=(i * every // len(allocators), every),
-                    **line_look(i))
-        note = equal_note({a: results[(m, a)]["reserved"] for a in allocators})
-        ax.set_title(f"{m}: reserved memory per step" + (f"\n{note}" if note else ""))
+                    **looks[a])
+        ax.set_title(pb.titled(f"{m}: reserved memory per step",
+                               pb.coinciding({a: results[(m, a)]["reserved"] for a in allocators})))
         ax.set_xlabel("step")
         ax.set_ylabel("GiB")
         ax.legend()

@@ -70,18 +70,13 @@ inline bool is_sova(cudaMemPool_t pool) noexcept {
 inline sovaMemPool_t to_sova(cudaMemPool_t pool) noexcept { return reinterpret_cast<sovaMemPool_t>(pool); }
 inline cudaMemPool_t to_cuda(sovaMemPool_t pool) noexcept { return reinterpret_cast<cudaMemPool_t>(pool); }
 
-/// A pointer in some sova pool's VA range (live or not).
-bool in_sova(const void* ptr) noexcept {
-  capi::ReadSection section;
-  return capi::g_state.owners.find(ptr) != nullptr;
-}
-
-/// The device of the sova pool whose VA holds `ptr`, or -1.
+/// The device of the sova pool whose VA range holds `ptr` (live or not), or -1.
 int sova_device_of(const void* ptr) noexcept {
   capi::ReadSection section;
   const capi::PoolEntry* e = capi::g_state.owners.find(ptr);
   return e != nullptr ? e->device : -1;
 }
+bool in_sova(const void* ptr) noexcept { return sova_device_of(ptr) >= 0; }
 
 // Devices whose current pool is one of the runtime's (cudaDeviceSetMemPool
 // with an untagged handle): cudaMallocAsync there goes to the runtime.
