@@ -297,6 +297,15 @@ int share(sovaMemPool_t pool) {
   return fd;
 }
 
+/// `pool` shared with `peer` and imported there, the descriptor then closed on
+/// this side (docs/ipc.md: "send it ... and close it"); the peer's id of it.
+int import_into(Peer& peer, sovaMemPool_t pool) {
+  const int fd = share(pool);
+  const int ip = peer.import_pool(fd);
+  ::close(fd);
+  return ip;
+}
+
 void put(cudaStream_t s, void* dev, const void* host, std::size_t bytes) {
   if (bytes == 0) return;
   REQUIRE(sim().memcpy_async(dev, host, bytes, s) == cudaSuccess);
@@ -554,9 +563,7 @@ TEST_CASE("scenario ipc: random blocks exported, imported, written and read both
     sovaMemPool_t pool = make_exportable();
     Peer peer;
     const Counts start = peer.counts();
-    const int fd = share(pool);
-    const int ip = peer.import_pool(fd);
-    ::close(fd);  // "send it ... and close it"
+    const int ip = import_into(peer, pool);  // "send it ... and close it"
     const Counts with_pool = peer.counts();
     CHECK(with_pool.mappings == start.mappings);  // "The importer maps nothing that no live import uses"
     std::vector<Block> blocks;
@@ -684,9 +691,7 @@ TEST_CASE("scenario ipc: small blocks sharing chunks freed by the importer in ra
     sovaMemPool_t pool = make_exportable();
     Peer peer;
     const Counts start = peer.counts();
-    const int fd = share(pool);
-    const int ip = peer.import_pool(fd);
-    ::close(fd);
+    const int ip = import_into(peer, pool);
     const Counts with_pool = peer.counts();
     std::vector<Block> blocks;
     for (int i = 0; i < 30; ++i) {
@@ -733,9 +738,7 @@ TEST_CASE("scenario ipc: small blocks sharing chunks freed by the importer in ra
     CHECK(late.err != cudaSuccess);  // the pointer lies in no pool any more (its VA was freed)
     // The exporter frees half; a second importer connection sees the rest live, the freed half stale.
     for (std::size_t k = 0; k < half; ++k) REQUIRE(sovaFreeAsync(blocks[order[k]].p, s) == cudaSuccess);
-    const int fd2 = share(pool);
-    const int ip2 = peer.import_pool(fd2);
-    ::close(fd2);
+    const int ip2 = import_into(peer, pool);
     for (std::size_t k = 0; k < order.size(); ++k) {
       Block& b = blocks[order[k]];
       const Reply r = peer.import_ptr(ip2, b.data);
@@ -771,9 +774,7 @@ TEST_CASE("scenario ipc: the same block imported twice into one imported pool", 
   sovaMemPool_t pool = make_exportable();
   Block a = new_block(pool, s, 3 * MiB, 1);
   Peer peer;
-  const int fd = share(pool);
-  const int ip = peer.import_pool(fd);
-  ::close(fd);
+  const int ip = import_into(peer, pool);
   const Counts base = peer.counts();
   const Reply one = peer.import_ptr(ip, a.data);
   const Reply two = peer.import_ptr(ip, a.data);
@@ -871,9 +872,7 @@ TEST_CASE("scenario ipc: export data goes stale at the exporter's free, even whe
     ScopedStream s;
     sovaMemPool_t pool = make_exportable();
     Peer peer;
-    const int fd = share(pool);
-    const int ip = peer.import_pool(fd);
-    ::close(fd);
+    const int ip = import_into(peer, pool);
     const std::size_t size = random_size(rng);
     Block a = new_block(pool, s, size, rng());
     const Reply ra = peer.import_ptr(ip, a.data);
@@ -908,9 +907,7 @@ TEST_CASE("scenario ipc: the exporter frees and releases a block the importer st
   ScopedStream s;
   sovaMemPool_t pool = make_exportable();
   Peer peer;
-  const int fd = share(pool);
-  const int ip = peer.import_pool(fd);
-  ::close(fd);
+  const int ip = import_into(peer, pool);
   const std::size_t size = 8 * MiB;
   Block a = new_block(pool, s, size, 31);
   const Reply ra = peer.import_ptr(ip, a.data);
@@ -1326,9 +1323,7 @@ TEST_CASE("scenario ipc: trims, release thresholds and churn on the exporter lea
     ScopedStream s;
     sovaMemPool_t pool = make_exportable(0, /*keep_memory=*/false);  // threshold 0: frees go back on their own
     Peer peer;
-    const int fd = share(pool);
-    const int ip = peer.import_pool(fd);
-    ::close(fd);
+    const int ip = import_into(peer, pool);
     // Some unexported blocks around the exported ones, so that trims and remaps have work.
     std::vector<void*> others;
     for (int i = 0; i < 6; ++i) {
@@ -1517,9 +1512,7 @@ TEST_CASE("scenario ipc: every single-byte change of the export data is refused"
   sovaMemPool_t pool = make_exportable();
   Block a = new_block(pool, s, MiB, 81);
   Peer peer;
-  const int fd = share(pool);
-  const int ip = peer.import_pool(fd);
-  ::close(fd);
+  const int ip = import_into(peer, pool);
   std::vector<int> accepted;
   for (std::size_t i = 0; i < sizeof(cudaMemPoolPtrExportData); ++i) {
     cudaMemPoolPtrExportData bad = a.data;
