@@ -9,8 +9,12 @@
 // Contract for every method: returns cudaSuccess or the cudaError_t that the
 // CUDA runtime would return for the same failure; on failure nothing changed
 // (a failed create created nothing, a failed map mapped nothing). All methods
-// are thread-safe. None is on the allocator's fast path: the pool calls the
-// driver only when it grows, shrinks, or coordinates streams.
+// are thread-safe. On the allocator's fast path the pool makes only the
+// stream checks (PoolOptions::check_streams: is the stream capturing, which
+// stream the handle names now) and, in a pool that gives idle memory back,
+// an event record beside a free of a granule or more; docs/design.md,
+// "Driver calls per pair", gives the count per pair for each configuration.
+// Everything else is for growing, shrinking and coordinating streams.
 #pragma once
 
 #include <sova/export.h>

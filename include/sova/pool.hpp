@@ -60,7 +60,8 @@ class SOVA_API Pool {
   /// On a stream under graph capture: graph memory, held by the graph being
   /// captured until it, its executables and launches are gone (docs/graphs.md).
   /// Thread-safe. Fast path (a block of this size cached on `stream`): no lock
-  /// shared with other streams, no CUDA call.
+  /// shared with other streams; the only CUDA calls are the stream checks
+  /// (PoolOptions::check_streams; docs/design.md, "Driver calls per pair").
   void* allocate(std::size_t bytes, cudaStream_t stream);
   /// Frees `ptr` in stream order: later work on `stream` may reuse it at once,
   /// other streams per the reuse rules. nullptr is ignored. Throws Error

@@ -141,6 +141,12 @@ class SOVA_API SimDriver final : public Driver {
   /// runs at a few GiB/s on a real host), on the calling thread, holding no
   /// lock of the simulation's. 0: none.
   void delay_host_allocs(std::chrono::microseconds duration);
+  /// Runs `hook` once, on the thread that makes the next map call, before
+  /// that call maps anything and holding no lock of the simulation's (so it
+  /// may call the pool or the driver): a test's way to act while a pool is
+  /// in the middle of an operation that maps (a wake's remapping, a growth).
+  /// `hook` must not throw (it runs inside a noexcept driver call).
+  void before_next_map(std::function<void()> hook);
   /// The next `n`-th physical_create call (1 = the next one) fails with `error`.
   void fail_physical_create_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
   /// The next `n`-th map call fails with `error`.

@@ -177,6 +177,11 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (offset % kAlignment != 0) return cudaErrorInvalidValue;
   Block* block = heap_.find(offset);
   if (block == nullptr) return cudaErrorInvalidValue;  // not a block start: interior or never handed out
+  // A block not live (a double free) is refused before the stream is looked
+  // up, which on a stream the pool never saw would make it a state: a
+  // refused call changes nothing. The state change in cache_freed stays the
+  // judge (two frees of one block may race past this load).
+  if (block->state.load(std::memory_order_acquire) != BlockState::live) return cudaErrorInvalidValue;
   // A graph's block: the graph keeps its memory (graph_memory.hpp). Other
   // blocks never look in the graphs' table, however many graphs live.
   StreamState* state = caches_.find(stream);
@@ -194,10 +199,6 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
     // for an allocation (inline: one atomic load).
     graphs_.memory().outside_capture(stream);
   }
-  // Right after a wake its restore may still write this block: the free is
-  // ordered after it (one atomic load otherwise).
-  if (sleep_.restore_pending()) [[unlikely]]
-    sleep_.order_after_restore(stream);
   return free_stamped(block, offset, state, stream, /*may_fence=*/true);
 }
 
@@ -228,8 +229,25 @@ void PoolCore::set_requested(void* ptr, std::size_t bytes) noexcept {
 
 cudaError_t PoolCore::free_stamped(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,
                                    bool may_fence) noexcept {
+  // During a wake, or right after it, its restore may still write this block:
+  // the free is ordered after it before the block can be taken (one load
+  // otherwise). Asked after the block left the live state, while a wake
+  // publishes its phase before it reads which blocks are live: either the
+  // wake sees this free (the block is not restored) or this free sees the
+  // wake. `may_fence` false: no stream to order (a graph's output freed at
+  // its release), so the host waits.
+  auto order_after_wake = [&]() noexcept {
+    if (sleep_.restore_pending()) [[unlikely]] {
+      if (may_fence) {
+        sleep_.order_after_restore(stream);
+      } else {
+        sleep_.wait_for_restore();
+      }
+    }
+  };
   // No question of the stream's device here: StreamRegistry::learn_device.
-  return caches_.cache_freed(block, offset, state, stream, may_fence, info_.granularity, release_threshold_)
+  return caches_.cache_freed(block, offset, state, stream, may_fence, info_.granularity, release_threshold_,
+                             order_after_wake)
              ? cudaSuccess
              : cudaErrorInvalidValue;  // double free, or a block not live
 }

@@ -68,14 +68,16 @@ PoolStats PoolCore::stats() {
   s.sleep_pin_ahead_failures = pin_ahead_.failures();
   s.sleep_budget_refusals = sleep_.budget_refusals();
   s.used_current = streams.used > 0 ? static_cast<std::uint64_t>(streams.used) : 0;
-  // A stream's own high-water mark is the pool's only while it is the only
-  // stream: with several, a stream that frees others' blocks sees its count
-  // fall below zero and its mark mean nothing. Then the sampled sum is used
-  // (a lower bound; docs/design.md, "Statistics").
+  // Exact while one thread makes every call, however many streams
+  // (UsedHigh); after a second thread called, the larger of the mark reached
+  // before and the sampled sum (a lower bound; docs/design.md, "Statistics").
+  // A stream's own mark is the pool's only while it is the only stream: with
+  // several, a stream that frees others' blocks sees its count fall below
+  // zero and its mark mean nothing.
   const bool one_stream = caches_.count() == 1;
   s.used_high = std::max<std::uint64_t>(caches_.used_high(),
                                         one_stream ? static_cast<std::uint64_t>(streams.stream_high) : 0);
-  s.used_high = std::max(s.used_high, s.used_current);
+  s.used_high = std::max({s.used_high, caches_.used_high_counted(), s.used_current});
   s.live_blocks = streams.live_blocks > 0 ? static_cast<std::uint64_t>(streams.live_blocks) : 0;
   return s;
 }

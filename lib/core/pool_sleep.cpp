@@ -5,6 +5,7 @@
 #include "core/sleep_slab_pinner.hpp"
 
 #include <algorithm>
+#include <thread>
 #include <new>
 
 namespace sova::detail {
@@ -354,18 +355,29 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
 cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::size_t)>& still_live) noexcept {
   if (!asleep()) return cudaSuccess;
   const std::unique_lock host = settle_pin_ahead();  // asleep: none is pinned, but slabs_ is read under host_mu_
+  // Published before the live blocks are read: a free from here on orders
+  // itself after this wake's copies (restore_pending says why that closes
+  // the race). Asleep, so no earlier wake's copies are pending (the sleep
+  // drained them).
+  restore_phase_.store(kWaking, std::memory_order_seq_cst);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   std::vector<Range> extents;  // what to restore: decided before anything is made
   std::vector<PhysicalHandle> handles;
+  // A failed wake leaves the pool asleep, its copies drained: nothing pending.
+  auto failed = [&](cudaError_t error) {
+    restore_phase_.store(kNoRestore, std::memory_order_release);
+    return error;
+  };
   try {
     extents = live_extents(still_live);
-    if (const cudaError_t e = arena_.reback(released_, handles); e != cudaSuccess) return e;
+    if (const cudaError_t e = arena_.reback(released_, handles); e != cudaSuccess) return failed(e);
   } catch (const std::bad_alloc&) {
-    return cudaErrorMemoryAllocation;
+    return failed(cudaErrorMemoryAllocation);
   }
   auto undo = [&](cudaError_t error) {
     (void)drain_copies();
     arena_.unreback(released_, handles);
-    return error;
+    return failed(error);
   };
   for (const Range& extent : extents) {
     const cudaError_t e = zero_on_wake_ ? enqueue_zero(extent) : enqueue_restore(extent);
@@ -395,21 +407,35 @@ cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::s
   saved_.clear();
   slept_ = false;
   asleep_bytes_.store(0, std::memory_order_relaxed);
-  restore_pending_.store(pending, std::memory_order_release);
+  restore_phase_.store(pending ? kRestoring : kNoRestore, std::memory_order_release);
   asleep_.store(false, std::memory_order_release);
   return cudaSuccess;
 }
 
+std::uint8_t PoolSleep::wait_while_waking() const noexcept {
+  // A wake enqueues and returns without waiting for the device: this waits
+  // for host work (maps and enqueues) of at most one wake.
+  std::uint8_t phase = restore_phase_.load(std::memory_order_acquire);
+  while (phase == kWaking) {
+    std::this_thread::yield();
+    phase = restore_phase_.load(std::memory_order_acquire);
+  }
+  return phase;
+}
+
 void PoolSleep::wait_for_restore() noexcept {
-  if (!restore_pending()) return;
+  if (wait_while_waking() == kNoRestore) return;
   if (driver_.event_synchronize(copy_event_) == cudaSuccess || drain_copies() == cudaSuccess) {
-    restore_pending_.store(false, std::memory_order_relaxed);
+    std::uint8_t restoring = kRestoring;  // a later wake may have begun meanwhile: its phase stays
+    restore_phase_.compare_exchange_strong(restoring, kNoRestore, std::memory_order_relaxed);
   }
 }
 
 void PoolSleep::order_after_restore(cudaStream_t stream) noexcept {
+  if (wait_while_waking() == kNoRestore) return;
   if (driver_.event_query(copy_event_) == cudaSuccess) {
-    restore_pending_.store(false, std::memory_order_relaxed);  // done: frees need not ask again
+    std::uint8_t restoring = kRestoring;  // done: frees need not ask again (a later wake's phase stays)
+    restore_phase_.compare_exchange_strong(restoring, kNoRestore, std::memory_order_relaxed);
     return;
   }
   // An event re-recorded meanwhile (the next sleep's copies) makes the wait

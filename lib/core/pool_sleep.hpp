@@ -131,13 +131,20 @@ class PoolSleep {
   /// a retry restores (or zeroes) the same way.
   /// Awake already: cudaSuccess, nothing done.
   cudaError_t wake(cudaStream_t stream, const std::function<bool(std::size_t offset)>& still_live) noexcept;
-  /// Whether a wake's restore (or zeroing) may still be writing live blocks (one relaxed
-  /// load: the pool's free asks it on every free).
-  bool restore_pending() const noexcept { return restore_pending_.load(std::memory_order_acquire); }
+  /// Whether a free must be ordered after a wake's restore (or zeroing): a
+  /// wake is choosing the blocks to restore and enqueuing their copies, or
+  /// its copies may still be writing them. One load, sequentially consistent:
+  /// the pool's free reads it after its block left the live state, and wake
+  /// publishes it before it reads which blocks are live, so that a free
+  /// racing with a wake either is seen by the wake (its block is not
+  /// restored) or sees the wake (PoolCore::free_stamped).
+  bool restore_pending() const noexcept { return restore_phase_.load(std::memory_order_seq_cst) != kNoRestore; }
   /// A free on `stream` while a restore may run: later work on `stream`
   /// (and so the free's fence) waits for the restore's copies, so that the
   /// block's memory is never reused or released under them — a block live at
-  /// wake, freed at once on another stream than wake's (docs/sleep-wake.md).
+  /// wake, freed during the wake or at once after it on another stream than
+  /// wake's (docs/sleep-wake.md). While the wake still enqueues, the caller
+  /// waits on the host for it to finish enqueuing (no device wait).
   void order_after_restore(cudaStream_t stream) noexcept;
   /// The host waits for a pending restore (a graph's blocks going back as
   /// complete for every stream, with no stream to order).
@@ -256,10 +263,17 @@ class PoolSleep {
   bool slept_ = false;
   std::vector<Arena::Extent> released_;  ///< where the released chunks lay
   std::atomic<bool> asleep_{false};
-  /// Set by a wake whose restore copies may still run (copy_event_ marks
-  /// their end); cleared once they are seen done (order_after_restore) or
-  /// drained by the next sleep.
-  std::atomic<bool> restore_pending_{false};
+  /// Where the restore stands, for frees (restore_pending):
+  ///   kNoRestore  nothing of a wake can write a block;
+  ///   kWaking     a wake is choosing the live blocks and enqueuing their
+  ///               copies (copy_event_ not yet recorded for them);
+  ///   kRestoring  a wake's copies may still run (copy_event_ marks their
+  ///               end); back to kNoRestore once seen done
+  ///               (order_after_restore, wait_for_restore).
+  static constexpr std::uint8_t kNoRestore = 0, kWaking = 1, kRestoring = 2;
+  std::atomic<std::uint8_t> restore_phase_{kNoRestore};
+  /// Waits on the host until no wake is enqueuing; returns the phase then.
+  std::uint8_t wait_while_waking() const noexcept;
   std::atomic<std::size_t> asleep_bytes_{0};
   std::atomic<std::size_t> host_bytes_{0};
   std::atomic<std::size_t> pinned_ahead_bytes_{0};

@@ -37,6 +37,7 @@ void StreamCaches::set_requested(Block* block, std::size_t bytes) noexcept {
   if (owner == nullptr) return;
   std::lock_guard<SpinLock> lock(owner->lock);
   StreamState::bump(owner->live_bytes, static_cast<std::int64_t>(bytes) - static_cast<std::int64_t>(block->requested));
+  used_high_.note(static_cast<std::int64_t>(bytes) - static_cast<std::int64_t>(block->requested));
   block->requested = bytes;
 }
 
@@ -248,6 +249,7 @@ bool StreamCaches::synchronize_all() noexcept {
 bool StreamCaches::count_slow_allocation(StreamState* state, std::size_t bytes, std::size_t size) noexcept {
   std::lock_guard<SpinLock> lock(state->lock);
   state->count_allocation(bytes);
+  used_high_.note(static_cast<std::int64_t>(bytes));
   return state->cache.note_allocation(size);
 }
 
@@ -264,6 +266,7 @@ void StreamCaches::reset_used_high() {
     s->live_high.store(s->live_bytes.load(std::memory_order_relaxed), std::memory_order_relaxed);
   }
   used_high_sampled_.store(registry_.live_bytes());
+  used_high_.reset();
 }
 
 bool StreamCaches::cache_serves(const StreamState* state) const noexcept {

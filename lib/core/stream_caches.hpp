@@ -32,6 +32,7 @@
 #include "core/clock.hpp"
 #include "core/heap.hpp"
 #include "core/stream_registry.hpp"
+#include "core/used_high.hpp"
 
 #include <sova/driver.hpp>
 
@@ -108,6 +109,7 @@ class StreamCaches {
       block->stream = nullptr;
       block->allocated_on = state;
       state->count_allocation(bytes);
+      used_high_.note(static_cast<std::int64_t>(bytes));
       StreamState::bump(state->fast_hits);
     }
     state->lock.unlock();
@@ -121,16 +123,24 @@ class StreamCaches {
   /// stream's (every kForeignFenceEvery + 1), or the block is of a
   /// `granularity` or more and the pool releases idle memory
   /// (`release_threshold`) or the fence interval has passed.
+  /// `order_free()` runs once the block has left the live state and before
+  /// anyone can take it (the state's lock held, no fence recorded yet): the
+  /// pool orders the free after work that may still write the block (a
+  /// wake's restore: PoolCore::free_stamped). The state change is
+  /// sequentially consistent, so that a load it makes is ordered after it.
+  template <class OrderFree>
   [[gnu::always_inline]] bool cache_freed(Block* block, std::size_t offset, StreamState* state, cudaStream_t stream,
                                           bool may_fence, std::size_t granularity,
-                                          const std::atomic<std::uint64_t>& release_threshold) noexcept {
+                                          const std::atomic<std::uint64_t>& release_threshold,
+                                          OrderFree&& order_free) noexcept {
     state->lock.lock();
     BlockState expected = BlockState::live;
     if (block->offset != offset ||
-        !block->state.compare_exchange_strong(expected, BlockState::cached, std::memory_order_acq_rel)) {
+        !block->state.compare_exchange_strong(expected, BlockState::cached, std::memory_order_seq_cst)) {
       state->lock.unlock();
       return false;
     }
+    order_free();
     block->graph_memory.store(false, std::memory_order_relaxed);  // a graph's block the graph let go
     block->stream = state;
     block->epoch = state->epoch;
@@ -138,6 +148,7 @@ class StreamCaches {
     state->cache.push(block);
     state->last_freed = block;
     StreamState::bump(state->live_bytes, -static_cast<std::int64_t>(block->requested));
+    used_high_.note(-static_cast<std::int64_t>(block->requested));
     StreamState::bump(state->live_blocks, -1);
     StreamState::bump(state->deallocations);
     bool fence = state->fence_requested.load(std::memory_order_relaxed);
@@ -149,7 +160,8 @@ class StreamCaches {
         // The pool gives idle memory back: only a fence lets the release worker
         // know this free complete once the stream goes quiet (it never
         // synchronizes a device: docs/graphs.md, "Captures sova does not know").
-        // An event record (~0.2 us) beside a free of a granule or more.
+        // An event record beside a free of a granule or more, never a query
+        // (StreamRegistry::record_fence_locked says what each costs).
         fence = true;
       } else if ((++state->large_frees & kClockEvery) == 1) {
         fence = now_ns() - state->last_fence_ns >= kFenceIntervalNs;  // the first, then every 16th
@@ -248,6 +260,10 @@ class StreamCaches {
   std::uint64_t activity() { return registry_.activity(); }
   /// The used high-water mark, sampled (sample_used_high): what the growth budget reads.
   std::uint64_t used_high() const noexcept { return used_high_sampled_.load(std::memory_order_relaxed); }
+  /// The exact used high-water mark while one thread calls, else the mark
+  /// reached before a second did (UsedHigh); with the sampled one, what
+  /// cudaMemPoolAttrUsedMemHigh reports.
+  std::uint64_t used_high_counted() const noexcept { return used_high_.high(); }
   /// Raises the sampled used high-water mark to what is used now.
   void sample_used_high() noexcept;
   /// Every high-water mark down to what is used now
@@ -329,6 +345,7 @@ class StreamCaches {
   /// The used high-water mark, sampled: a walk over every state, so at most
   /// once in kUsedSampleEvery slow-path allocations (PoolCore::hand_out).
   std::atomic<std::uint64_t> used_high_sampled_{0};
+  UsedHigh used_high_;  ///< the exact mark while one thread makes every call
   std::int64_t reclaimed_ns_ = 0;  ///< the release worker's last wait for inactive streams
 };
 

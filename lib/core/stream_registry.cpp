@@ -69,7 +69,8 @@ std::uintptr_t canonical_key(cudaStream_t stream, int other_device) noexcept {
   return value;
 }
 
-// Fences outstanding per stream at most (docs/design.md, "Tuning constants").
+// Fences outstanding per stream at most; beyond, the newest is extended
+// (record_fence_locked; docs/design.md, "Tuning constants").
 constexpr std::size_t kMaxFences = 8;
 
 }  // namespace
@@ -342,29 +343,42 @@ void StreamRegistry::record_fence_locked(StreamState* state, cudaStream_t stream
   // Frees made on another device's stream: no event of the pool's device
   // covers them (StreamState::foreign); synchronize_devices completes them.
   if (state->foreign.load(std::memory_order_relaxed)) return;
-  // A stream that only ever hits its cache never reaches the slow path that
-  // polls its fences: poll here, and keep at most kMaxFences outstanding, so a
-  // long fast loop cannot pile up events (one per millisecond of large frees).
-  poll_fences_locked(state);
-  if (state->fences.size() >= kMaxFences) return;  // the epoch stays open; a later fence covers it
-  EventHandle event = acquire_event();
-  if (event == nullptr) return;
+  // No event query here: this runs on the free's fast path (a releasing
+  // pool fences every large free), and a query there cost the seed loop
+  // 15-32% on the H200 where a record cost 0.5% (tools/probe_fence_cost.cu;
+  // a query makes the driver submit the stream's queued work at once). The
+  // fences are polled by misses, harvests and the release worker instead.
+  // With kMaxFences outstanding, the newest is recorded again and extended to
+  // the open epoch: one event per stream then tracks a long fast loop's
+  // latest free, and no loop piles up events. Its waiters stay correct: a
+  // stream wait (take_fenced) binds the record made before it, and a host
+  // wait for an event recorded again meanwhile only waits longer.
   cudaStream_t handle = state->is_legacy() ? cudaStreamLegacy : stream;
+  const bool extend = state->fences.size() >= kMaxFences;
+  EventHandle event = extend ? state->fences.back().event : acquire_event();
+  if (event == nullptr) return;
   // On the pool's device's stream for the implicit handles, whatever the
   // calling thread's current device: StreamCaches::harvest fences the legacy stream
   // from any thread, the release worker's (device 0 current) included.
   if (driver_.event_record_on(device_, event, handle) != cudaSuccess) {
-    return_event(event);
+    // A refused record leaves an event as it was: an extended fence keeps its epoch.
+    if (!extend) return_event(event);
     // Where the system has several devices, the handle may now name another
     // device's stream (a reused handle only freed on): ask, and mark it foreign.
     learn_device(state, stream);
     return;
   }
-  try {
-    state->fences.push_back(Fence{event, state->epoch});
-  } catch (...) {
-    return_event(event);  // cannot remember it: the epoch stays open
-    return;
+  if (extend) {
+    state->fences.back().epoch = state->epoch;
+  } else {
+    try {
+      state->fences.push_back(Fence{event, state->epoch});
+    } catch (...) {
+      // Cannot remember it: the epoch stays open. The event's record is
+      // harmless; it goes back to the spares, recorded (a later record resets it).
+      return_event(event);
+      return;
+    }
   }
   ++state->epoch;
   state->open_epoch_has_frees = false;

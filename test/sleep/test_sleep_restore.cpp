@@ -9,7 +9,10 @@
 // longer mapped.
 #include "sleep/sleep_checks.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cstring>
+#include <thread>
 
 using namespace sova;
 using namespace sova::sleep_test;
@@ -234,5 +237,56 @@ TEST_CASE("a graph destroyed right after wake gives its blocks back only once th
     CHECK(sim.faults() == 0);
     free_blocks_and_stream(pool, sim, s, {a});
     sim.destroy_stream(capturing);
+  }
+}
+
+// A free made on another thread while wake runs (after wake chose the live
+// blocks, before it returned) is ordered after the restore like a free made
+// after wake: the freeing stream's next allocation gets the block back, and
+// what that stream writes there is not overwritten by the restore (backup)
+// or the zeroing (discard_zeroed) that runs late. The free happens inside
+// wake, at its first map (SimDriver::before_next_map); the hook gives the
+// free up to 200 ms, which is all it needs when the free is not ordered.
+TEST_CASE("a block freed on another thread while wake runs is not overwritten by the restore after reuse",
+          "[sleep][wake_race]") {
+  const SleepMode mode = GENERATE(SleepMode::backup, SleepMode::discard_zeroed);
+  INFO((mode == SleepMode::backup ? "backup" : "discard_zeroed"));
+  SimDriver sim(recording_sim());
+  {
+    Pool pool(on(sim));  // release threshold 0: the release worker may take what is freed
+    cudaStream_t s = sim.create_stream();
+    cudaStream_t other = sim.create_stream();
+    const Filled kept = allocate_filled_one(pool, s, 2 * MiB, 1);
+    const Filled victim = allocate_filled_one(pool, s, 64 * KiB, 2);
+    REQUIRE(pool.sleep(mode, s) == cudaSuccess);
+    std::atomic<bool> freed{false};
+    std::thread freer;
+    sim.before_next_map([&] {
+      freer = std::thread([&] {
+        pool.deallocate(victim.ptr, other);
+        freed.store(true);
+      });
+      for (int i = 0; i < 200 && !freed.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    sim.delay_copies(kLateCopies);
+    REQUIRE(pool.wake(s) == cudaSuccess);
+    sim.delay_copies(std::chrono::microseconds(0));
+    freer.join();
+    void* again = pool.allocate(64 * KiB, other);
+    REQUIRE(again == victim.ptr);  // the freeing stream's own block, from its cache
+    sim.launch(other, [again] { std::memset(again, 0x5a, 64 * KiB); });
+    REQUIRE(sim.stream_synchronize(other) == cudaSuccess);
+    REQUIRE(sim.stream_synchronize(s) == cudaSuccess);
+    REQUIRE(sim.device_synchronize(0) == cudaSuccess);  // the pool's copy stream too
+    const auto* bytes = static_cast<const unsigned char*>(again);
+    std::size_t overwritten = 0;
+    for (std::size_t i = 0; i < 64 * KiB; ++i) overwritten += bytes[i] != 0x5a ? 1 : 0;
+    CHECK(overwritten == 0);
+    INFO(sim.first_fault());
+    CHECK(sim.faults() == 0);
+    pool.deallocate(again, other);
+    if (mode == SleepMode::backup) CHECK(intact(kept));
+    free_blocks_and_stream(pool, sim, s, {kept});
+    sim.destroy_stream(other);
   }
 }

@@ -163,7 +163,18 @@ cudaError_t SimDriver::physical_release(PhysicalHandle handle) noexcept {
   });
 }
 
+void SimDriver::before_next_map(std::function<void()> hook) {
+  std::lock_guard<std::mutex> lock(state_->map_hook_mu);
+  state_->map_hook = std::move(hook);
+}
+
 cudaError_t SimDriver::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle handle) noexcept {
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(state_->map_hook_mu);
+    hook.swap(state_->map_hook);
+  }
+  if (hook) hook();
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.map(va, bytes, handle);

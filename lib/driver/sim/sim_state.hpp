@@ -12,7 +12,9 @@
 #include "sim_streams.hpp"
 
 #include <atomic>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <new>
 #include <system_error>
 
@@ -47,6 +49,9 @@ struct SimDriver::State {
   std::atomic<std::size_t> stream_queries{0};
   std::atomic<std::size_t> stream_waits{0};
   std::atomic<std::size_t> device_synchronizes{0};
+  /// SimDriver::before_next_map's hook, taken (and cleared) by the next map.
+  std::mutex map_hook_mu;
+  std::function<void()> map_hook;
 };
 
 namespace sim {
