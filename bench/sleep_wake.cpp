@@ -9,9 +9,11 @@
 // the pool, with the pool awake and asleep, the pinned host memory the pool
 // keeps, and whether every block came back intact (first and last 4 KiB).
 // The first cycle pins the host memory (a one-time cost, on several threads);
-// later ones reuse it.
+// later ones reuse it. --no-copy leaves the plain copy out (its columns read
+// 0): it pins and frees a buffer of each size, seconds at 8 GiB, that a run
+// comparing two trees of sova (tools/device/perf-gate.sh) does not need.
 //
-//   sova_sleep_wake [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--json FILE]
+//   sova_sleep_wake [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--no-copy] [--json FILE]
 //   sova_sleep_wake --drift-cycles 1000 [--size-gib 1] [--block-mib 256] [--json FILE]
 //     drift: N cycles with backup of one pool, compared at cycle 1 and cycle
 //     N (sleep_wake_drift.hpp); exit status 1 on any drift.
@@ -114,12 +116,15 @@ int main(int argc, char** argv) {
   int drift_cycles = 0;
   double drift_gib = 1;
   bool first_sleep = false;
+  bool plain_copy = true;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--drift-cycles" && i + 1 < argc)
       drift_cycles = std::atoi(argv[++i]);
     else if (a == "--first-sleep")
       first_sleep = true;
+    else if (a == "--no-copy")
+      plain_copy = false;
     else if (a == "--size-gib" && i + 1 < argc)
       drift_gib = std::atof(argv[++i]);
     else if (a == "--sizes" && i + 1 < argc)
@@ -132,7 +137,7 @@ int main(int argc, char** argv) {
       json_path = argv[++i];
     else {
       std::fprintf(stderr,
-                   "usage: %s [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--json FILE]\n"
+                   "usage: %s [--sizes 1,8,32] [--cycles 3] [--block-mib 256] [--no-copy] [--json FILE]\n"
                    "       %s --drift-cycles N [--size-gib 1] [--block-mib 256] [--json FILE]\n"
                    "       %s --first-sleep [--sizes 1,8,32] [--block-mib 256] [--json FILE]\n",
                    argv[0], argv[0], argv[0]);
@@ -164,7 +169,7 @@ int main(int argc, char** argv) {
   bool all_ok = true;
   for (double gib : sizes) {
     const std::size_t bytes = static_cast<std::size_t>(gib * static_cast<double>(kGiB));
-    const Baseline base = pinned_copy(bytes, stream);
+    const Baseline base = plain_copy ? pinned_copy(bytes, stream) : Baseline{};
     for (SleepMode mode : {SleepMode::backup, SleepMode::discard}) {
       const char* mode_name = mode == SleepMode::backup ? "backup" : "discard";
       const std::size_t free_before_pool = device_free();

@@ -1,7 +1,9 @@
 // sova_driver_time: where a trace's replay spends its time in the driver.
 // Replays a trace on a sova::Pool built over TimedDriver (timed_driver.hpp),
 // as the replay benchmark does (one replay, then a synchronize of every
-// stream), and prints for the steady-state passes the time a replay took and,
+// stream), and prints the time the first pass took (the pool's growth
+// included: a fresh pool, or one that replayed --before's traces), and for the
+// steady-state passes the time a replay took and,
 // per kind of driver call, the calls and the time they took a replay, and the
 // slow path's own counters (PoolStats: growth and its time). On the GPU this
 // is what the simulation cannot say: what a map, an unmap, an access grant or
@@ -140,7 +142,14 @@ int main(int argc, char** argv) {
     }
     std::vector<void*> slots(trace.slots, nullptr);
     auto replay = [&] { replay_on(trace, streams, slots); };
-    for (int pass = 0; pass < o.warm_passes; ++pass) replay();
+    double first_ns = 0;  // the first warm pass; 0 without warm passes
+    for (int pass = 0; pass < o.warm_passes; ++pass) {
+      const auto pass_start = std::chrono::steady_clock::now();
+      replay();
+      if (pass == 0) {
+        first_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - pass_start).count();
+      }
+    }
 
     const sova::PoolStats before = pool.stats();
     const sova_bench::TimedDriver::Tallies driver_before = driver.tallies();
@@ -155,6 +164,10 @@ int main(int argc, char** argv) {
     std::printf("%s on %s (%s remapping%s): %d passes after %d warm ones\n", o.trace.c_str(), driver.name(),
                 o.remap ? "with" : "without", o.effort == sova::RemapEffort::thorough ? ", thorough" : "", o.passes,
                 o.warm_passes);
+    if (o.warm_passes > 0) {
+      std::printf("first pass %.1f us (%s, its growth included)\n", first_ns / 1e3,
+                  o.before.empty() ? "a fresh pool" : "after --before's traces");
+    }
     std::printf("replay %.1f us (%zu events, %.0f ns each); peak reserved / trace peak %.3f\n", replay_us,
                 trace.ops.size(), total_ns / passes / static_cast<double>(trace.ops.size()),
                 static_cast<double>(after.reserved_high) / static_cast<double>(trace.peak_requested));

@@ -1,6 +1,6 @@
-// sova_seed — the seed program: on one stream, 100 x (allocate 4 MiB, kernel,
-// free) through cudaMalloc, cudaMallocAsync, sova and a preallocated buffer
-// (the floor). Each repetition of the 100-iteration loop is timed end to end
+// sova_seed — the seed program: on one stream, 100 x (allocate 4 MiB, or
+// --mib N, kernel, free) through cudaMalloc, cudaMallocAsync, sova and a
+// preallocated buffer (the floor). Each repetition of the 100-iteration loop is timed end to end
 // with a host clock around the loop plus the final stream synchronize, the way
 // a whole program sees it. Variants are interleaved, in a rotating order, so
 // drift (clocks, temperature, other tenants) falls on all of them alike.
@@ -10,7 +10,7 @@
 // Without a GPU it runs the same loop for sova and preallocated on sova's host
 // simulation and says so: those are host timings, not GPU timings.
 //
-// Usage: sova_seed [--reps N] [--threshold-max]
+// Usage: sova_seed [--reps N] [--threshold-max] [--mib N]
 #include "seed.hpp"
 
 #include "../common.hpp"
@@ -34,14 +34,17 @@ constexpr int kWarmupLoops = 3;
 struct Options {
   int reps = 30;
   bool threshold_max = false;
+  std::size_t mib = sova_bench::kSeedDefaultMiB;
 };
 
 void usage(FILE* to) {
   std::fprintf(to,
-               "usage: sova_seed [--reps N] [--threshold-max]\n"
+               "usage: sova_seed [--reps N] [--threshold-max] [--mib N]\n"
                "  --reps N          timed repetitions of the 100-iteration loop per variant (default 30)\n"
                "  --threshold-max   set the release threshold of sova's and the runtime's pools to\n"
-               "                    UINT64_MAX (default: 0, both allocators' own default)\n");
+               "                    UINT64_MAX (default: 0, both allocators' own default)\n"
+               "  --mib N           the block each iteration allocates, in MiB (1 to %zu, default %zu)\n",
+               sova_bench::kSeedMaxMiB, sova_bench::kSeedDefaultMiB);
 }
 
 // Linear interpolation between closest ranks; `sorted` is ascending, non-empty.
@@ -137,6 +140,14 @@ int main(int argc, char** argv) {
       }
     } else if (std::strcmp(argv[i], "--threshold-max") == 0) {
       opt.threshold_max = true;
+    } else if (std::strcmp(argv[i], "--mib") == 0 && i + 1 < argc) {
+      char* end = nullptr;
+      const unsigned long long mib = std::strtoull(argv[++i], &end, 10);
+      if (*end != '\0' || mib < 1 || mib > sova_bench::kSeedMaxMiB) {
+        usage(stderr);
+        return 2;
+      }
+      opt.mib = static_cast<std::size_t>(mib);
     } else if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
       usage(stdout);
       return 0;
@@ -147,16 +158,16 @@ int main(int argc, char** argv) {
   }
 
   std::printf(
-      "sova seed: %d x (allocate 4 MiB, kernel, free) on one stream; each loop timed with a host\n"
+      "sova seed: %d x (allocate %zu MiB, kernel, free) on one stream; each loop timed with a host\n"
       "clock around the loop plus the stream synchronize\n",
-      sova_bench::kSeedIterations);
+      sova_bench::kSeedIterations, opt.mib);
   try {
     const bool gpu = sova_bench::have_gpu();
 #if defined(SOVA_BENCH_KERNELS)
     // SOVA_DRIVER=sim puts sova's C API on the simulation even on a GPU machine.
     if (gpu && sova_bench::capi_sim() == nullptr) {
       std::printf("device: %s\n", sova_bench::device_name().c_str());
-      sova_bench::GpuSeed seed;
+      sova_bench::GpuSeed seed(opt.mib);
       return run_seed(
           seed,
           {SeedVariant::cuda_malloc, SeedVariant::cuda_malloc_async, SeedVariant::sova, SeedVariant::preallocated}, opt,
@@ -178,7 +189,7 @@ int main(int argc, char** argv) {
     }
     sova::SimDriver* sim = sova_bench::capi_sim();
     if (sim == nullptr) throw std::runtime_error("sova's C API is not on the host simulation");
-    sova_bench::SimSeed seed(*sim);
+    sova_bench::SimSeed seed(*sim, opt.mib);
     return run_seed(seed, {SeedVariant::sova, SeedVariant::preallocated}, opt,
                     gpu ? "skipped (built without CUDA kernels)" : "skipped (no GPU)");
   } catch (const std::exception& e) {

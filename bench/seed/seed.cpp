@@ -1,7 +1,18 @@
 // sova seed loop — what both drivers' loops share (see seed.hpp).
 #include "seed.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace sova_bench {
+
+std::size_t seed_block_bytes(std::size_t mib) {
+  if (mib < 1 || mib > kSeedMaxMiB) {
+    throw std::invalid_argument("the seed's block is 1 to " + std::to_string(kSeedMaxMiB) + " MiB, not " +
+                                std::to_string(mib));
+  }
+  return mib << 20;
+}
 
 const char* seed_variant_name(SeedVariant v) {
   switch (v) {

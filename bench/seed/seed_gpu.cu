@@ -10,12 +10,12 @@ namespace sova_bench {
 namespace {
 
 constexpr unsigned kThreads = 256;
-constexpr unsigned kBlocks = static_cast<unsigned>(kSeedFloats / kThreads);
-static_assert(kSeedFloats % kThreads == 0, "one float per thread");
+// One float per thread: a block of whole MiB is a whole number of CUDA blocks.
+static_assert((std::size_t{1} << 20) % (kThreads * sizeof(float)) == 0, "one float per thread");
 
 // What the kernel writes at index i in iteration `tag`, and what it leaves
-// there after the read-modify step. Exact in float: tag <= 100 < 2^7, so
-// every value stays below 2^24.
+// there after the read-modify step. Exact in float at any block size: tag <=
+// 100 < 2^7 and i & 0xffff < 2^16, so every value stays below 2^24.
 __host__ __device__ float seed_written(float tag, std::size_t i) {
   return tag * 65536.0f + static_cast<float>(i & 0xffff);
 }
@@ -37,10 +37,9 @@ __global__ void seed_kernel(float* p, float tag, unsigned long long* errors) {
 
 }  // namespace
 
-GpuSeed::GpuSeed() {
+GpuSeed::GpuSeed(std::size_t mib) {
+  set_block_mib(mib);
   void* p = nullptr;
-  check_cuda(cudaMalloc(&p, kSeedBytes), "cudaMalloc(preallocated)");
-  prealloc_ = static_cast<float*>(p);
   check_cuda(cudaMalloc(&p, sizeof(unsigned long long)), "cudaMalloc(error counter)");
   errors_ = static_cast<unsigned long long*>(p);
   check_cuda(cudaMemsetAsync(errors_, 0, sizeof(unsigned long long), stream_.get()), "cudaMemsetAsync");
@@ -53,14 +52,29 @@ GpuSeed::~GpuSeed() {
   cudaFree(prealloc_);
 }
 
+void GpuSeed::set_block_mib(std::size_t mib) {
+  const std::size_t bytes = seed_block_bytes(mib);
+  if (bytes > prealloc_bytes_) {
+    stream_.sync();
+    check_cuda(cudaFree(prealloc_), "cudaFree(preallocated)");
+    prealloc_ = nullptr;
+    prealloc_bytes_ = 0;
+    void* p = nullptr;
+    check_cuda(cudaMalloc(&p, bytes), "cudaMalloc(preallocated)");
+    prealloc_ = static_cast<float*>(p);
+    prealloc_bytes_ = bytes;
+  }
+  bytes_ = bytes;
+}
+
 float* GpuSeed::acquire(SeedVariant v) {
   void* p = nullptr;
   switch (v) {
-    case SeedVariant::cuda_malloc: check_cuda(cudaMalloc(&p, kSeedBytes), "cudaMalloc"); break;
+    case SeedVariant::cuda_malloc: check_cuda(cudaMalloc(&p, bytes_), "cudaMalloc"); break;
     case SeedVariant::cuda_malloc_async:
-      check_cuda(cudaMallocAsync(&p, kSeedBytes, stream_.get()), "cudaMallocAsync");
+      check_cuda(cudaMallocAsync(&p, bytes_, stream_.get()), "cudaMallocAsync");
       break;
-    case SeedVariant::sova: check_cuda(sovaMallocAsync(&p, kSeedBytes, stream_.get()), "sovaMallocAsync"); break;
+    case SeedVariant::sova: check_cuda(sovaMallocAsync(&p, bytes_, stream_.get()), "sovaMallocAsync"); break;
     case SeedVariant::preallocated: p = prealloc_; break;
   }
   return static_cast<float*>(p);
@@ -76,7 +90,8 @@ void GpuSeed::release(SeedVariant v, float* p) {
 }
 
 void GpuSeed::launch(float* p, int tag) {
-  seed_kernel<<<kBlocks, kThreads, 0, stream_.get()>>>(p, static_cast<float>(tag), errors_);
+  const auto blocks = static_cast<unsigned>(bytes_ / sizeof(float) / kThreads);
+  seed_kernel<<<blocks, kThreads, 0, stream_.get()>>>(p, static_cast<float>(tag), errors_);
 }
 
 double GpuSeed::run(SeedVariant v) {
@@ -97,19 +112,19 @@ double GpuSeed::run(SeedVariant v) {
 
 void GpuSeed::verify(SeedVariant v) {
   const int tag = kSeedIterations;  // a tag no timed iteration writes
-  std::vector<float> host(kSeedFloats);
+  std::vector<float> host(bytes_ / sizeof(float));
   float* p = acquire(v);
   launch(p, tag);
-  check_cuda(cudaMemcpyAsync(host.data(), p, kSeedBytes, cudaMemcpyDeviceToHost, stream_.get()), "cudaMemcpyAsync");
+  check_cuda(cudaMemcpyAsync(host.data(), p, bytes_, cudaMemcpyDeviceToHost, stream_.get()), "cudaMemcpyAsync");
   release(v, p);
   stream_.sync();
   check_cuda(cudaGetLastError(), "seed kernel launch");
-  for (std::size_t i = 0; i < kSeedFloats; ++i) {
+  for (std::size_t i = 0; i < host.size(); ++i) {
     const float want = seed_final(static_cast<float>(tag), i);
     if (host[i] != want) {
-      char msg[160];
-      std::snprintf(msg, sizeof msg, "%s: kernel result wrong at float %zu: %.1f, want %.1f", seed_variant_name(v), i,
-                    static_cast<double>(host[i]), static_cast<double>(want));
+      char msg[200];
+      std::snprintf(msg, sizeof msg, "%s, %zu MiB: kernel result wrong at float %zu: %.1f, want %.1f",
+                    seed_variant_name(v), bytes_ >> 20, i, static_cast<double>(host[i]), static_cast<double>(want));
       throw std::runtime_error(msg);
     }
   }
