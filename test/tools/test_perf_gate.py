@@ -277,6 +277,26 @@ class Script(unittest.TestCase):
         p = self.run_gate("7021226", PERF_GATE_ROUNDS="AB AC")
         self.assertEqual(p.returncode, 2)
         self.assertIn("AC", p.stderr)
+        p = self.run_gate("7021226", PERF_GATE_STEPS="seed pairs")
+        self.assertEqual(p.returncode, 2)
+        self.assertIn("pairs", p.stderr)
+
+    def test_steps_subset(self):
+        p = self.run_gate("7021226", PERF_GATE_STEPS="seed sleep")
+        rows = {}
+        for line in p.stdout.splitlines():
+            if line.startswith("| ") and not line.startswith("| ---") and not line.startswith("| figure"):
+                cells = [c.strip() for c in line.strip("|").split("|")]
+                rows[cells[0]] = cells
+        self.assertEqual(rows["seed loop 4 MiB, threshold 0 (ms)"][5], "ok")
+        self.assertEqual(rows["sleep 8 GiB, first (s)"][5], "ok")
+        self.assertNotIn("pair 4 KiB, sova_capi (ns)", rows)  # pair left out
+        self.assertNotIn("replay gpt_train, steady (us a pass)", rows)
+        with tarfile.open(os.path.join(self.tmp, "out", "perf-gate-raw.tar.gz")) as tar:
+            names = tar.getnames()
+        self.assertIn("raw/r1-1-base-seed.json", names)
+        self.assertNotIn("raw/r1-1-base-pair.json", names)
+        self.assertFalse(any("replay" in n for n in names), names)
 
     def test_out_of_time_leaves_rounds_out(self):
         # Each program call takes 1 s: the first round (12 calls) takes 12 s or more,

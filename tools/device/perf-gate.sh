@@ -47,6 +47,9 @@
 #   sleep    sova_sleep_wake --sizes PERF_GATE_SLEEP_GIB (default 8) --cycles 4
 #            --no-copy: the first sleep (it pins the host memory), the later
 #            cycles' sleep and wake (not pinned: pinning runs on several threads)
+# PERF_GATE_STEPS (default "seed pair threads replay sleep") names the steps a
+# round runs, for a call that has less time; the table has no rows for a step
+# left out.
 # Google Benchmark steps: PERF_GATE_REPS repetitions (default 5) of
 # PERF_GATE_MIN_TIME seconds (default 0.1). PERF_GATE_PIN (default
 # "taskset -c 2-5"; empty: none) prefixes the single-stream runs (seed, pair,
@@ -114,6 +117,12 @@ read -r -a rounds <<<"${PERF_GATE_ROUNDS:-AB AA BA BB AB AA BA BB}"
 for kind in "${rounds[@]}"; do
   [[ $kind =~ ^[AB][AB]$ ]] || refuse "PERF_GATE_ROUNDS: $kind is none of AB BA AA BB"
 done
+read -r -a steps <<<"${PERF_GATE_STEPS:-seed pair threads replay sleep}"
+for step in "${steps[@]}"; do
+  [[ $step =~ ^(seed|pair|threads|replay|sleep)$ ]] || refuse "PERF_GATE_STEPS: $step is none of seed pair threads replay sleep"
+done
+# wanted_step STEP: the rounds run STEP.
+wanted_step() { [[ " ${steps[*]} " == *" $1 "* ]]; }
 harness=${PERF_GATE_HARNESS:-head}
 [ "$harness" = head ] || [ "$harness" = own ] || refuse "PERF_GATE_HARNESS is head or own, not $harness"
 
@@ -329,6 +338,7 @@ run_round() {
   done
   echo "=== round $n: ${order[0]} then ${order[1]} (at $((SECONDS - t0)) s)"
   for i in "${!bench_steps[@]}"; do
+    wanted_step "${bench_steps[i]}" || continue
     for slot in 1 2; do
       tree=${order[slot - 1]}
       name=r$n-$slot-$tree-${bench_steps[i]}
@@ -339,6 +349,7 @@ run_round() {
         "--benchmark_out=$raw/$name.json" --benchmark_out_format=json
     done
   done
+  wanted_step replay || traces=()
   for t in "${traces[@]}"; do
     for slot in 1 2; do
       tree=${order[slot - 1]}
@@ -346,6 +357,7 @@ run_round() {
         "bench/traces/$t.csv.gz" "--passes=$passes"
     done
   done
+  wanted_step sleep || return 0
   for slot in 1 2; do
     tree=${order[slot - 1]}
     name=r$n-$slot-$tree-sleep
