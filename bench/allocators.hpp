@@ -194,9 +194,9 @@ struct SovaPoolNoRemap : SovaPool {
   SovaPoolNoRemap();
 };
 
-/// sova::Pool with PoolOptions::check_streams = false: no driver call per
-/// allocation or free (no graph-capture or reused-handle checks), to show
-/// what those checks cost.
+/// sova::Pool with PoolOptions::check_streams = false: none of the stream
+/// checks' driver calls per allocation or free (no graph-capture or
+/// reused-handle checks), to show what those checks cost.
 struct SovaPoolUnchecked : SovaPool {
   static constexpr const char* kName = "sova_pool_unchecked";
   SovaPoolUnchecked();

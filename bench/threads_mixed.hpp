@@ -83,7 +83,7 @@ void BM_threads_mixed(benchmark::State& state) {
         state.counters["stream_states"] = static_cast<double>(after.stream_states);
         state.counters["active_streams"] = static_cast<double>(after.active_streams);
         state.counters["reserved_MiB"] = static_cast<double>(after.reserved_current) / (1 << 20);
-        // Cached by the previous runs' streams, until the release worker's synchronize.
+        // Cached by the previous runs' streams, until their frees are known complete.
         state.counters["stranded_MiB"] = static_cast<double>(after.stranded_bytes) / (1 << 20);
         state.counters["heap_ns_per_pair"] = per_pair(after.slow_from_heap_ns, before.slow_from_heap_ns);
         state.counters["others_ns_per_pair"] =

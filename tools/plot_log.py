@@ -11,8 +11,12 @@ allocation log"): RMM's logging_resource_adaptor CSV
 Used memory is computed from the rows: the sum of the sizes of the blocks
 allocated and not yet freed (a free of a pointer never allocated in the log
 is counted and ignored). Reserved memory is the Reserved column: the physical
-memory all of sova's pools held, sampled every 10 ms, so it trails a sudden
-growth by up to 10 ms. An RMM log (no Reserved column) gives used memory only.
+memory all of sova's pools held, sampled every 10 ms, so a row's sample may
+predate the growth that backs its own block. Reserved memory is never less
+than used (live blocks are backed), so the reserved line (and the summary's
+peak) is at each row the larger of the sample and used: it can never read
+below used; the samples as written are kept (read_log's reserved_sampled).
+An RMM log (no Reserved column) gives used memory only.
 Time is the Time column (local time of day, microseconds; a run across
 midnight is handled), drawn in seconds from the first row.
 
@@ -45,7 +49,8 @@ def _seconds_of_day(text, where):
 
 def read_log(stream, name="log"):
     """Series of a log: dict with lists t (s from the first row), used, reserved
-    (None where the log has no Reserved column), and counts."""
+    (at least used at each row) and reserved_sampled (the column as written;
+    both None where the log has no Reserved column), and counts."""
     reader = csv.reader(stream)
     try:
         header = [h.strip() for h in next(reader)]
@@ -58,7 +63,7 @@ def read_log(stream, name="log"):
                            % (name, needed))
     has_reserved = "Reserved" in col
     out = {"t": [], "used": [], "reserved": [] if has_reserved else None,
-           "allocations": 0, "frees": 0, "failures": 0, "unknown_frees": 0}
+           "reserved_sampled": [] if has_reserved else None, "allocations": 0, "frees": 0, "failures": 0, "unknown_frees": 0}
     live = {}
     used = 0
     start = None
@@ -102,9 +107,11 @@ def read_log(stream, name="log"):
         out["used"].append(used)
         if has_reserved:
             try:
-                out["reserved"].append(int(row[col["Reserved"]]))
+                sampled = int(row[col["Reserved"]])
             except ValueError:
                 raise LogError("%s: Reserved %r is not a number" % (where, row[col["Reserved"]])) from None
+            out["reserved_sampled"].append(sampled)
+            out["reserved"].append(max(sampled, used))  # a sample older than this row's growth
     return out
 
 
@@ -146,7 +153,7 @@ def plot(series, out, title):
     # reader must see both: reserved is wide and solid beneath, used thinner
     # and dashed above it, and its label says when the two are equal.
     if series["reserved"] is not None:
-        ax.step(series["t"], [r / MiB for r in series["reserved"]], where="post", label="reserved (sampled)",
+        ax.step(series["t"], [r / MiB for r in series["reserved"]], where="post", label="reserved (sampled, at least used)",
                 linewidth=2.6, zorder=2)
     ax.step(series["t"], [u / MiB for u in series["used"]], where="post", label=used_label(series),
             linestyle="--", linewidth=1.2, zorder=3)

@@ -4,7 +4,8 @@
 // with a host clock around the loop plus the final stream synchronize, the way
 // a whole program sees it. Variants are interleaved, in a rotating order, so
 // drift (clocks, temperature, other tenants) falls on all of them alike.
-// Prints median and p10/p90 per variant and the ratio to preallocated; a
+// Prints median and p10/p90 per variant and the ratio to preallocated, and
+// says how to read them (lower is better; preallocated is the floor); a
 // kernel result that is wrong is an error (exit 1).
 //
 // Without a GPU it runs the same loop for sova and preallocated on sova's host
@@ -100,9 +101,14 @@ void print_table(std::vector<Row> rows, const char* skipped_reason) {
     std::printf("%-16s %10.3f %10.3f %10.3f %15.2fx\n", sova_bench::seed_variant_name(v), median,
                 percentile(it->ms, 0.1), percentile(it->ms, 0.9), median / floor_ms);
   }
+  std::printf(
+      "\nLower is better. Each time is one %d-iteration loop (median, p10 and p90 of the repetitions);\n"
+      "\"vs preallocated\" is a variant's median over the preallocated buffer's, whose loop allocates\n"
+      "nothing: 1.00x is the floor, and what lies above it is the allocator's cost.\n",
+      sova_bench::kSeedIterations);
   for (const Row& row : rows) {
     if (row.variant == SeedVariant::sova) {
-      std::printf("\nsova within %+.1f%% of preallocated (median against median)\n",
+      std::printf("sova: %+.1f%% over preallocated (median against median; 0%% = allocating costs nothing)\n",
                   (percentile(row.ms, 0.5) / floor_ms - 1.0) * 100.0);
     }
   }

@@ -60,12 +60,20 @@ class SOVA_API Pool {
   /// On a stream under graph capture: graph memory, held by the graph being
   /// captured until it, its executables and launches are gone (docs/graphs.md).
   /// Thread-safe. Fast path (a block of this size cached on `stream`): no lock
-  /// shared with other streams; the only CUDA calls are the stream checks
-  /// (PoolOptions::check_streams; docs/design.md, "Driver calls per pair").
+  /// shared with other streams; the CUDA calls are the stream checks
+  /// (PoolOptions::check_streams: is `stream` capturing, which stream its
+  /// handle names now) and, where another stream asked this one for a fence,
+  /// one event record (docs/design.md, "Driver calls per pair").
   void* allocate(std::size_t bytes, cudaStream_t stream);
   /// Frees `ptr` in stream order: later work on `stream` may reuse it at once,
   /// other streams per the reuse rules. nullptr is ignored. Throws Error
   /// (cudaErrorInvalidValue) for a pointer that is not a live block of this pool.
+  /// Fast path (the block goes to `stream`'s cache): the CUDA calls are the
+  /// stream check (is `stream` capturing) and, where a fence is due, one event
+  /// record: for a free of a granule or more, each one in a pool that gives
+  /// idle memory back (a release threshold below UINT64_MAX, the default 0
+  /// included) and at most one a millisecond in a caching pool; for frees of
+  /// other streams' blocks, the first and every 16th; for a fence asked for.
   void deallocate(void* ptr, cudaStream_t stream);
 
   /// As allocate / deallocate, returning the cudaError_t the runtime would.

@@ -44,7 +44,9 @@ typedef enum sovaMemPoolFlags {
    * allocation on a capturing stream is then served as an eager one, wrong
    * for a graph: docs/graphs.md, "Limits") nor tells a new stream from a
    * destroyed one whose handle it received (docs/design.md, "Stream checks");
-   * an allocate+free pair then makes no driver call. Only where no stream is
+   * an allocate+free pair then makes no driver call but a free's fence where
+   * one is due (an event record: Pool::deallocate in include/sova/pool.hpp
+   * says when). Only where no stream is
    * captured, and none destroyed while blocks it freed may still be in use. The default pools take it from
    * the environment: SOVA_STREAM_CHECKS=0. */
   sovaMemPoolNoStreamChecks = 0x1,

@@ -77,8 +77,8 @@ class GrowthBudget {
 
   /// Whether backing `missing` more bytes keeps reserved memory within the
   /// budget: `backed` bytes now, less the `stranded` bytes that quiet or
-  /// destroyed streams' caches hold (no active stream can take them until the
-  /// release worker's synchronize), plus `missing`, at most the live peak (the
+  /// destroyed streams' caches hold (no active stream can take them until
+  /// their frees are known complete), plus `missing`, at most the live peak (the
   /// request included) plus slack() and a granule. Beyond it, free chunks are
   /// remapped first: a move costs about what a create does, so remapping below
   /// the budget would only trade speed for memory within the slack anyway.

@@ -57,7 +57,8 @@ inline constexpr std::uint32_t kForeignFenceEvery = 15;
 inline constexpr std::uint64_t kKeepEverything = ~std::uint64_t{0};
 /// The fast path serves larger blocks only when they are the block the stream freed last.
 inline constexpr std::size_t kLargestCachedBlock = std::size_t{4} << 20;
-/// The release worker synchronizes for inactive streams at most this often per pool.
+/// The release worker waits on inactive streams' fences (event waits, never a
+/// device synchronize: stream_activity.cpp) at most this often per pool.
 inline constexpr std::int64_t kReclaimIntervalNs = 1'000'000'000;
 
 /// What the streams' states add up to (StreamCaches::tally).

@@ -252,8 +252,8 @@ StreamState* StreamRegistry::renew(StreamState* state, unsigned long long id) no
     return nullptr;
   }
   // The retired state's open epoch can never be fenced (its stream is gone):
-  // its blocks come back through the release worker's synchronize
-  // (StreamCaches::track_activity), the out-of-memory synchronize, or trim. Until
+  // its blocks come back through the out-of-memory synchronize or trim (the
+  // release worker waits only on fences: StreamCaches::track_activity). Until
   // then its cache is stranded (counted now, not at the worker's next look:
   // the new stream's first misses read it).
   if (newly_stranded) {

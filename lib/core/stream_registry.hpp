@@ -88,7 +88,8 @@ class StreamRegistry {
   void set_active(std::size_t streams) noexcept { active_.store(streams, std::memory_order_relaxed); }
   /// Bytes cached by states whose streams are retired or inactive
   /// (StreamState::strands_cache): memory no active stream can take until
-  /// the release worker's synchronize completes its frees. Set by
+  /// its frees are known complete (the release worker's wait on their fences,
+  /// or the out-of-memory path's or a trim's synchronize). Set by
   /// recount_stranded every period; raised when a state is retired, lowered
   /// when a miss takes such blocks (unstrand).
   std::uint64_t stranded() const noexcept { return stranded_.load(std::memory_order_relaxed); }

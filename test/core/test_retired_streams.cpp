@@ -102,7 +102,7 @@ TEST_CASE("streams that replace destroyed ones keep their caches while the old c
       sim.destroy_stream(s);
     }
   }
-  // The median run: where the worker's synchronize lands in a run (every
+  // The median run: where the worker's wait on fences lands in a run (every
   // 20 ms) makes single runs vary. Measured, 60 runs of this test: no kept
   // block flushed, the worst run 4% missed, most 0.6%; with the old caches
   // counted against the budget, medians 9.8-75%, from the third run on

@@ -11,9 +11,11 @@
 #                     runs without LD_LIBRARY_PATH (the flags' run path); one
 #                     that calls the runtime too links with it added; the
 #                     installed sova-info runs
-#   pkgconfig-static  the same install without libsova.so: built with
-#                     `pkg-config --static`, it links libsova.a (no libsova.so
-#                     needed) and runs
+#   pkgconfig-static  the same install, libsova.so beside libsova.a: built
+#                     with `pkg-config --libs --static sova-static`, and with
+#                     sova-static's plain --libs, it links libsova.a (no
+#                     libsova.so needed) and runs; then without libsova.so,
+#                     `pkg-config --static sova` does the same
 #   cmake             find_package(sova 0.1) in a CMake project: sova::sova
 #                     (shared) and sova::sova_static, C++ and C programs, run;
 #                     find_package(sova 1.0) must be refused
@@ -47,11 +49,15 @@ install_moved() {
 }
 pc_dir() { dirname "$(find "$tmp/prefix" -name sova.pc | head -n 1)"; }
 pc() { PKG_CONFIG_PATH=$(pc_dir) pkg-config --define-variable=prefix="$tmp/prefix" "$@" sova; }
+pc_static() { PKG_CONFIG_PATH=$(pc_dir) pkg-config --define-variable=prefix="$tmp/prefix" "$@" sova-static; }
 
-# The .pc's only absolute paths are the prefix and the CUDA root.
+# The .pc files' only absolute paths are the prefix and the CUDA root.
 pc_has_no_machine_paths() {
-  local f; f=$(pc_dir)/sova.pc
-  ! grep -v -E '^(prefix|cuda_root)=' "$f" | grep -v '^#' | grep -q '=/\|[[:space:]]/'
+  local f
+  for f in "$(pc_dir)/sova.pc" "$(pc_dir)/sova-static.pc"; do
+    [ -f "$f" ] || { echo "not installed: $f"; return 1; }
+    ! grep -v -E '^(prefix|cuda_root)=' "$f" | grep -v '^#' | grep -q '=/\|[[:space:]]/' || { echo "$f"; return 1; }
+  done
 }
 
 # Every public header (include/sova/*.h, *.hpp) is installed: the root
@@ -83,6 +89,14 @@ case $mode in
     ;;
   pkgconfig-static)
     check "meson install, moved to another prefix" install_moved || exit 1
+    check "sova-static.pc names libsova.a, the runtime and the C++ library" \
+      bash -c "$(declare -f pc_static pc_dir); tmp=$tmp; pc_static --static --libs | grep -q -- '-l:libsova.a' && pc_static --libs | grep -q -- '-lcudart_static' && pc_static --libs | grep -q -- '-lstdc++'"
+    check "beside libsova.so, a C program links libsova.a with pkg-config --static sova-static" \
+      bash -c "test -n \"\$(find '$tmp/prefix' -name 'libsova.so')\" && $cc -std=c11 -o '$tmp/c_static_both' '$src/test/packaging/c_app/main.c' $(pc_static --cflags --libs --static)"
+    check "it needs no libsova.so and runs" \
+      bash -c "! readelf -d '$tmp/c_static_both' | grep -q 'libsova' && env -u LD_LIBRARY_PATH '$tmp/c_static_both'"
+    check "so does one linked with sova-static's --libs, without --static" \
+      bash -c "$cc -std=c11 -o '$tmp/c_static_plain' '$src/test/packaging/c_app/main.c' $(pc_static --cflags --libs) && ! readelf -d '$tmp/c_static_plain' | grep -q 'libsova' && '$tmp/c_static_plain'"
     find "$tmp/prefix" -name 'libsova.so*' -delete
     check "pkg-config --static lists the runtime and C++ library" \
       bash -c "$(declare -f pc pc_dir); tmp=$tmp; pc --static --libs | grep -q -- '-lcudart_static' && pc --static --libs | grep -q -- '-lstdc++'"

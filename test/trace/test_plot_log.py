@@ -37,16 +37,35 @@ class Series(unittest.TestCase):
     def test_used_reserved_and_counts(self):
         s = read(LOG)
         self.assertEqual(s["used"], [1000, 4000, 3000, 3000, 3000, 3500])
-        self.assertEqual(s["reserved"], [0, 2097152, 2097152, 2097152, 2097152, 4194304])
+        # The first row's sample (0) predates the growth under its block:
+        # reserved reads as used there, never below it.
+        self.assertEqual(s["reserved_sampled"], [0, 2097152, 2097152, 2097152, 2097152, 4194304])
+        self.assertEqual(s["reserved"], [1000, 2097152, 2097152, 2097152, 2097152, 4194304])
         self.assertAlmostEqual(s["t"][-1], 1.5)
         self.assertEqual((s["allocations"], s["frees"], s["failures"], s["unknown_frees"]), (3, 1, 1, 1))
         self.assertIn("peak used 0.0 MiB, peak reserved 4.0 MiB", plot_log.summary(s))
+
+    def test_reserved_never_reads_below_used(self):
+        # Sampled every 10 ms: a burst of growth between two samples left the
+        # sampled column under used for its rows, and its peak under used's.
+        lagging = """Thread,Time,Action,Pointer,Size,Stream,Reserved
+11,10:00:00.000000,allocate,0x7f0000000000,2097152,0,2097152
+11,10:00:00.001000,allocate,0x7f0000200000,8388608,0,2097152
+11,10:00:00.002000,free,0x7f0000200000,8388608,0,2097152
+11,10:00:00.020000,allocate,0x7f0000a00000,1048576,0,10485760
+"""
+        s = read(lagging)
+        self.assertEqual(s["used"], [2097152, 10485760, 2097152, 3145728])
+        self.assertEqual(s["reserved"], [2097152, 10485760, 2097152, 10485760])
+        self.assertTrue(all(r >= u for r, u in zip(s["reserved"], s["used"])))
+        self.assertIn("peak used 10.0 MiB, peak reserved 10.0 MiB (1.000x peak used)", plot_log.summary(s))
 
     def test_rmm_log_without_reserved(self):
         rmm = "Thread,Time,Action,Pointer,Size,Stream\n1,23:59:59.900000,allocate,0x10,64,0\n" \
               "1,00:00:00.100000,free,0x10,64,0\n"
         s = read(rmm)
         self.assertIsNone(s["reserved"])
+        self.assertIsNone(s["reserved_sampled"])
         self.assertEqual(s["used"], [64, 0])
         self.assertAlmostEqual(s["t"][1], 0.2)  # across midnight
 
