@@ -39,6 +39,7 @@
 
 #include <sova/driver.hpp>
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <functional>
@@ -75,8 +76,65 @@ struct SimConfig {
   bool abort_on_fault = true;
 };
 
+/// One value per sova::Driver method (include/sova/driver.hpp; name() aside),
+/// named as the method: what SimCounters::calls counts. A call is counted once,
+/// on entry, whatever it returns, as the driver was asked it; a method the
+/// simulation carries out through another (event_record_on through
+/// event_record) counts as itself only. test/structure/check_driver_overrides.py
+/// fails when a Driver method has no value here.
+enum class SimCall : unsigned char {
+  device_count,
+  current_device,
+  device_info,
+  memory_info,
+  device_synchronize,
+  address_reserve,
+  address_free,
+  physical_create,
+  physical_release,
+  map,
+  unmap,
+  set_access,
+  physical_create_with,
+  granularity_for,
+  properties_at,
+  export_posix_fd,
+  import_posix_fd,
+  event_create,
+  event_create_on,
+  event_destroy,
+  event_record,
+  event_record_on,
+  event_query,
+  event_synchronize,
+  stream_wait_event,
+  stream_query,
+  stream_synchronize,
+  stream_is_capturing,
+  stream_id,
+  stream_device,
+  stream_capture_info,
+  exchange_capture_mode,
+  graph_on_release,
+  stream_create,
+  stream_destroy,
+  host_alloc,
+  host_alloc_on,
+  host_free,
+  memcpy_async,
+  memset_async,
+  kinds  ///< how many there are (not a call)
+};
+inline constexpr std::size_t kSimCallKinds = static_cast<std::size_t>(SimCall::kinds);
+/// The method's name ("stream_is_capturing"), or "?" for a value out of range.
+SOVA_API const char* sim_call_name(SimCall call) noexcept;
+
 /// Counters a test can read to see what the allocator asked of the driver.
 struct SimCounters {
+  /// Calls by kind, indexed by SimCall (SimCounters::of): every Driver method,
+  /// the budget of docs/design.md, "Driver calls per pair", is checked on.
+  std::array<std::size_t, kSimCallKinds> calls{};
+  std::size_t of(SimCall call) const noexcept { return calls[static_cast<std::size_t>(call)]; }
   std::size_t physical_bytes = 0;    ///< created and not yet released (device memory)
   std::size_t host_bytes = 0;        ///< host-NUMA memory created and not yet released
   std::size_t imported_handles = 0;  ///< imported chunks not yet released
@@ -162,6 +220,12 @@ class SOVA_API SimDriver final : public Driver {
   void fail_memset_at(int n, cudaError_t error = cudaErrorUnknown);
   void fail_unmap_at(int n, cudaError_t error = cudaErrorUnknown);
   SimCounters counters() const;
+  /// From now on, every call the calling thread makes of this driver also
+  /// adds one to (*into)[SimCall] (nullptr: stop; one driver per thread at a
+  /// time). What the pool asks on the caller's thread, without what its
+  /// release worker or other threads ask meanwhile: the driver-call budget's
+  /// measure (docs/design.md, "Driver calls per pair").
+  void count_this_thread(std::array<std::size_t, kSimCallKinds>* into) noexcept;
   /// The calling thread's current device from now on, as cudaSetDevice:
   /// implicit streams (0, cudaStreamLegacy, cudaStreamPerThread) and
   /// event_create then name that device's. Per host thread, shared by every
@@ -234,6 +298,8 @@ class SOVA_API SimDriver final : public Driver {
   /// Plain host memory, counted (SimCounters::pinned_host_bytes); a copy is
   /// a memcpy run in stream order (lib/driver/sim/sim_copies.hpp).
   cudaError_t host_alloc(std::size_t bytes, void** out) noexcept override;
+  /// As host_alloc (the simulation's host memory is one), counted as itself.
+  cudaError_t host_alloc_on(int device, std::size_t bytes, void** out) noexcept override;
   cudaError_t host_free(void* ptr) noexcept override;
   cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept override;
   /// A memset run in stream order, faulting as a copy's write does.

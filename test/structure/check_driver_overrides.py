@@ -9,8 +9,14 @@ and CudaDriver (lib/driver/cuda/cuda_driver.hpp). Fails, naming each, unless
     types and const-ness (parameter names may differ);
   * no driver declares a function of a Driver virtual's name without
     `override` (an overload that hides the contract's).
-Virtuals with a default implementation may be left to it; the ones each driver
-leaves are listed. The compiler catches much of this for the classes it
+  * SimDriver overrides every virtual (a default would call other methods, and
+    the simulation's count of calls by kind would name those instead);
+  * enum class SimCall (include/sova/sim.hpp) has one value per Driver virtual
+    but name(), in the contract's order, and sim_call_name's table
+    (lib/driver/sim/sim_driver.cpp) the same names in the same order: the
+    driver-call budget (docs/design.md, "Driver calls per pair") counts by them.
+Virtuals with a default implementation may be left to it by CudaDriver; the
+ones it leaves are listed. The compiler catches much of this for the classes it
 builds; this also covers the driver a build leaves out and says it in the
 contract's own terms.
 """
@@ -103,6 +109,33 @@ def show(name, sig):
     return f"{name}({', '.join(params)}){' const' if const else ''}"
 
 
+def sim_call_errors(root, contract):
+    """SimCall and sim_call_name against the contract's virtuals, in order."""
+    order = []
+    for decl in declarations(class_body(strip_comments((root / "include/sova/driver.hpp").read_text()), "Driver")):
+        parsed = parse(decl)
+        if parsed and parsed[2]["virtual"] and parsed[0] != "name" and parsed[0] not in order:
+            order.append(parsed[0])
+    sim_text = strip_comments((root / "include/sova/sim.hpp").read_text())
+    m = re.search(r"enum\s+class\s+SimCall\b[^{]*\{([^}]*)\}", sim_text)
+    if not m:
+        return ["include/sova/sim.hpp: enum class SimCall not found"]
+    values = [v.split("=")[0].strip() for v in m.group(1).split(",") if v.strip()]
+    values = [v for v in values if v != "kinds"]
+    errors = []
+    if values != order:
+        errors.append("include/sova/sim.hpp: SimCall is not Driver's virtuals in order: missing "
+                      f"{[n for n in order if n not in values]}, extra {[v for v in values if v not in order]}"
+                      f"{'' if sorted(values) != sorted(order) else ' (the order differs)'}")
+    src = (root / "lib/driver/sim/sim_driver.cpp").read_text()
+    t = re.search(r"kNames\[kSimCallKinds\]\s*=\s*\{([^}]*)\}", src)
+    names = re.findall(r'"(\w+)"', t.group(1)) if t else None
+    if names != values:
+        errors.append("lib/driver/sim/sim_driver.cpp: sim_call_name's kNames is not SimCall's values in order")
+    print(f"SimCall: {len(values)} kinds, sim_call_name: {len(names or [])} names")
+    return errors
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
@@ -131,8 +164,13 @@ def main():
         for name in sorted(pure - overridden):
             errors.append(f"{cls} ({path}): does not override the pure virtual Driver::{show(name, virtuals[name])}")
         defaulted = sorted(set(virtuals) - pure - overridden)
+        if cls == "SimDriver":
+            for name in defaulted:
+                errors.append(f"{cls} ({path}): leaves Driver::{show(name, virtuals[name])} to its default:"
+                              " the simulation counts each method as itself (SimCall)")
         print(f"{cls}: {len(overridden)} of Driver's {len(virtuals)} virtuals overridden"
               f" ({len(pure)} pure); left to Driver's default: {', '.join(defaulted) or 'none'}")
+    errors += sim_call_errors(root, contract)
     for e in errors:
         print(e, file=sys.stderr)
     return 1 if errors else 0

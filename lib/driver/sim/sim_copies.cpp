@@ -164,14 +164,23 @@ std::size_t SimCopies::bytes_set() const {
 }  // namespace sim
 
 cudaError_t SimDriver::host_alloc(std::size_t bytes, void** out) noexcept {
+  state_->count(SimCall::host_alloc);
+  return sim::guarded([&] { return state_->copies.host_alloc(bytes, out); });
+}
+
+cudaError_t SimDriver::host_alloc_on(int device, std::size_t bytes, void** out) noexcept {
+  state_->count(SimCall::host_alloc_on);
+  if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
   return sim::guarded([&] { return state_->copies.host_alloc(bytes, out); });
 }
 
 cudaError_t SimDriver::host_free(void* ptr) noexcept {
+  state_->count(SimCall::host_free);
   return sim::guarded([&] { return state_->copies.host_free(ptr); });
 }
 
 cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept {
+  state_->count(SimCall::memcpy_async);
   if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
   return sim::guarded([&] {
     std::chrono::microseconds delay{0};
@@ -186,6 +195,7 @@ cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t byte
 }
 
 cudaError_t SimDriver::memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept {
+  state_->count(SimCall::memset_async);
   if (ptr == nullptr && bytes != 0) return cudaErrorInvalidValue;
   return sim::guarded([&] {
     // A pool's probe (0 bytes) meets the failure point too: a test arms it

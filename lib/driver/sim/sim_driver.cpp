@@ -69,8 +69,63 @@ cudaError_t SimDriver::access_at(std::uintptr_t va, int device, cudaMemAccessFla
   return sim::guarded([&] { return state_->memory.access_at(va, device, flags); });
 }
 
+const char* sim_call_name(SimCall call) noexcept {
+  // In SimCall's order: the Driver methods' own names.
+  static constexpr const char* kNames[kSimCallKinds] = {
+      "device_count",
+      "current_device",
+      "device_info",
+      "memory_info",
+      "device_synchronize",
+      "address_reserve",
+      "address_free",
+      "physical_create",
+      "physical_release",
+      "map",
+      "unmap",
+      "set_access",
+      "physical_create_with",
+      "granularity_for",
+      "properties_at",
+      "export_posix_fd",
+      "import_posix_fd",
+      "event_create",
+      "event_create_on",
+      "event_destroy",
+      "event_record",
+      "event_record_on",
+      "event_query",
+      "event_synchronize",
+      "stream_wait_event",
+      "stream_query",
+      "stream_synchronize",
+      "stream_is_capturing",
+      "stream_id",
+      "stream_device",
+      "stream_capture_info",
+      "exchange_capture_mode",
+      "graph_on_release",
+      "stream_create",
+      "stream_destroy",
+      "host_alloc",
+      "host_alloc_on",
+      "host_free",
+      "memcpy_async",
+      "memset_async",
+  };
+  const auto i = static_cast<std::size_t>(call);
+  return i < kSimCallKinds ? kNames[i] : "?";
+}
+
+void SimDriver::count_this_thread(std::array<std::size_t, kSimCallKinds>* into) noexcept {
+  State::ThreadSink& sink = State::thread_sink();
+  sink.state = into != nullptr ? state_.get() : nullptr;
+  sink.counts = into;
+}
+
 SimCounters SimDriver::counters() const {
   SimCounters c;
+  for (std::size_t i = 0; i < kSimCallKinds; ++i) c.calls[i] = state_->calls[i].load(std::memory_order_relaxed);
   state_->memory.fill_counters(&c);
   c.events_recorded = state_->events_recorded.load();
   c.event_queries = state_->event_queries.load();
@@ -90,12 +145,14 @@ SimCounters SimDriver::counters() const {
 // ---- devices ------------------------------------------------------------------
 
 cudaError_t SimDriver::device_count(int* count) noexcept {
+  state_->count(SimCall::device_count);
   if (count == nullptr) return cudaErrorInvalidValue;
   *count = state_->config.device_count;
   return cudaSuccess;
 }
 
 cudaError_t SimDriver::current_device(int* device) noexcept {
+  state_->count(SimCall::current_device);
   state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   if (device == nullptr) return cudaErrorInvalidValue;
   *device = sim::thread_current_device();
@@ -109,6 +166,7 @@ cudaError_t SimDriver::set_current_device(int device) noexcept {
 }
 
 cudaError_t SimDriver::device_info(int device, DeviceInfo* out) noexcept {
+  state_->count(SimCall::device_info);
   if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
   if (out == nullptr) return cudaErrorInvalidValue;
   const SimConfig& c = state_->config;
@@ -130,12 +188,14 @@ cudaError_t SimDriver::device_info(int device, DeviceInfo* out) noexcept {
 }
 
 cudaError_t SimDriver::memory_info(int device, std::size_t* free_bytes, std::size_t* total_bytes) noexcept {
+  state_->count(SimCall::memory_info);
   return sim::guarded([&] { return state_->memory.info(device, free_bytes, total_bytes); });
 }
 
 // ---- memory -------------------------------------------------------------------
 
 cudaError_t SimDriver::address_reserve(std::size_t bytes, std::size_t alignment, std::uintptr_t* va) noexcept {
+  state_->count(SimCall::address_reserve);
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.reserve(bytes, alignment, va);
@@ -143,6 +203,7 @@ cudaError_t SimDriver::address_reserve(std::size_t bytes, std::size_t alignment,
 }
 
 cudaError_t SimDriver::address_free(std::uintptr_t va, std::size_t bytes) noexcept {
+  state_->count(SimCall::address_free);
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.free(va, bytes);
@@ -150,6 +211,7 @@ cudaError_t SimDriver::address_free(std::uintptr_t va, std::size_t bytes) noexce
 }
 
 cudaError_t SimDriver::physical_create(int device, std::size_t bytes, PhysicalHandle* out) noexcept {
+  state_->count(SimCall::physical_create);
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.create(device, bytes, out);
@@ -157,6 +219,7 @@ cudaError_t SimDriver::physical_create(int device, std::size_t bytes, PhysicalHa
 }
 
 cudaError_t SimDriver::physical_release(PhysicalHandle handle) noexcept {
+  state_->count(SimCall::physical_release);
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.release(handle);
@@ -169,6 +232,7 @@ void SimDriver::before_next_map(std::function<void()> hook) {
 }
 
 cudaError_t SimDriver::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle handle) noexcept {
+  state_->count(SimCall::map);
   std::function<void()> hook;
   {
     std::lock_guard<std::mutex> lock(state_->map_hook_mu);
@@ -182,6 +246,7 @@ cudaError_t SimDriver::map(std::uintptr_t va, std::size_t bytes, PhysicalHandle 
 }
 
 cudaError_t SimDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
+  state_->count(SimCall::unmap);
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.unmap(va, bytes);
@@ -190,6 +255,7 @@ cudaError_t SimDriver::unmap(std::uintptr_t va, std::size_t bytes) noexcept {
 
 cudaError_t SimDriver::set_access(std::uintptr_t va, std::size_t bytes, const cudaMemAccessDesc* descs,
                                   std::size_t count) noexcept {
+  state_->count(SimCall::set_access);
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.set_access(va, bytes, descs, count);
@@ -202,6 +268,7 @@ namespace sova {
 
 cudaError_t SimDriver::physical_create_with(const PhysicalProps& props, std::size_t bytes,
                                             PhysicalHandle* out) noexcept {
+  state_->count(SimCall::physical_create_with);
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.create_with(props, bytes, out);
@@ -209,6 +276,7 @@ cudaError_t SimDriver::physical_create_with(const PhysicalProps& props, std::siz
 }
 
 cudaError_t SimDriver::granularity_for(const PhysicalProps& props, std::size_t* out) noexcept {
+  state_->count(SimCall::granularity_for);
   if (out == nullptr) return cudaErrorInvalidValue;
   if (props.location.type == cudaMemLocationTypeDevice && !state_->valid_device(props.location.id))
     return cudaErrorInvalidDevice;
@@ -217,14 +285,17 @@ cudaError_t SimDriver::granularity_for(const PhysicalProps& props, std::size_t* 
 }
 
 cudaError_t SimDriver::properties_at(std::uintptr_t va, PhysicalProps* out) noexcept {
+  state_->count(SimCall::properties_at);
   return sim::guarded([&] { return state_->memory.properties_at(va, out); });
 }
 
 cudaError_t SimDriver::export_posix_fd(PhysicalHandle handle, int* fd) noexcept {
+  state_->count(SimCall::export_posix_fd);
   return sim::guarded([&] { return state_->memory.export_fd(handle, fd); });
 }
 
 cudaError_t SimDriver::import_posix_fd(int fd, PhysicalHandle* out) noexcept {
+  state_->count(SimCall::import_posix_fd);
   return sim::guarded([&] {
     if (cudaError_t e = state_->unsafe_call(); e != cudaSuccess) return e;
     return state_->memory.import_fd(fd, out);

@@ -14,15 +14,18 @@
 namespace sova {
 
 cudaError_t SimDriver::event_create(EventHandle* event) noexcept {
+  state_->count(SimCall::event_create);
   return sim::guarded([&] { return state_->events.create(sim::thread_current_device(), event); });
 }
 
 cudaError_t SimDriver::event_create_on(int device, EventHandle* event) noexcept {
+  state_->count(SimCall::event_create_on);
   if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
   return sim::guarded([&] { return state_->events.create(device, event); });
 }
 
 cudaError_t SimDriver::event_destroy(EventHandle event) noexcept {
+  state_->count(SimCall::event_destroy);
   return sim::guarded([&] {
     const cudaError_t e = state_->events.destroy(event);
     if (e == cudaSuccess) state_->graphs.forget_event(event);
@@ -30,40 +33,52 @@ cudaError_t SimDriver::event_destroy(EventHandle event) noexcept {
   });
 }
 
+namespace {
+
+// event_record's work, shared with event_record_on (which counts as itself).
+cudaError_t record_event(SimDriver::State& state, EventHandle event, cudaStream_t stream) noexcept {
+  return sim::guarded([&] {
+    // Check the stream and the event first so a bad one enqueues nothing.
+    int device = 0;
+    cudaError_t e = state.streams->device_of(stream, &device);
+    if (e != cudaSuccess) return e;
+    e = state.events.check(event, device);
+    if (e != cudaSuccess) return e;
+    // On a capturing stream: a captured event, no marker (sim_graphs.hpp).
+    if (state.graphs.record_event(stream, event)) return cudaSuccess;
+    sim::Point at;
+    e = state.streams->submit(stream, sim::Item{}, &at);  // the marker
+    if (e != cudaSuccess) return e;
+    e = state.events.set(event, std::move(at));
+    if (e != cudaSuccess) return e;  // destroyed meanwhile; the marker is harmless
+    state.events_recorded.fetch_add(1, std::memory_order_relaxed);
+    return cudaSuccess;
+  });
+}
+
+}  // namespace
+
 cudaError_t SimDriver::event_record_on(int device, EventHandle event, cudaStream_t stream) noexcept {
-  if (!detail::is_implicit_stream(stream)) return event_record(event, stream);
+  state_->count(SimCall::event_record_on);
+  if (!detail::is_implicit_stream(stream)) return record_event(*state_, event, stream);
   if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
   // The implicit handles as `device` current names them, the thread's own
   // current device given back.
   int& current = sim::thread_current_device();
   const int saved = current;
   current = device;
-  const cudaError_t result = event_record(event, stream);
+  const cudaError_t result = record_event(*state_, event, stream);
   current = saved;
   return result;
 }
 
 cudaError_t SimDriver::event_record(EventHandle event, cudaStream_t stream) noexcept {
-  return sim::guarded([&] {
-    // Check the stream and the event first so a bad one enqueues nothing.
-    int device = 0;
-    cudaError_t e = state_->streams->device_of(stream, &device);
-    if (e != cudaSuccess) return e;
-    e = state_->events.check(event, device);
-    if (e != cudaSuccess) return e;
-    // On a capturing stream: a captured event, no marker (sim_graphs.hpp).
-    if (state_->graphs.record_event(stream, event)) return cudaSuccess;
-    sim::Point at;
-    e = state_->streams->submit(stream, sim::Item{}, &at);  // the marker
-    if (e != cudaSuccess) return e;
-    e = state_->events.set(event, std::move(at));
-    if (e != cudaSuccess) return e;  // destroyed meanwhile; the marker is harmless
-    state_->events_recorded.fetch_add(1, std::memory_order_relaxed);
-    return cudaSuccess;
-  });
+  state_->count(SimCall::event_record);
+  return record_event(*state_, event, stream);
 }
 
 cudaError_t SimDriver::event_query(EventHandle event) noexcept {
+  state_->count(SimCall::event_query);
   state_->event_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     std::optional<sim::Point> at;
@@ -76,6 +91,7 @@ cudaError_t SimDriver::event_query(EventHandle event) noexcept {
 }
 
 cudaError_t SimDriver::event_synchronize(EventHandle event) noexcept {
+  state_->count(SimCall::event_synchronize);
   return sim::guarded([&] {
     std::optional<sim::Point> at;
     cudaError_t e = state_->events.get(event, &at);
@@ -88,6 +104,7 @@ cudaError_t SimDriver::event_synchronize(EventHandle event) noexcept {
 }
 
 cudaError_t SimDriver::stream_wait_event(cudaStream_t stream, EventHandle event) noexcept {
+  state_->count(SimCall::stream_wait_event);
   return sim::guarded([&] {
     std::optional<sim::Point> at;  // captured now: a later re-record does not matter
     cudaError_t e = state_->events.get(event, &at);
@@ -110,6 +127,7 @@ cudaError_t SimDriver::stream_wait_event(cudaStream_t stream, EventHandle event)
 }
 
 cudaError_t SimDriver::stream_query(cudaStream_t stream) noexcept {
+  state_->count(SimCall::stream_query);
   return sim::guarded([&] {
     sim::Point tail;
     cudaError_t e = state_->streams->tail(stream, &tail);
@@ -121,6 +139,7 @@ cudaError_t SimDriver::stream_query(cudaStream_t stream) noexcept {
 }
 
 cudaError_t SimDriver::stream_synchronize(cudaStream_t stream) noexcept {
+  state_->count(SimCall::stream_synchronize);
   return sim::guarded([&] {
     sim::Point tail;
     cudaError_t e = state_->streams->tail(stream, &tail);
@@ -133,6 +152,7 @@ cudaError_t SimDriver::stream_synchronize(cudaStream_t stream) noexcept {
 }
 
 cudaError_t SimDriver::stream_is_capturing(cudaStream_t stream, bool* capturing) noexcept {
+  state_->count(SimCall::stream_is_capturing);
   state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     if (capturing == nullptr) return cudaErrorInvalidValue;
@@ -145,6 +165,7 @@ cudaError_t SimDriver::stream_is_capturing(cudaStream_t stream, bool* capturing)
 }
 
 cudaError_t SimDriver::stream_id(cudaStream_t stream, unsigned long long* id) noexcept {
+  state_->count(SimCall::stream_id);
   state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     if (id == nullptr) return cudaErrorInvalidValue;
@@ -156,6 +177,7 @@ cudaError_t SimDriver::stream_id(cudaStream_t stream, unsigned long long* id) no
 }
 
 cudaError_t SimDriver::stream_device(cudaStream_t stream, int* device) noexcept {
+  state_->count(SimCall::stream_device);
   state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] {
     if (device == nullptr) return cudaErrorInvalidValue;
@@ -165,6 +187,7 @@ cudaError_t SimDriver::stream_device(cudaStream_t stream, int* device) noexcept 
 }
 
 cudaError_t SimDriver::device_synchronize(int device) noexcept {
+  state_->count(SimCall::device_synchronize);
   return sim::guarded([&] {
     if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
     if (cudaError_t e = state_->graphs.device_synchronize_allowed(device); e != cudaSuccess) return e;
@@ -178,11 +201,13 @@ cudaError_t SimDriver::device_synchronize(int device) noexcept {
 // ---- graph capture (sim_graphs.hpp) ------------------------------------------
 
 cudaError_t SimDriver::stream_capture_info(cudaStream_t stream, CaptureInfo* out) noexcept {
+  state_->count(SimCall::stream_capture_info);
   state_->stream_queries.fetch_add(1, std::memory_order_relaxed);
   return sim::guarded([&] { return state_->graphs.info(stream, out); });
 }
 
 cudaError_t SimDriver::exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
+  state_->count(SimCall::exchange_capture_mode);
   if (mode == nullptr) return cudaErrorInvalidValue;
   if (!sim::valid_capture_mode(detail::raw_enum(*mode))) return cudaErrorInvalidValue;
   std::swap(*mode, sim::thread_capture_mode());
@@ -190,10 +215,12 @@ cudaError_t SimDriver::exchange_capture_mode(cudaStreamCaptureMode* mode) noexce
 }
 
 cudaError_t SimDriver::graph_on_release(cudaGraph_t graph, GraphReleaseCallback callback, void* context) noexcept {
+  state_->count(SimCall::graph_on_release);
   return sim::guarded([&] { return state_->graphs.retain_release_callback(graph, callback, context); });
 }
 
 cudaError_t SimDriver::stream_create(int device, cudaStream_t* out) noexcept {
+  state_->count(SimCall::stream_create);
   if (out == nullptr) return cudaErrorInvalidValue;
   if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
   return sim::guarded([&] {
@@ -203,6 +230,7 @@ cudaError_t SimDriver::stream_create(int device, cudaStream_t* out) noexcept {
 }
 
 cudaError_t SimDriver::stream_destroy(cudaStream_t stream) noexcept {
+  state_->count(SimCall::stream_destroy);
   return sim::guarded([&] { return state_->streams->destroy(stream); });
 }
 

@@ -11,6 +11,7 @@
 #include "sim_memory.hpp"
 #include "sim_streams.hpp"
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -44,6 +45,23 @@ struct SimDriver::State {
   sim::SimEvents events;
   sim::SimCopies copies;  // pinned host memory and memcpy_async
   sim::SimFaults faults;  // what copies and checked kernels touched that was not mapped
+  /// Driver calls by kind (SimCounters::calls), counted on entry; also into
+  /// the calling thread's sink while it has one for this State
+  /// (SimDriver::count_this_thread).
+  std::array<std::atomic<std::size_t>, kSimCallKinds> calls{};
+  struct ThreadSink {
+    const State* state = nullptr;
+    std::array<std::size_t, kSimCallKinds>* counts = nullptr;
+  };
+  static ThreadSink& thread_sink() noexcept {
+    static thread_local ThreadSink sink;
+    return sink;
+  }
+  void count(SimCall call) noexcept {
+    const auto i = static_cast<std::size_t>(call);
+    calls[i].fetch_add(1, std::memory_order_relaxed);
+    if (const ThreadSink& sink = thread_sink(); sink.state == this) ++(*sink.counts)[i];
+  }
   std::atomic<std::size_t> events_recorded{0};
   std::atomic<std::size_t> event_queries{0};
   std::atomic<std::size_t> stream_queries{0};
