@@ -119,6 +119,22 @@ class SOVA_API Pool {
   /// graphs to the pool, then releases free physical memory above the
   /// release threshold (trim_to). Memory graphs still hold stays.
   void trim_graph_memory();
+  /// Share groups (docs/graphs.md, "Graphs that never run at once"): graphs
+  /// the program promises never run at once — no launch of one while a
+  /// launch of another may run, on any stream — share the memory their
+  /// captures free. A new group of this pool in `*group` (ids from 1, never
+  /// reused). cudaErrorInvalidValue for nullptr; cudaErrorMemoryAllocation
+  /// when host memory lacks.
+  cudaError_t create_graph_share_group(std::uint64_t* group) noexcept;
+  /// No capture joins `group` any more; its memory goes back to the pool
+  /// once its last member graph is released. cudaErrorInvalidValue, changing
+  /// nothing, for an id that names no group of this pool not yet destroyed.
+  cudaError_t destroy_graph_share_group(std::uint64_t group) noexcept;
+  /// The next capture whose first allocation from this pool is on `stream`
+  /// joins `group` (0: none, cancelling an earlier call for `stream`); one
+  /// capture per call. cudaErrorInvalidValue, changing nothing, for a group
+  /// not open or the legacy stream.
+  cudaError_t capture_into_share_group(cudaStream_t stream, std::uint64_t group) noexcept;
   /// True when `ptr` lies in this pool's VA range (live or not).
   bool contains(const void* ptr) const noexcept;
   /// The requested size of a live block, 0 if `ptr` is not one.

@@ -229,6 +229,24 @@ SOVA_API cudaError_t sovaMemPoolGetGraphMemAttribute(sovaMemPool_t pool, enum cu
                                                      void* value);
 SOVA_API cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool);
 
+/* Share groups (docs/graphs.md, "Graphs that never run at once"): graphs the
+ * program promises never run at once — no launch of one while a launch of
+ * another may run, on any stream — share the memory their captures free, as
+ * the runtime's graph memory nodes do for graphs launched on one stream and
+ * PyTorch's torch.cuda.graph(pool=...) does. A group belongs to a pool; its id
+ * (from 1) is never reused in that pool.
+ * Create: *group gets a new group's id.
+ * CaptureNext: the next capture whose first allocation from the pool is on
+ * `stream` joins `group` (0: none, cancelling an earlier call for `stream`);
+ * one capture per call. Pass the stream's handle: 0 is the legacy stream,
+ * which cannot capture.
+ * Destroy: no capture joins the group any more; its memory goes back to the
+ * pool once its last member graph is released.
+ * Bad pool, group, pointer or stream: cudaErrorInvalidValue, nothing changed. */
+SOVA_API cudaError_t sovaMemPoolShareGroupCreate(sovaMemPool_t pool, uint64_t* group);
+SOVA_API cudaError_t sovaMemPoolShareGroupCaptureNext(sovaMemPool_t pool, uint64_t group, cudaStream_t stream);
+SOVA_API cudaError_t sovaMemPoolShareGroupDestroy(sovaMemPool_t pool, uint64_t group);
+
 /** What one graph holds of a pool (sovaMemPoolGetGraphHoldings). */
 typedef struct sovaGraphHolding {
   unsigned long long captureId; /**< the capture's id (cudaStreamGetCaptureInfo's), unique in the process */
