@@ -7,7 +7,10 @@
 #   build      at once: build/ for the GPU test suite (-Dgpu=enabled, no
 #              benchmarks), the Python package (pip install ., build dir
 #              /tmp/sova-pip-build) and the perf gate's two release trees
-#              (perf-gate.sh with no rounds); nothing is measured meanwhile
+#              (perf-gate.sh with no rounds; or this tree's alone where
+#              LAND_BASE_BUILD names the base's, built elsewhere as perf-gate.sh
+#              builds it: its bench/ programs and libsova.so, carried); nothing
+#              is measured meanwhile
 #   suite      tools/run-tests --gpu (its log in $OUT/testlog-gpu.txt)
 #   python     pytest of python/tests_gpu's LAND_PYTEST (default
 #              "test_torch_gpu.py test_sleep_gpu.py": sova.torch.enable() and
@@ -67,7 +70,16 @@ build_start=$SECONDS
 gpu_build=$!
 pip_install_sova 300 >"$OUT/pip.log" 2>&1 &
 pip_build=$!
-PERF_GATE_ROUNDS=" " OUT="$OUT/perf-build" tools/device/perf-gate.sh ${base:+"$base"} >"$OUT/perf-build.log" 2>&1 &
+perf_targets=(bench/sova_bench bench/sova_driver_time bench/sova_sleep_wake)
+if [ -n "${LAND_BASE_BUILD:-}" ]; then
+  # The base's programs came carried: this tree's release build alone, as perf-gate.sh makes it.
+  base_build=$(cd "$LAND_BASE_BUILD" && pwd)
+  (source bench/bench_lib.sh && configure_bench "$PWD/build-perf-gate" -Dbuildtype=release -Dgpu=enabled \
+    -Dtests=false -Dbenchmarks=true && ninja -C build-perf-gate "${perf_targets[@]}") >"$OUT/perf-build.log" 2>&1 &
+else
+  base_build=/tmp/perf-gate/build-base
+  PERF_GATE_ROUNDS=" " OUT="$OUT/perf-build" tools/device/perf-gate.sh ${base:+"$base"} >"$OUT/perf-build.log" 2>&1 &
+fi
 perf_build=$!
 wait $gpu_build || { results+=("build: the GPU test tree failed"); grep -E "error|FAILED" "$OUT/build-gpu.log" | head; }
 wait $pip_build
@@ -86,7 +98,7 @@ sanitize=${LAND_SANITIZE-[wake_race]}
 
 perf_limit=$(($(left) - 5))
 echo "=== perf gate (the trees built above, $perf_limit s)"
-PERF_GATE_HEAD_BUILD=$PWD/build-perf-gate PERF_GATE_BASE_BUILD=/tmp/perf-gate/build-base \
+PERF_GATE_HEAD_BUILD=$PWD/build-perf-gate PERF_GATE_BASE_BUILD=$base_build \
   PERF_GATE_STEPS=${PERF_GATE_STEPS:-seed pair} PERF_GATE_ROUNDS=${PERF_GATE_ROUNDS:-AB BA AA} \
   PERF_GATE_REPS=${PERF_GATE_REPS:-3} TOTAL_S=$perf_limit OUT="$OUT/perf" tools/device/perf-gate.sh ${base:+"$base"} \
   >"$OUT/perf.log" 2>&1
