@@ -71,6 +71,10 @@ gpu_build=$!
 pip_install_sova 300 >"$OUT/pip.log" 2>&1 &
 pip_build=$!
 perf_targets=(bench/sova_bench bench/sova_driver_time bench/sova_sleep_wake)
+if [ -n "${LAND_BASE_BUILD:-}" ] && ! "$LAND_BASE_BUILD/bench/sova_bench" --benchmark_list_tests >/dev/null 2>&1; then
+  echo "LAND_BASE_BUILD: its sova_bench does not start here (a library it needs?): the base is built instead"
+  unset LAND_BASE_BUILD
+fi
 if [ -n "${LAND_BASE_BUILD:-}" ]; then
   # The base's programs came carried: this tree's release build alone, as perf-gate.sh makes it.
   base_build=$(cd "$LAND_BASE_BUILD" && pwd)
