@@ -73,16 +73,7 @@ GraphMemory::Graph* GraphMemory::graph_for(const CaptureInfo& info, cudaStream_t
       return nullptr;
     }
     open_captures_.fetch_add(1, std::memory_order_relaxed);
-    Graph* created = slot->second.get();
-    // The share group named for this stream's next capture (capture_next_into).
-    if (auto join = joining_.find(reinterpret_cast<std::uintptr_t>(stream)); join != joining_.end()) {
-      if (auto group = groups_.find(join->second); group != groups_.end() && group->second->open) {
-        created->group = group->second.get();
-        ++created->group->members;
-      }
-      joining_.erase(join);
-    }
-    return created;
+    return slot->second.get();
   } catch (...) {
     *error = cudaErrorMemoryAllocation;
     return nullptr;
@@ -110,6 +101,10 @@ cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t st
     cudaError_t error = cudaSuccess;
     Graph* graph = graph_for(info, stream, &error);
     if (graph == nullptr) return error;
+    if (!graph->allocated) {
+      graph->allocated = true;
+      join_named_group_locked(*graph, stream_key);  // its first allocation: the group named for this stream
+    }
     if (graph->group != nullptr) {
       // A block of its share group: freed by another member, or earlier in this capture on this stream.
       reused = take_shared_locked(*graph, stream_key, bytes);

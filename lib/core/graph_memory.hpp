@@ -165,6 +165,7 @@ class GraphMemory {
   /// One capture and then its graph: the blocks it holds.
   struct Graph {
     Group* group = nullptr;  ///< the share group it joined, if any
+    bool allocated = false;  ///< its capture allocated here (a free of another graph's block may come first)
     unsigned long long capture_id = 0;
     cudaStream_t stream = nullptr;  ///< the stream of its first allocation (capture_in_progress)
     bool capture_ended = false;
@@ -239,6 +240,9 @@ class GraphMemory {
   /// retired, the others left to the graphs that hold them. mu_ held.
   void release_group_locked(std::uint64_t id, std::vector<void*>& complete,
                             std::vector<std::pair<void*, void*>>& freed_on) noexcept;
+  /// `graph`'s first allocation, on `stream_key`: it joins the group named
+  /// for that stream's next capture, if any, and the name is spent. mu_ held.
+  void join_named_group_locked(Graph& graph, std::uintptr_t stream_key) noexcept;
   /// A block of `graph`'s group that an allocation of `bytes` in `graph`'s
   /// capture on `stream_key` may reuse, taken off the group's free list;
   /// nullptr when none. mu_ held.

@@ -218,3 +218,65 @@ TEST_CASE("share groups: bad arguments are refused and change nothing", "[graphs
   CHECK(pool.destroy_graph_share_group(third) == cudaSuccess);
   sim.destroy_stream(s);
 }
+
+TEST_CASE("share groups: a small output does not take a large shared scratch", "[graphs][share_groups]") {
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));
+  const cudaStream_t s = sim.create_stream();
+  std::uint64_t group = 0;
+  REQUIRE(pool.create_graph_share_group(&group) == cudaSuccess);
+  std::vector<cudaGraph_t> graphs;
+  std::vector<void*> outputs;
+  for (int i = 0; i < 4; ++i) {
+    REQUIRE(pool.capture_into_share_group(s, group) == cudaSuccess);
+    REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    outputs.push_back(pool.allocate(kMiB, s));  // the output first, then the scratch
+    void* scratch = pool.allocate(8 * kMiB, s);
+    pool.deallocate(scratch, s);
+    cudaGraph_t g = nullptr;
+    REQUIRE(sim.end_capture(s, &g) == cudaSuccess);
+    graphs.push_back(g);
+  }
+  CHECK(held(pool) == 8 * kMiB + 4 * kMiB);  // one scratch, four outputs
+  for (cudaGraph_t g : graphs) REQUIRE(sim.graph_destroy(g) == cudaSuccess);
+  REQUIRE(pool.destroy_graph_share_group(group) == cudaSuccess);
+  for (void* p : outputs) pool.deallocate(p, s);
+  CHECK(held(pool) == 0);
+  sim.destroy_stream(s);
+}
+
+TEST_CASE("share groups: a capture's frees before its first allocation neither join nor spend the name",
+          "[graphs][share_groups]") {
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));
+  const cudaStream_t s = sim.create_stream();
+  std::vector<void*> outputs;
+  cudaGraph_t producer = capture_scratch(sim, pool, s, kMiB, &outputs, 1);  // no group: its own memory
+  std::uint64_t group = 0;
+  REQUIRE(pool.create_graph_share_group(&group) == cudaSuccess);
+  REQUIRE(pool.capture_into_share_group(s, group) == cudaSuccess);
+  cudaGraph_t first = capture_scratch(sim, pool, s, 4 * kMiB);
+  REQUIRE(pool.capture_into_share_group(s, group) == cudaSuccess);
+  REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  pool.deallocate(outputs[0], s);      // the producer's output, freed first in this capture
+  void* scratch = pool.allocate(4 * kMiB, s);  // its first allocation: joins, and reuses the first's scratch
+  pool.deallocate(scratch, s);
+  cudaGraph_t second = nullptr;
+  REQUIRE(sim.end_capture(s, &second) == cudaSuccess);
+  CHECK(held(pool) == 2 * kMiB + 4 * kMiB);  // the producer's two blocks, one shared scratch
+  // A capture that only frees leaves the name for the next one that allocates.
+  std::vector<void*> more;
+  cudaGraph_t producer2 = capture_scratch(sim, pool, s, kMiB, &more, 1);
+  REQUIRE(pool.capture_into_share_group(s, group) == cudaSuccess);
+  REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  pool.deallocate(more[0], s);
+  cudaGraph_t only_frees = nullptr;
+  REQUIRE(sim.end_capture(s, &only_frees) == cudaSuccess);
+  cudaGraph_t third = capture_scratch(sim, pool, s, 4 * kMiB);  // named still: reuses the shared scratch
+  CHECK(held(pool) == 2 * kMiB + 4 * kMiB + 2 * kMiB);
+  for (cudaGraph_t g : {producer2, only_frees, third}) REQUIRE(sim.graph_destroy(g) == cudaSuccess);
+  for (cudaGraph_t g : {producer, first, second}) REQUIRE(sim.graph_destroy(g) == cudaSuccess);
+  REQUIRE(pool.destroy_graph_share_group(group) == cudaSuccess);
+  CHECK(held(pool) == 0);
+  sim.destroy_stream(s);
+}
