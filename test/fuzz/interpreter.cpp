@@ -7,6 +7,7 @@
 
 #include "fuzz/byte_reader.hpp"
 #include "fuzz/garbage_policy.hpp"
+#include "fuzz/mark_model.hpp"
 
 #include <sova/pool.hpp>
 #include <sova/sim.hpp>
@@ -75,6 +76,8 @@ struct PoolSlot {
   bool discarded = false;     ///< the sleep that put it asleep dropped the contents
   bool zeroed = false;        ///< ... and asked wake to zero the blocks (SleepMode::discard_zeroed)
   std::size_t host_budget = 0;  ///< PoolOptions::sleep_host_budget (0: none)
+  bool pin_ahead = false;       ///< PoolOptions::sleep_pin_ahead
+  MarkModel marks;              ///< its high-water marks and pin-ahead's hold (one thread)
 };
 
 /// A block allocated under a capture (graph memory).
@@ -214,6 +217,8 @@ class World {
       pools[slot].discarded = false;
       pools[slot].zeroed = false;
       pools[slot].host_budget = o.sleep_host_budget;
+      pools[slot].pin_ahead = o.sleep_pin_ahead;
+      pools[slot].marks = MarkModel(o.sleep_pin_ahead, o.sleep_host_budget, config.total_memory);
       bump(g_counts.pools_made);
     } catch (const Error&) {
       bump(g_counts.pools_refused);
@@ -294,7 +299,10 @@ class Actor {
           std::unique_lock alone(w_.checking);
           check_pools();
           check_quiet();
-          if (!w_.threaded) check_captures();
+          if (!w_.threaded) {
+            check_captures();
+            observe_marks();
+          }
         }
       }
       std::shared_lock quiet(w_.checking);
@@ -456,6 +464,7 @@ class Actor {
       write_tag(s, p, bytes, tag);
       mine_.push_back(Block{index, p, bytes, tag, s, true});
       bump(g_counts.allocations);
+      if (!w_.threaded) w_.pools[index].marks.allocated(pool->stats(), true);
       return;
     }
     bump(g_counts.failed_allocations);
@@ -473,6 +482,7 @@ class Actor {
       FUZZ_CHECK(after.used_current == before.used_current && after.live_blocks == before.live_blocks &&
                      after.allocations == before.allocations,
                  "a failed allocation changed the pool");
+      w_.pools[index].marks.allocated(after, false);
     }
   }
 
@@ -681,7 +691,13 @@ class Actor {
       std::uint64_t value64 = in_.flag() ? 0 : in_.u64();
       int value32 = static_cast<int>(in_.byte());
       const bool int_valued = raw >= 1 && raw <= 3;
+      const PoolStats before = w_.threaded ? PoolStats{} : pool->stats();
       const cudaError_t error = pool->set_attribute(attr, int_valued ? static_cast<void*>(&value32) : &value64);
+      if (!w_.threaded && error == cudaSuccess && value64 == 0) {
+        MarkModel& marks = w_.pools[index].marks;
+        if (raw == cudaMemPoolAttrUsedMemHigh) marks.used_reset(pool->stats());
+        if (raw == cudaMemPoolAttrReservedMemHigh) marks.reserved_reset(before, pool->stats());
+      }
       const bool settable = raw >= 1 && raw <= 4;
       const bool resettable =
           (raw == cudaMemPoolAttrReservedMemHigh || raw == cudaMemPoolAttrUsedMemHigh) && value64 == 0;
@@ -1033,6 +1049,8 @@ class Actor {
     void* out = reinterpret_cast<void*>(0x1);
     const cudaError_t error = pool->try_allocate(&out, bytes, g.origin);
     if (!g.tried(index)) g.pools_tried.push_back(index);
+    w_.pools[index].marks.inexact_used();  // a graph's release may give its memory back on a driver thread
+    w_.pools[index].marks.allocated(pool->stats(), error == cudaSuccess);
     if (trace_) detail(bytes, index, g.origin, error);
     auto* p = static_cast<unsigned char*>(out);
     if (error == cudaSuccess) {
@@ -1534,6 +1552,7 @@ class Actor {
       const PoolStats after = pool->stats();
       if (error == cudaSuccess) {
         bump(g_counts.host_reserves);
+        w_.pools[index].marks.reserved_host_memory();
         FUZZ_CHECK(after.sleep_host_bytes >= bytes, "a reserve that succeeded holds less than asked");
       } else {
         FUZZ_CHECK(error == cudaErrorMemoryAllocation, std::string("reserve_sleep_backup: ") + cudaGetErrorName(error));
@@ -1550,6 +1569,7 @@ class Actor {
       } else {
         FUZZ_CHECK(error == cudaSuccess, std::string("release_sleep_host_memory: ") + cudaGetErrorName(error));
         bump(g_counts.host_releases);
+        w_.pools[index].marks.released(before);
       }
     }
     FUZZ_CHECK(pool->stats().used_current == before.used_current, "host memory calls changed used bytes");
@@ -1613,6 +1633,12 @@ class Actor {
       g->last_use = s;
       g->has_last_use = true;
     }
+  }
+
+  /// Every pool's marks against the model (one thread), after each operation.
+  void observe_marks() {
+    for (PoolSlot& slot : w_.pools)
+      if (slot.pool) slot.marks.observe(slot.pool->stats());
   }
 
   void check_pools() {
