@@ -34,6 +34,8 @@ constexpr int kMaxPools = 3;
 constexpr int kMaxStreams = 3;          // created streams per actor
 constexpr std::size_t kTagSpan = 4096;  // tag bytes written at a block's head and tail
 constexpr std::size_t kMiB = std::size_t{1} << 20;
+/// A backup reservation of this or more is beyond any host (64 TiB).
+constexpr std::size_t kHugeReserve = std::size_t{1} << 46;
 
 #define FUZZ_CHECK(cond, what) \
   do { \
@@ -50,6 +52,8 @@ struct AtomicCounts {
   std::atomic<long> sleeps{0}, failed_sleeps{0}, cut_short_sleeps{0}, wakes{0}, failed_wakes{0}, frees_asleep{0},
       allocations_asleep{0}, trims_asleep{0}, blocks_restored{0}, blocks_zeroed{0}, budget_refusals{0},
       host_reserves{0}, host_releases{0};
+  std::atomic<long> frees_during_wake{0}, reallocated_after_wake{0}, failed_growth_releases{0}, huge_reserves{0},
+      stream_rounds{0};
 };
 AtomicCounts g_counts;
 void bump(std::atomic<long>& c) { c.fetch_add(1, std::memory_order_relaxed); }
@@ -434,11 +438,16 @@ class Actor {
 
   void allocate() {
     int index = 0;
-    Pool* pool = pick_pool(&index);
-    if (pool == nullptr) return;
+    if (pick_pool(&index) == nullptr) return;
     op_name_ = "allocate";
     const cudaStream_t s = pick_stream(w_.pools[index].device);
-    const std::size_t bytes = pick_size();
+    (void)allocate_block(index, s, pick_size());
+  }
+
+  /// Allocates `bytes` from pool `index` on `s`, checking the answer; a block
+  /// is tagged on `s` and kept (the last of mine_). Whether one was.
+  bool allocate_block(int index, cudaStream_t s, std::size_t bytes) {
+    Pool* pool = w_.pools[index].pool.get();
     const PoolStats before = w_.threaded ? PoolStats{} : pool->stats();
     const bool asleep = !w_.threaded && pool->asleep();
     void* out = reinterpret_cast<void*>(0x1);
@@ -452,7 +461,7 @@ class Actor {
     if (error == cudaSuccess) {
       if (bytes == 0) {
         FUZZ_CHECK(p == nullptr, "size 0 did not give NULL");
-        return;
+        return false;
       }
       FUZZ_CHECK(p != nullptr, "success without a block");
       FUZZ_CHECK(reinterpret_cast<std::uintptr_t>(p) % 512 == 0, "a block not 512-aligned");
@@ -465,7 +474,7 @@ class Actor {
       mine_.push_back(Block{index, p, bytes, tag, s, true});
       bump(g_counts.allocations);
       if (!w_.threaded) w_.pools[index].marks.allocated(pool->stats(), true);
-      return;
+      return true;
     }
     bump(g_counts.failed_allocations);
     FUZZ_CHECK(p == nullptr, "a failed allocation left a pointer");
@@ -484,6 +493,7 @@ class Actor {
                  "a failed allocation changed the pool");
       w_.pools[index].marks.allocated(after, false);
     }
+    return false;
   }
 
   /// An event that `s` can record: one of s's device (CUDA refuses an event
@@ -971,7 +981,7 @@ class Actor {
 
   void extended() {
     op_name_ = "extended";
-    const std::size_t which = in_.below(16);
+    const std::size_t which = in_.below(20);
     if (w_.threaded) return;  // one-thread operations
     if (which < 8) {
       graph_step();
@@ -979,8 +989,14 @@ class Actor {
       foreign_step();
     } else if (which < 14) {
       sleep_step();
-    } else {
+    } else if (which < 16 || which == 19) {
       sleep_host_step();
+    } else if (which == 16) {
+      wake_with_frees();
+    } else if (which == 17) {
+      failed_growth_then_release();
+    } else {
+      streams_once();
     }
   }
 
@@ -1544,7 +1560,7 @@ class Actor {
     const PoolStats before = pool->stats();
     const std::size_t budget = w_.pools[index].host_budget;
     if (in_.flag()) {
-      const std::size_t bytes = in_.below(24) * kMiB + in_.below(4) * 4096;
+      const std::size_t bytes = pick_reserve_size(budget);
       if (in_.below(4) == 0) w_.sim.fail_host_alloc_at(1 + static_cast<int>(in_.below(3)));
       const cudaError_t error = pool->reserve_sleep_backup(bytes);
       disarm();
@@ -1560,6 +1576,16 @@ class Actor {
                    "a refused reserve gave back host memory");  // all or nothing (pin-ahead may add meanwhile)
       }
       FUZZ_CHECK(budget == 0 || after.sleep_host_bytes <= budget, "a reserve went beyond the budget");
+      // Any size beyond the budget is the budget's refusal, counted (64 TiB
+      // and SIZE_MAX too); without a budget, 64 TiB or more is refused uncounted.
+      const bool beyond_budget = budget != 0 && bytes > budget;
+      if (beyond_budget || bytes >= kHugeReserve) {
+        bump(g_counts.huge_reserves);
+        FUZZ_CHECK(error == cudaErrorMemoryAllocation, "a reserve beyond the budget or of 64 TiB succeeded");
+        FUZZ_CHECK(after.sleep_budget_refusals == before.sleep_budget_refusals + (beyond_budget ? 1 : 0),
+                   beyond_budget ? "a reserve beyond the budget was not counted as the budget's refusal"
+                                 : "a reserve refused without a budget was counted as the budget's");
+      }
     } else {
       const cudaError_t error = pool->release_sleep_host_memory();
       if (trace_) op_detail_ = std::string(" release: ") + cudaGetErrorName(error);
@@ -1573,6 +1599,15 @@ class Actor {
       }
     }
     FUZZ_CHECK(pool->stats().used_current == before.used_current, "host memory calls changed used bytes");
+  }
+
+  /// reserve_sleep_backup's sizes: mostly up to 23 MiB; 1 in 4 one beyond
+  /// any host (64 TiB, past it, 2^62, near SIZE_MAX) or just past the budget.
+  std::size_t pick_reserve_size(std::size_t budget) {
+    if (in_.below(4) != 0) return in_.below(24) * kMiB + in_.below(4) * 4096;
+    const std::size_t sizes[] = {kHugeReserve, kHugeReserve + 1, std::size_t{1} << 62, SIZE_MAX - in_.below(4096),
+                                 budget + 1 + in_.below(4) * kMiB};
+    return sizes[in_.below(5)];
   }
 
   void wake_pool(int index, cudaStream_t s) {
@@ -1597,6 +1632,12 @@ class Actor {
       return;
     }
     FUZZ_CHECK(!pool.asleep(), "a wake that succeeded left the pool asleep");
+    after_wake(index, s);
+  }
+
+  /// After a wake of pool `index` on `s` succeeded: the blocks kept hold
+  /// their tags on `s` (backup), zeros (discard_zeroed), or are written anew.
+  void after_wake(int index, cudaStream_t s) {
     const bool discarded = w_.pools[index].discarded;
     const bool zeroed = w_.pools[index].zeroed;
     // Work on `s` after wake sees the contents: kept blocks hold their tags
@@ -1633,6 +1674,139 @@ class Actor {
       g->last_use = s;
       g->has_last_use = true;
     }
+  }
+
+  // ---- the marks' operations (one thread; mark_model.hpp) ----------------------
+  /// A created stream of `device` of this actor's (made if it has none): one
+  /// that names the same stream on any host thread (not the per-thread one,
+  /// nor the legacy stream of a device the other thread is not current on).
+  cudaStream_t created_stream(int device) {
+    std::vector<cudaStream_t> choices;
+    for (const auto& [t, d] : streams_)
+      if (d == device) choices.push_back(t);
+    if (!choices.empty()) return choices[in_.below(choices.size())];
+    streams_.emplace_back(w_.sim.create_stream(false, device), device);
+    return streams_.back().first;
+  }
+
+  /// A wake while another host thread frees blocks of the waking pool, each
+  /// on a stream ordered after its last use: every such free is ordered after
+  /// the restore (docs/sleep-wake.md, "Frees while the restore runs"). Each
+  /// freeing stream then allocates the size again and writes its tag; once
+  /// the wake's stream is synchronized, that block must hold what its own
+  /// stream wrote, never the backup's bytes or the zeroing's.
+  void wake_with_frees() {
+    op_name_ = "wake with frees on another thread";
+    int index = 0;
+    if (pick_pool(&index) == nullptr) return;
+    Pool& pool = *w_.pools[index].pool;
+    const int device = w_.pools[index].device;
+    const cudaStream_t s = pick_stream(device);
+    if (!pool.asleep()) sleep_pool(index, s);
+    if (!pool.asleep()) return;
+    struct Freed {
+      Block block;
+      cudaStream_t on;
+    };
+    std::vector<Freed> frees;
+    for (std::size_t k = 1 + in_.below(3); k > 0; --k) {
+      std::vector<std::size_t> of_pool;
+      for (std::size_t i = 0; i < mine_.size(); ++i)
+        if (mine_[i].pool == index) of_pool.push_back(i);
+      if (of_pool.empty()) break;
+      const std::size_t i = of_pool[in_.below(of_pool.size())];
+      const Block b = mine_[i];
+      mine_[i] = mine_.back();
+      mine_.pop_back();
+      const cudaStream_t t = created_stream(device);
+      order_after(b, t);
+      w_.drop_live(b.p);
+      frees.push_back(Freed{b, t});
+    }
+    if (in_.flag()) w_.sim.delay_copies(std::chrono::microseconds(200));  // the restore runs late
+    std::atomic<int> refused{0};
+    std::thread freer([&] {
+      for (const Freed& f : frees)
+        if (pool.try_deallocate(f.block.p, f.on) != cudaSuccess) refused.fetch_add(1);
+    });
+    const cudaError_t error = pool.wake(s);
+    freer.join();
+    if (trace_) op_detail_ = " of pool " + std::to_string(index) + ": " + cudaGetErrorName(error);
+    w_.sim.delay_copies(std::chrono::microseconds(0));
+    w_.pools[index].marks.inexact_used();  // another thread called the pool
+    bump(g_counts.wakes);
+    g_counts.frees_during_wake.fetch_add(static_cast<long>(frees.size()), std::memory_order_relaxed);
+    FUZZ_CHECK(refused.load() == 0, "a free made while the pool woke was refused");
+    if (error != cudaSuccess) {
+      bump(g_counts.failed_wakes);
+      FUZZ_CHECK(pool.asleep(), "a failed wake left the pool awake");
+      return;
+    }
+    FUZZ_CHECK(!pool.asleep(), "a wake that succeeded left the pool asleep");
+    after_wake(index, s);
+    std::vector<const unsigned char*> again;
+    for (const Freed& f : frees) {
+      if (allocate_block(index, f.on, f.block.bytes)) again.push_back(mine_.back().p);
+    }
+    FUZZ_CHECK(w_.sim.stream_synchronize(s) == cudaSuccess, "stream_synchronize");  // the restore is done
+    for (const Block& b : mine_) {
+      if (std::find(again.begin(), again.end(), b.p) == again.end()) continue;
+      check_tag(b.last, b.p, b.bytes, b.tag);  // after its own stream's write, and after the restore
+      bump(g_counts.reallocated_after_wake);
+    }
+  }
+
+  /// A growth that fails midway (the device refuses its second chunk, so the
+  /// first is undone: reservedHigh counts it, no block ever lived in it), then
+  /// release_sleep_host_memory, then a growth below what the pool once
+  /// backed: pin-ahead must hold, pinning nothing (mark_model.hpp).
+  void failed_growth_then_release() {
+    op_name_ = "failed growth, release, growth";
+    int index = 0;
+    Pool* pool = pick_pool(&index);
+    if (pool == nullptr || pool->asleep()) return;
+    const cudaStream_t s = pick_stream(w_.pools[index].device);
+    w_.sim.fail_physical_create_at(2);
+    (void)allocate_block(index, s, (4 + in_.below(37)) * kMiB);  // two chunks of 3 MiB or of 32 MiB, or more
+    disarm();  // a growth of one chunk left it armed
+    const PoolStats before = pool->stats();
+    const cudaError_t error = pool->release_sleep_host_memory();
+    FUZZ_CHECK(error == cudaSuccess, std::string("release_sleep_host_memory: ") + cudaGetErrorName(error));
+    bump(g_counts.failed_growth_releases);
+    w_.pools[index].marks.released(before);
+    (void)allocate_block(index, s, (1 + in_.below(12)) * kMiB);
+    if (w_.pools[index].pin_ahead && in_.below(8) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the thread looks again meanwhile
+    }
+  }
+
+  /// A pool that saw a second stream once: a block allocated and freed on
+  /// another stream, UsedMemHigh reset, then a round of one to three blocks
+  /// on one stream, allocated then freed: the mark is that round's peak.
+  void streams_once() {
+    op_name_ = "several streams once";
+    int index = 0;
+    Pool* pool = pick_pool(&index);
+    if (pool == nullptr || pool->asleep()) return;
+    const int device = w_.pools[index].device;
+    const cudaStream_t other = created_stream(device);
+    if (allocate_block(index, other, 1 + in_.below(256) * 4096)) free_block(mine_.size() - 1, other);
+    const std::uint64_t zero = 0;
+    FUZZ_CHECK(pool->set_attribute(cudaMemPoolAttrUsedMemHigh, &zero) == cudaSuccess, "resetting UsedMemHigh");
+    w_.pools[index].marks.used_reset(pool->stats());
+    const cudaStream_t s = pick_stream(device);
+    std::vector<const unsigned char*> round;
+    for (std::size_t k = 1 + in_.below(3); k > 0; --k) {
+      if (allocate_block(index, s, 1 + in_.below(3 * 256) * 4096)) round.push_back(mine_.back().p);
+    }
+    for (const unsigned char* p : round) {
+      for (std::size_t i = 0; i < mine_.size(); ++i) {
+        if (mine_[i].p != p) continue;
+        free_block(i, s);
+        break;
+      }
+    }
+    bump(g_counts.stream_rounds);
   }
 
   /// Every pool's marks against the model (one thread), after each operation.
@@ -1773,6 +1947,11 @@ Counts counts() {
   FUZZ_COPY(budget_refusals);
   FUZZ_COPY(host_reserves);
   FUZZ_COPY(host_releases);
+  FUZZ_COPY(frees_during_wake);
+  FUZZ_COPY(reallocated_after_wake);
+  FUZZ_COPY(failed_growth_releases);
+  FUZZ_COPY(huge_reserves);
+  FUZZ_COPY(stream_rounds);
 #undef FUZZ_COPY
   return c;
 }
