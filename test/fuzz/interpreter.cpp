@@ -1724,12 +1724,26 @@ class Actor {
       frees.push_back(Freed{b, t});
     }
     if (in_.flag()) w_.sim.delay_copies(std::chrono::microseconds(200));  // the restore runs late
+    // 1 in 2, the frees start at wake's first map — after it chose the blocks
+    // to restore, before it enqueued their copies — the map waiting a little
+    // for them (not for their end: such a free may wait for the wake);
+    // otherwise whenever the second thread runs.
+    auto go = std::make_shared<std::atomic<bool>>(!in_.flag());
+    if (!go->load()) {
+      w_.sim.before_next_map([go] {
+        go->store(true);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      });
+    }
     std::atomic<int> refused{0};
-    std::thread freer([&] {
+    std::thread freer([&pool, &frees, &refused, go] {
+      while (!go->load()) std::this_thread::yield();
       for (const Freed& f : frees)
         if (pool.try_deallocate(f.block.p, f.on) != cudaSuccess) refused.fetch_add(1);
     });
     const cudaError_t error = pool.wake(s);
+    go->store(true);             // a wake that mapped nothing: the frees come after it
+    w_.sim.before_next_map({});  // and its hook goes
     freer.join();
     if (trace_) op_detail_ = " of pool " + std::to_string(index) + ": " + cudaGetErrorName(error);
     w_.sim.delay_copies(std::chrono::microseconds(0));
