@@ -217,9 +217,10 @@ cudaError_t PoolSleep::reserve_host_memory(std::size_t bytes) noexcept {
   const std::unique_lock host = settle_pin_ahead();
   // The budget first, on the capped size: any size beyond it is the budget's
   // refusal (counted), before slab sizes are laid out (which may fail).
-  const std::size_t more = bytes_to_pin(bytes);
-  if (!within_budget(more)) return cudaErrorMemoryAllocation;
-  if (more >= kMaxSleepHostBytes) return cudaErrorMemoryAllocation;  // more than any host has
+  if (!within_budget(bytes_to_pin(bytes))) return cudaErrorMemoryAllocation;
+  // The size asked, not what is left to pin: 64 TiB with some memory held
+  // already is as far beyond any host.
+  if (bytes >= kMaxSleepHostBytes) return cudaErrorMemoryAllocation;
   std::vector<std::size_t> sizes;
   try {
     slab_sizes_to_pin(bytes, sizes);

@@ -1562,6 +1562,7 @@ class Actor {
     if (in_.flag()) {
       const std::size_t bytes = pick_reserve_size(budget);
       if (in_.below(4) == 0) w_.sim.fail_host_alloc_at(1 + static_cast<int>(in_.below(3)));
+      const std::size_t pins = w_.sim.counters().host_alloc_calls;
       const cudaError_t error = pool->reserve_sleep_backup(bytes);
       disarm();
       if (trace_) op_detail_ = " reserve " + std::to_string(bytes) + ": " + cudaGetErrorName(error);
@@ -1582,6 +1583,9 @@ class Actor {
       if (beyond_budget || bytes >= kHugeReserve) {
         bump(g_counts.huge_reserves);
         FUZZ_CHECK(error == cudaErrorMemoryAllocation, "a reserve beyond the budget or of 64 TiB succeeded");
+        // Refused before any pin (the pin-ahead thread may pin meanwhile).
+        FUZZ_CHECK(w_.pools[index].pin_ahead || w_.sim.counters().host_alloc_calls == pins,
+                   "a reserve beyond the budget or of 64 TiB tried to pin");
         FUZZ_CHECK(after.sleep_budget_refusals == before.sleep_budget_refusals + (beyond_budget ? 1 : 0),
                    beyond_budget ? "a reserve beyond the budget was not counted as the budget's refusal"
                                  : "a reserve refused without a budget was counted as the budget's");

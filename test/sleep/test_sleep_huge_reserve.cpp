@@ -68,6 +68,16 @@ TEST_CASE("reserve_sleep_backup of 64 TiB or more without a budget is refused, n
   const PoolStats s = pool.stats();
   CHECK(s.sleep_budget_refusals == 0);  // no budget to refuse it
   CHECK(s.sleep_host_bytes == 0);
+
+  // With memory held, what is left to pin is under 64 TiB: the size asked still is not.
+  REQUIRE(pool.reserve_sleep_backup(8 * MiB) == cudaSuccess);
+  const std::size_t pins = sim.counters().host_alloc_calls;
+  for (const std::size_t bytes : kHugeSizes) {
+    INFO("bytes " << bytes);
+    CHECK(pool.reserve_sleep_backup(bytes) == cudaErrorMemoryAllocation);
+  }
+  CHECK(sim.counters().host_alloc_calls == pins);
+  CHECK(pool.stats().sleep_host_bytes == 8 * MiB);
 }
 
 TEST_CASE("capi: sovaMemPoolReserveSleepBackup of 64 TiB or more says the budget, or the limit",
