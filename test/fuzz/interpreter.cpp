@@ -1799,8 +1799,10 @@ class Actor {
   }
 
   /// A pool that saw a second stream once: a block allocated and freed on
-  /// another stream, UsedMemHigh reset, then a round of one to three blocks
-  /// on one stream, allocated then freed: the mark is that round's peak.
+  /// another stream, then a round of one to three blocks on one stream (to
+  /// warm its cache), UsedMemHigh reset, and the same round again, on the
+  /// fast path: the mark is what was used at the reset plus the round's
+  /// blocks (mark_model.hpp).
   void streams_once() {
     op_name_ = "several streams once";
     int index = 0;
@@ -1809,22 +1811,53 @@ class Actor {
     const int device = w_.pools[index].device;
     const cudaStream_t other = created_stream(device);
     if (allocate_block(index, other, 1 + in_.below(256) * 4096)) free_block(mine_.size() - 1, other);
+    const cudaStream_t s = pick_stream(device);
+    std::vector<std::size_t> sizes(1 + in_.below(3));
+    for (std::size_t& bytes : sizes) bytes = 1 + in_.below(3 * 256) * 4096;
+    (void)quiet_round(index, s, sizes);
     const std::uint64_t zero = 0;
     FUZZ_CHECK(pool->set_attribute(cudaMemPoolAttrUsedMemHigh, &zero) == cudaSuccess, "resetting UsedMemHigh");
     w_.pools[index].marks.used_reset(pool->stats());
-    const cudaStream_t s = pick_stream(device);
-    std::vector<const unsigned char*> round;
-    for (std::size_t k = 1 + in_.below(3); k > 0; --k) {
-      if (allocate_block(index, s, 1 + in_.below(3 * 256) * 4096)) round.push_back(mine_.back().p);
-    }
-    for (const unsigned char* p : round) {
-      for (std::size_t i = 0; i < mine_.size(); ++i) {
-        if (mine_[i].p != p) continue;
-        free_block(i, s);
-        break;
-      }
-    }
+    (void)quiet_round(index, s, sizes);
     bump(g_counts.stream_rounds);
+  }
+
+  /// Allocates blocks of `sizes` from pool `index` on `s`, then frees them
+  /// on `s`, reading no statistics meanwhile (a read samples the used bytes:
+  /// the mark must come from the pool's own count); then tells the marks'
+  /// model the round's peak. Returns the bytes the round held at once.
+  std::uint64_t quiet_round(int index, cudaStream_t s, const std::vector<std::size_t>& sizes) {
+    Pool& pool = *w_.pools[index].pool;
+    const std::uint64_t used_before = pool.stats().used_current;
+    std::vector<Block> round;
+    for (const std::size_t bytes : sizes) {
+      void* out = nullptr;
+      const cudaError_t error = pool.try_allocate(&out, bytes, s);
+      may_synchronize(index);
+      if (error != cudaSuccess) {  // out of memory, or an injected failure: nothing handed out
+        bump(g_counts.failed_allocations);
+        FUZZ_CHECK(out == nullptr, "a failed allocation left a pointer");
+        continue;
+      }
+      auto* p = static_cast<unsigned char*>(out);
+      FUZZ_CHECK(p != nullptr && pool.block_size(p) == bytes, "a round's block");
+      w_.add_live(p, bytes);
+      round.push_back(Block{index, p, bytes, new_tag(), s, true});
+      write_tag(s, p, bytes, round.back().tag);
+      bump(g_counts.allocations);
+    }
+    std::uint64_t held = 0;
+    for (const Block& b : round) {
+      check_tag(s, b.p, b.bytes, b.tag);
+      w_.drop_live(b.p);
+      FUZZ_CHECK(pool.try_deallocate(b.p, s) == cudaSuccess, "freeing a round's block");
+      bump(g_counts.frees);
+      held += b.bytes;
+    }
+    MarkModel& marks = w_.pools[index].marks;
+    marks.saw_used(used_before + held);
+    marks.allocated(pool.stats(), true);  // ReservedMemHigh now bounds what the round's growths reserved
+    return held;
   }
 
   /// Every pool's marks against the model (one thread), after each operation.

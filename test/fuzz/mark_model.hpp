@@ -81,6 +81,9 @@ class MarkModel {
     observe(s);
   }
 
+  /// Used bytes reached `used` between two reads (blocks allocated with no
+  /// read between, so that no read sampled them).
+  void saw_used(std::uint64_t used) noexcept { used_peak_ = std::max(used_peak_, used); }
   /// UsedMemHigh was reset; `after`: the statistics read right after.
   void used_reset(const PoolStats& after) {
     used_peak_ = after.used_current;
