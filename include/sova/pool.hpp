@@ -203,8 +203,9 @@ class SOVA_API Pool {
   bool asleep() const noexcept;
   /// Frees the pinned host memory kept for backups (what pin-ahead pinned
   /// too); cudaErrorNotPermitted while asleep (the backups are in it).
-  /// Pin-ahead then pins nothing until the pool reserves more than it ever
-  /// had, or reserve_sleep_backup is called.
+  /// Pin-ahead then pins nothing until a growth leaves the pool reserving
+  /// more than it ever had (a growth undone midway included; resetting
+  /// reservedHigh does not lower that mark), or reserve_sleep_backup is called.
   cudaError_t release_sleep_host_memory() noexcept;
   /// Pins host memory for backups ahead of time, until the pool holds at
   /// least `bytes` of it, so that a sleep backing up no more than that pins
@@ -212,8 +213,9 @@ class SOVA_API Pool {
   /// at a few GiB/s). `stats().reserved_current` is always enough. Holds the
   /// pool's growth back while it pins: call it before the work starts. All
   /// or nothing: on failure (cudaErrorMemoryAllocation) the memory held is
-  /// as before; beyond PoolOptions::sleep_host_budget, refused the same way.
-  /// Asleep or awake; release_sleep_host_memory frees it. PoolOptions::
+  /// as before; beyond PoolOptions::sleep_host_budget, refused the same way
+  /// whatever the size (counted in stats().sleep_budget_refusals); 64 TiB or
+  /// more without a budget, refused too (more than a pool holds). Asleep or awake; release_sleep_host_memory frees it. PoolOptions::
   /// sleep_pin_ahead does this in the background, without holding growth back.
   cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
 
