@@ -135,6 +135,10 @@ class SOVA_API Pool {
   /// capture per call. cudaErrorInvalidValue, changing nothing, for a group
   /// not open or the legacy stream.
   cudaError_t capture_into_share_group(cudaStream_t stream, std::uint64_t group) noexcept;
+  /// destroy_graph_share_group() for every group of the pool not yet
+  /// destroyed (what sovaMemPoolDestroy does, since the groups' ids cannot
+  /// be named through a destroyed handle).
+  void destroy_graph_share_groups() noexcept;
   /// True when `ptr` lies in this pool's VA range (live or not).
   bool contains(const void* ptr) const noexcept;
   /// The requested size of a live block, 0 if `ptr` is not one.

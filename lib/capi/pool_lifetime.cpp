@@ -146,6 +146,9 @@ cudaError_t destroy_pool(sovaMemPool_t handle) noexcept {
   // that did not see `destroyed` has finished. live_blocks is now final but
   // for frees, and those see `destroyed` and call claim_finalization.
   synchronize_readers();
+  // Its graph share groups cannot be named any more: destroyed, so that their
+  // memory comes back once their member graphs are released.
+  e->pool.destroy_graph_share_groups();
   bool claimed = false;
   {
     std::lock_guard lock(g_state.mutex);

@@ -196,6 +196,12 @@ bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, void* freer, cudaEr
       }
     }
     b.live = false;
+  } else if (capturing && b.graph == nullptr) {
+    // Its graph is released and a share group still holds the block (it lies
+    // on a member's scratch): the caller's, allocated before this capture,
+    // whose free a capture cannot order (as for any such block).
+    *result = cudaErrorStreamCaptureUnsupported;
+    return true;
   } else if (capturing) {
     // A free node of another capture: its launches use the block before the
     // free, so its graph holds the block too.

@@ -153,6 +153,9 @@ class GraphMemory {
   /// only: each capture is named anew. cudaErrorInvalidValue for a group not
   /// open, or `stream` the legacy stream (which cannot capture).
   cudaError_t capture_next_into(cudaStream_t stream, std::uint64_t group) noexcept;
+  /// destroy_group() for every group not yet destroyed: the pool's owner is
+  /// going away, and nobody could destroy them after.
+  void destroy_all_groups() noexcept;
 
   GraphMemoryStats stats() noexcept;
   /// What each graph holds, by capture id (released graphs collected first).

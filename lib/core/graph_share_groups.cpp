@@ -44,6 +44,21 @@ cudaError_t GraphMemory::destroy_group(std::uint64_t id) noexcept {
   return cudaSuccess;
 }
 
+void GraphMemory::destroy_all_groups() noexcept {
+  std::vector<std::uint64_t> open;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    try {
+      for (const auto& [id, group] : groups_) {
+        if (group->open) open.push_back(id);
+      }
+    } catch (...) {
+      // No room to list them: those not listed stay open (their memory held until the pool goes).
+    }
+  }
+  for (const std::uint64_t id : open) (void)destroy_group(id);
+}
+
 cudaError_t GraphMemory::capture_next_into(cudaStream_t stream, std::uint64_t id) noexcept {
   if (stream == nullptr || stream == cudaStreamLegacy) return cudaErrorInvalidValue;  // cannot capture
   const auto key = reinterpret_cast<std::uintptr_t>(stream);

@@ -34,4 +34,6 @@ cudaError_t Pool::capture_into_share_group(cudaStream_t stream, std::uint64_t gr
   return core_->graph_memory().capture_next_into(stream, group);
 }
 
+void Pool::destroy_graph_share_groups() noexcept { core_->graph_memory().destroy_all_groups(); }
+
 }  // namespace sova
