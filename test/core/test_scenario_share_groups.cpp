@@ -1297,3 +1297,240 @@ TEST_CASE("share groups scenario: a capture that only frees does not take the st
   j.graphs.erase(j.graphs.begin());
   CHECK(f.held() <= 2 * kMiB + 4 * kMiB);  // out, and the last probe's 4 MiB while its graph lives
 }
+
+namespace {
+
+// One graph of the 16: scratch allocated, kernels writing then checking it,
+// the output allocated and written, the scratch freed (the order of the
+// docs' example: tmp, out, produce(tmp), consume(tmp, out), free tmp).
+struct Step {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  void* scratch = nullptr;
+  void* out = nullptr;
+  std::unique_ptr<std::atomic<unsigned>> launches = std::make_unique<std::atomic<unsigned>>(0);
+};
+
+}  // namespace
+
+TEST_CASE("share groups scenario: 16 graphs of 8 MiB scratch on one stream hold one scratch plus the outputs",
+          "[scenario][share_groups]") {
+  // docs/graphs.md, "Graphs that never run at once": "the graphs of one group
+  // share the memory their captures free, so they hold about what the
+  // largest of them needs, not their sum"; "Tested ... 16 graphs of 8 MiB of
+  // scratch each captured on one stream hold 128 MiB without a group and
+  // 8 MiB with one". Here each also has a 1 MiB output, which is its own
+  // ("outputs stay each graph's and the caller's") and intact across the
+  // other members' launches, in random order.
+  constexpr int kGraphs = 16;
+  constexpr std::size_t kScratch = 8 * kMiB, kOut = kMiB;
+  bool grouped = true;
+  bool group_first = false;
+  SECTION("in one group, the group destroyed after the graphs") {}
+  SECTION("in one group, the group destroyed before the graphs") { group_first = true; }
+  SECTION("without a group") { grouped = false; }
+  CAPTURE(grouped, group_first);
+  Fixture f;
+  std::uint64_t group = 0;
+  if (grouped) group = f.new_group();
+  std::atomic<unsigned> bad{0};
+  std::vector<Step> steps(kGraphs);
+  for (int i = 0; i < kGraphs; ++i) {
+    Step& st = steps[static_cast<std::size_t>(i)];
+    if (grouped) REQUIRE(f.pool.capture_into_share_group(f.s, group) == cudaSuccess);
+    REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    std::atomic<unsigned>* k = st.launches.get();
+    f.sim.launch(f.s, [k] { k->fetch_add(1); });
+    st.scratch = f.pool.allocate(kScratch, f.s);
+    st.out = f.pool.allocate(kOut, f.s);
+    void* t = st.scratch;
+    void* o = st.out;
+    const unsigned base = static_cast<unsigned>(i) * 2u + 1u;
+    f.sim.launch_touching(f.s, t, kScratch, true, [t, k, base] { fill_bytes(t, kScratch, tag_of(base, k->load())); });
+    f.sim.launch_touching(f.s, t, kScratch, false, [t, o, k, base, &bad] {
+      if (!all_bytes(t, kScratch, tag_of(base, k->load()))) bad.fetch_add(1);
+      fill_bytes(o, kOut, tag_of(base + 1, k->load()));
+    });
+    f.pool.deallocate(st.scratch, f.s);
+    REQUIRE(f.sim.end_capture(f.s, &st.graph) == cudaSuccess);
+    REQUIRE(f.sim.graph_instantiate(&st.exec, st.graph) == cudaSuccess);
+    if (grouped && i > 0) CHECK(st.scratch == steps[0].scratch);  // the group's block, an exact fit
+  }
+  const std::uint64_t want = grouped ? kScratch + kGraphs * kOut : kGraphs * (kScratch + kOut);
+  CHECK(f.held() == want);
+  // Launched a few times each, one at a time, in random order.
+  std::mt19937 rng(20261202u);
+  std::vector<int> order;
+  for (int r = 0; r < 4; ++r)
+    for (int i = 0; i < kGraphs; ++i) order.push_back(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  auto outputs_intact = [&] {
+    REQUIRE(f.sim.stream_synchronize(f.launch) == cudaSuccess);
+    CHECK(bad.load() == 0);
+    for (int i = 0; i < kGraphs; ++i) {
+      const Step& st = steps[static_cast<std::size_t>(i)];
+      const unsigned k = st.launches->load();
+      if (k == 0) continue;
+      INFO("graph " << i << "'s output after " << k << " launches");
+      CHECK(all_bytes(st.out, kOut, tag_of(static_cast<unsigned>(i) * 2u + 2u, k)));
+    }
+  };
+  for (std::size_t n = 0; n < order.size(); ++n) {
+    REQUIRE(f.sim.graph_launch(steps[static_cast<std::size_t>(order[n])].exec, f.launch) == cudaSuccess);
+    if (n % 7 == 0) outputs_intact();
+  }
+  outputs_intact();
+  CHECK(f.held() == want);
+  CHECK(f.pool.graph_memory_stats().held_bytes_high == want);
+  // The caller frees some outputs while their graphs live (memory stays with
+  // the graph: relaunching is safe), on another stream.
+  for (int i = 0; i < kGraphs; i += 3) f.pool.deallocate(steps[static_cast<std::size_t>(i)].out, f.s2);
+  for (int i = 0; i < kGraphs; i += 3)
+    CHECK(f.pool.try_deallocate(steps[static_cast<std::size_t>(i)].out, f.s3) == cudaErrorInvalidValue);
+  CHECK(f.held() == want);
+  for (int i = 0; i < kGraphs; ++i) REQUIRE(f.sim.graph_launch(steps[static_cast<std::size_t>(i)].exec, f.launch) == cudaSuccess);
+  REQUIRE(f.sim.stream_synchronize(f.launch) == cudaSuccess);
+  CHECK(bad.load() == 0);
+  if (grouped && group_first) {
+    REQUIRE(f.pool.destroy_graph_share_group(group) == cudaSuccess);
+    CHECK(f.held() == want);  // the members still hold it
+    CHECK(f.pool.destroy_graph_share_group(group) == cudaErrorInvalidValue);
+  }
+  // Released one by one: without a group each takes its memory back; in a
+  // group the scratch stays until the group is destroyed and every member is released.
+  std::uint64_t live_outputs = 0;
+  for (int i = 0; i < kGraphs; ++i)
+    if (i % 3 != 0) live_outputs += kOut;
+  for (int i = 0; i < kGraphs; ++i) {
+    Step& st = steps[static_cast<std::size_t>(i)];
+    REQUIRE(f.sim.graph_exec_destroy(st.exec) == cudaSuccess);
+    REQUIRE(f.sim.graph_destroy(st.graph) == cudaSuccess);
+    const std::uint64_t left = static_cast<std::uint64_t>(kGraphs - 1 - i);
+    INFO("after graph " << i << " released");
+    if (!grouped)
+      CHECK(f.held() == left * (kScratch + kOut));
+    else if (i + 1 < kGraphs || !group_first)
+      CHECK(f.held() == kScratch + left * kOut);
+  }
+  if (grouped && !group_first) {
+    CHECK(f.held() == kScratch);  // every member released, the group alive: it holds its block
+    REQUIRE(f.pool.destroy_graph_share_group(group) == cudaSuccess);
+  }
+  CHECK(f.held() == 0);
+  CHECK(f.pool.graph_memory_stats().held_blocks == 0);
+  CHECK(f.pool.graph_memory_snapshot().empty());
+  CHECK(f.used() == live_outputs);  // the outputs the caller still holds
+  // Their bytes: what the last launch wrote.
+  for (int i = 0; i < kGraphs; ++i) {
+    if (i % 3 == 0) continue;
+    const Step& st = steps[static_cast<std::size_t>(i)];
+    CHECK(all_bytes(st.out, kOut, tag_of(static_cast<unsigned>(i) * 2u + 2u, st.launches->load())));
+    f.pool.deallocate(st.out, f.s3);
+  }
+  CHECK(f.used() == 0);
+  f.pool.check_invariants();
+}
+
+TEST_CASE("share groups scenario: bad input is refused and changes nothing", "[scenario][share_groups]") {
+  // docs/graphs.md, "Bad input": "A group id that names no group of the pool
+  // not yet destroyed, a null pointer, the legacy stream, a bad pool handle:
+  // cudaErrorInvalidValue, nothing changed. Group ids are never reused in a
+  // pool." pool.hpp: create "ids from 1".
+  Fixture f;
+  Pool other(options_on(f.sim));
+  std::uint64_t g1 = 0, g2 = 0, o1 = 0, o2 = 0, o3 = 0;
+  REQUIRE(f.pool.create_graph_share_group(&g1) == cudaSuccess);
+  REQUIRE(f.pool.create_graph_share_group(&g2) == cudaSuccess);
+  CHECK(g1 == 1);
+  CHECK(g2 > g1);
+  REQUIRE(other.create_graph_share_group(&o1) == cudaSuccess);
+  REQUIRE(other.create_graph_share_group(&o2) == cudaSuccess);
+  REQUIRE(other.create_graph_share_group(&o3) == cudaSuccess);
+  CHECK(o1 == 1);
+  // A member holding a block, so that "nothing changed" has something to keep.
+  REQUIRE(f.pool.capture_into_share_group(f.s, g1) == cudaSuccess);
+  REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* t = f.pool.allocate(4 * kMiB, f.s);
+  void* out = f.pool.allocate(kMiB, f.s);
+  f.pool.deallocate(t, f.s);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(f.sim.end_capture(f.s, &graph) == cudaSuccess);
+  // A name left for s2, which the refusals must not disturb.
+  REQUIRE(f.pool.capture_into_share_group(f.s2, g1) == cudaSuccess);
+  const PoolStats before = f.pool.stats();
+  const GraphMemoryStats gbefore = f.pool.graph_memory_stats();
+  std::uint64_t untouched = 0xDEADBEEF;
+  auto refused = [&](cudaError_t e, const char* what) {
+    INFO(what);
+    CHECK(e == cudaErrorInvalidValue);
+    const PoolStats after = f.pool.stats();
+    CHECK(after.used_current == before.used_current);
+    CHECK(after.live_blocks == before.live_blocks);
+    CHECK(after.graph_held_bytes == before.graph_held_bytes);
+    CHECK(f.pool.graph_memory_stats().held_bytes == gbefore.held_bytes);
+    CHECK(f.pool.graph_memory_stats().graphs == gbefore.graphs);
+  };
+  refused(f.pool.create_graph_share_group(nullptr), "create into nullptr");
+  refused(f.pool.destroy_graph_share_group(0), "destroy 0");
+  refused(f.pool.destroy_graph_share_group(g2 + 1), "destroy an id not yet made");
+  refused(f.pool.destroy_graph_share_group(o3), "destroy an id of the other pool's only");
+  refused(f.pool.destroy_graph_share_group(~std::uint64_t{0}), "destroy ~0");
+  refused(f.pool.capture_into_share_group(nullptr, g1), "capture_into the legacy stream (0)");
+  refused(f.pool.capture_into_share_group(cudaStreamLegacy, g1), "capture_into cudaStreamLegacy");
+  refused(f.pool.capture_into_share_group(nullptr, 0), "cancel on the legacy stream");
+  refused(f.pool.capture_into_share_group(f.s2, g2 + 5), "capture_into an id not yet made");
+  refused(f.pool.capture_into_share_group(f.s2, o3), "capture_into an id of the other pool's only");
+  REQUIRE(f.pool.destroy_graph_share_group(g2) == cudaSuccess);
+  refused(f.pool.destroy_graph_share_group(g2), "destroy twice");
+  refused(f.pool.capture_into_share_group(f.s2, g2), "capture_into a destroyed group");
+  CHECK(untouched == 0xDEADBEEF);
+  // Ids are never reused, whatever was destroyed.
+  std::uint64_t g3 = 0;
+  REQUIRE(f.pool.create_graph_share_group(&g3) == cudaSuccess);
+  CHECK(g3 > g2);
+  // The name left for s2 still stands: its next capture joins g1 and gets
+  // the group's 4 MiB block.
+  REQUIRE(f.sim.begin_capture(f.s2, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* p = f.pool.allocate(4 * kMiB, f.s2);
+  CHECK(p == t);
+  f.pool.deallocate(p, f.s2);
+  cudaGraph_t g = nullptr;
+  REQUIRE(f.sim.end_capture(f.s2, &g) == cudaSuccess);
+  CHECK(f.held() == 5 * kMiB);
+  REQUIRE(f.sim.graph_destroy(g) == cudaSuccess);
+  REQUIRE(f.sim.graph_destroy(graph) == cudaSuccess);
+  REQUIRE(f.pool.destroy_graph_share_group(g1) == cudaSuccess);
+  REQUIRE(f.pool.destroy_graph_share_group(g3) == cudaSuccess);
+  CHECK(f.held() == 0);
+  CHECK(f.used() == kMiB);
+  f.pool.deallocate(out, f.s);
+  CHECK(f.used() == 0);
+  for (std::uint64_t id : {o1, o2, o3}) CHECK(other.destroy_graph_share_group(id) == cudaSuccess);
+}
+
+TEST_CASE("share groups scenario: a pool destroyed with groups alive", "[scenario][share_groups]") {
+  // docs/graphs.md says "Destroy graphs before their pool" and nothing of
+  // groups: here every member graph is released first, the groups (one with
+  // a block, one empty, one named for a stream) left alive. ~Pool "releases
+  // all memory" (pool.hpp).
+  SimDriver sim(small_sim(std::size_t{1} << 30));
+  cudaStream_t s = sim.create_stream();
+  {
+    Pool pool(options_on(sim));
+    std::uint64_t g = 0, empty = 0, named = 0;
+    REQUIRE(pool.create_graph_share_group(&g) == cudaSuccess);
+    REQUIRE(pool.create_graph_share_group(&empty) == cudaSuccess);
+    REQUIRE(pool.create_graph_share_group(&named) == cudaSuccess);
+    REQUIRE(pool.capture_into_share_group(s, g) == cudaSuccess);
+    REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    void* t = pool.allocate(6 * kMiB, s);
+    pool.deallocate(t, s);
+    cudaGraph_t graph = nullptr;
+    REQUIRE(sim.end_capture(s, &graph) == cudaSuccess);
+    REQUIRE(sim.graph_destroy(graph) == cudaSuccess);
+    CHECK(pool.graph_memory_stats().held_bytes == 6 * kMiB);  // the group holds it
+    REQUIRE(pool.capture_into_share_group(s, named) == cudaSuccess);
+  }
+  CHECK(sim.counters().physical_bytes == 0);
+  CHECK(sim.counters().reservations == 0);
+}
