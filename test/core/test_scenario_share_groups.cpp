@@ -1534,3 +1534,117 @@ TEST_CASE("share groups scenario: a pool destroyed with groups alive", "[scenari
   CHECK(sim.counters().physical_bytes == 0);
   CHECK(sim.counters().reservations == 0);
 }
+
+namespace {
+
+struct OutputsFirst {
+  std::uint64_t held = 0;
+  int on_scratch = 0;
+  int clobbered = 0;
+};
+
+// 16 members of one group captured on one stream, each allocating a 64 KiB
+// output and then 8 MiB of scratch (freed in the capture), launched three
+// times each in random order; what the group held, how many later outputs lie
+// on an earlier member's scratch, how many times an output was found
+// overwritten after another member's launch.
+OutputsFirst outputs_first() {
+  constexpr int kGraphs = 16;
+  constexpr std::size_t kScratch = 8 * kMiB, kOut = 64 * 1024;
+  Fixture f;
+  const std::uint64_t group = f.new_group();
+  std::atomic<unsigned> bad{0};
+  std::vector<Step> steps(kGraphs);
+  for (int i = 0; i < kGraphs; ++i) {
+    Step& st = steps[static_cast<std::size_t>(i)];
+    REQUIRE(f.pool.capture_into_share_group(f.s, group) == cudaSuccess);
+    REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    std::atomic<unsigned>* k = st.launches.get();
+    f.sim.launch(f.s, [k] { k->fetch_add(1); });
+    st.out = f.pool.allocate(kOut, f.s);  // the output first
+    st.scratch = f.pool.allocate(kScratch, f.s);
+    void* t = st.scratch;
+    void* o = st.out;
+    const unsigned base = static_cast<unsigned>(i) * 2u + 1u;
+    f.sim.launch(f.s, [t, k, base] { fill_bytes(t, kScratch, tag_of(base, k->load())); });
+    f.sim.launch(f.s, [t, o, k, base, &bad] {
+      if (!all_bytes(t, kScratch, tag_of(base, k->load()))) bad.fetch_add(1);
+      fill_bytes(o, kOut, tag_of(base + 1, k->load()));
+    });
+    f.pool.deallocate(st.scratch, f.s);
+    REQUIRE(f.sim.end_capture(f.s, &st.graph) == cudaSuccess);
+    REQUIRE(f.sim.graph_instantiate(&st.exec, st.graph) == cudaSuccess);
+  }
+  int on_scratch = 0;
+  for (int i = 1; i < kGraphs; ++i)
+    for (int j = 0; j < i; ++j) {
+      const auto o = reinterpret_cast<std::uintptr_t>(steps[static_cast<std::size_t>(i)].out);
+      const auto t = reinterpret_cast<std::uintptr_t>(steps[static_cast<std::size_t>(j)].scratch);
+      if (o < t + kScratch && t < o + kOut) ++on_scratch;
+    }
+  const std::uint64_t held = f.held();
+  std::mt19937 rng(7u);
+  std::vector<int> order;
+  for (int r = 0; r < 3; ++r)
+    for (int i = 0; i < kGraphs; ++i) order.push_back(i);
+  std::shuffle(order.begin(), order.end(), rng);
+  int clobbered = 0;
+  for (int i : order) {
+    REQUIRE(f.sim.graph_launch(steps[static_cast<std::size_t>(i)].exec, f.launch) == cudaSuccess);
+    REQUIRE(f.sim.stream_synchronize(f.launch) == cudaSuccess);
+    const Step& st = steps[static_cast<std::size_t>(i)];
+    CHECK(all_bytes(st.out, kOut, tag_of(static_cast<unsigned>(i) * 2u + 2u, st.launches->load())));
+    for (int j = 0; j < kGraphs; ++j) {
+      const Step& other = steps[static_cast<std::size_t>(j)];
+      if (j == i || other.launches->load() == 0) continue;
+      if (!all_bytes(other.out, kOut, tag_of(static_cast<unsigned>(j) * 2u + 2u, other.launches->load()))) ++clobbered;
+    }
+  }
+  CHECK(bad.load() == 0);
+  CHECK(held <= kGraphs * (kScratch + kOut));  // never more than without a group
+  for (Step& st : steps) {
+    REQUIRE(f.sim.graph_exec_destroy(st.exec) == cudaSuccess);
+    REQUIRE(f.sim.graph_destroy(st.graph) == cudaSuccess);
+  }
+  REQUIRE(f.pool.destroy_graph_share_group(group) == cudaSuccess);
+  CHECK(f.held() == 0);
+  CHECK(f.used() == kGraphs * kOut);
+  for (Step& st : steps) f.pool.deallocate(st.out, f.s2);
+  CHECK(f.used() == 0);
+  return OutputsFirst{held, on_scratch, clobbered};
+}
+
+}  // namespace
+
+TEST_CASE("share groups scenario: outputs allocated before the scratch, and a later member's output on an earlier "
+          "member's scratch (reported, not asserted)",
+          "[scenario][share_groups]") {
+  // docs/graphs.md says a member's outputs "are never handed to another member
+  // while they are the caller's", and warns that a block another member reuses
+  // "may still be a member's scratch" (read what a graph wrote to a block it
+  // freed before launching another member). It does not say whether a later
+  // member's *output* may be placed on an earlier member's scratch, which that
+  // member's next launch then overwrites, nor how small outputs allocated
+  // before the scratch are placed ("smallest fit first" lets them into a
+  // group block). What this tree does is reported here, and only the
+  // documented part asserted: each output holds its graph's bytes right after
+  // that graph's launch.
+  const OutputsFirst r = outputs_first();
+  WARN("outputs first: held " << r.held << " bytes (one scratch plus the outputs: " << 8 * kMiB + 16 * 64 * 1024
+                              << "; the sum: " << 16 * (8 * kMiB + 64 * 1024) << "); later outputs on an earlier "
+                              << "member's scratch: " << r.on_scratch << "; outputs found overwritten after another "
+                              << "member's launch: " << r.clobbered);
+}
+
+// FAILS on this tree: with each member's small output allocated before its
+// scratch, every later output takes a piece of the group's 8 MiB block
+// ("smallest fit first"), the next scratch no longer fits it and gets new
+// memory: the 16 members hold about the sum (134 MiB), not "about what the
+// largest of them needs, not their sum" (docs/graphs.md, "Graphs that never
+// run at once"). The same bound as the GPU twin's: 1.05 x the scratch plus
+// the outputs.
+TEST_CASE("share groups scenario: outputs allocated before the scratch still hold about one scratch",
+          "[scenario][share_groups][!shouldfail]") {
+  const OutputsFirst r = outputs_first();
+  CHECK(r.held <= 8 * kMiB * 105 / 100 + 16 * 64 * 1024);
+}
