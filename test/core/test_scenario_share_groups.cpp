@@ -41,6 +41,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -1647,4 +1648,131 @@ TEST_CASE("share groups scenario: outputs allocated before the scratch still hol
           "[scenario][share_groups][!shouldfail]") {
   const OutputsFirst r = outputs_first();
   CHECK(r.held <= 8 * kMiB * 105 / 100 + 16 * 64 * 1024);
+}
+
+TEST_CASE("share groups scenario: an unjoined forked member capture fails; its outputs are the caller's",
+          "[scenario][share_groups]") {
+  // docs/graphs.md, "Several streams in one capture": "A capture that fails
+  // (a forked stream not joined back ...) has its graph destroyed by the
+  // runtime at cudaStreamEndCapture, so its memory comes back as a released
+  // graph's does, whichever stream allocated it: what was freed at once, the
+  // blocks the caller holds once freed" — for a member, what its capture
+  // freed stays the group's until the group is destroyed.
+  Fixture f;
+  const std::uint64_t g = f.new_group();
+  EventHandle fork = nullptr;
+  REQUIRE(f.sim.event_create(&fork) == cudaSuccess);
+  REQUIRE(f.pool.capture_into_share_group(f.s2, g) == cudaSuccess);
+  REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  REQUIRE(f.sim.event_record(fork, f.s) == cudaSuccess);
+  REQUIRE(f.sim.stream_wait_event(f.s2, fork) == cudaSuccess);
+  void* t = f.pool.allocate(4 * kMiB, f.s2);  // the first allocation: the named side stream
+  f.pool.deallocate(t, f.s2);
+  void* out_side = f.pool.allocate(6 * kMiB, f.s2);
+  void* out_origin = f.pool.allocate(2 * kMiB, f.s);
+  f.sim.launch(f.s2, [] {});  // the side's last work, not joined back
+  cudaGraph_t graph = nullptr;
+  CHECK(f.sim.end_capture(f.s, &graph) == cudaErrorStreamCaptureUnjoined);
+  CHECK(f.held() == 4 * kMiB);  // the group's block
+  CHECK(f.pool.block_size(out_side) == 6 * kMiB);
+  CHECK(f.pool.block_size(out_origin) == 2 * kMiB);
+  // The outputs are the caller's: refused under a capture, accepted once outside.
+  REQUIRE(f.sim.begin_capture(f.s3, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  CHECK(f.pool.try_deallocate(out_side, f.s3) == cudaErrorStreamCaptureUnsupported);
+  cudaGraph_t other = nullptr;
+  REQUIRE(f.sim.end_capture(f.s3, &other) == cudaSuccess);
+  REQUIRE(f.sim.graph_destroy(other) == cudaSuccess);
+  CHECK(f.pool.try_deallocate(out_side, f.s3) == cudaSuccess);
+  CHECK(f.pool.try_deallocate(out_origin, f.launch) == cudaSuccess);
+  CHECK(f.pool.try_deallocate(out_origin, f.launch) == cudaErrorInvalidValue);
+  // A later member reuses the failed member's freed block.
+  REQUIRE(f.pool.capture_into_share_group(f.s3, g) == cudaSuccess);
+  REQUIRE(f.sim.begin_capture(f.s3, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* p = f.pool.allocate(4 * kMiB, f.s3);
+  CHECK(p == t);
+  f.pool.deallocate(p, f.s3);
+  REQUIRE(f.sim.end_capture(f.s3, &other) == cudaSuccess);
+  REQUIRE(f.sim.graph_destroy(other) == cudaSuccess);
+  REQUIRE(f.pool.destroy_graph_share_group(g) == cudaSuccess);
+  CHECK(f.held() == 0);
+  CHECK(f.used() == 0);
+  f.sim.event_destroy(fork);
+  f.pool.check_invariants();
+}
+
+TEST_CASE("share groups scenario: two member captures open at once on two streams", "[scenario][share_groups]") {
+  // "What is shared": a block freed during a member's capture becomes the
+  // group's, and "a later allocation of any other member's capture reuses
+  // it" — here the other capture is still open. Launched one at a time
+  // afterwards (the promise), each graph's bytes are its own in its launch.
+  Fixture f;
+  const std::uint64_t g = f.new_group();
+  std::atomic<unsigned> bad{0};
+  REQUIRE(f.pool.capture_into_share_group(f.s, g) == cudaSuccess);
+  REQUIRE(f.pool.capture_into_share_group(f.s2, g) == cudaSuccess);
+  REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  REQUIRE(f.sim.begin_capture(f.s2, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  void* a = f.pool.allocate(4 * kMiB, f.s);
+  f.sim.launch(f.s, [a] { fill_bytes(a, 4 * kMiB, 0xA1); });
+  f.sim.launch(f.s, [a, &bad] {
+    if (!all_bytes(a, 4 * kMiB, 0xA1)) bad.fetch_add(1);
+  });
+  f.pool.deallocate(a, f.s);
+  void* b = f.pool.allocate(4 * kMiB, f.s2);
+  CHECK(b == a);  // the group's block, from the other open member
+  void* bout = f.pool.allocate(kMiB, f.s2);
+  f.sim.launch(f.s2, [b, bout, &bad] {
+    fill_bytes(b, 4 * kMiB, 0xB2);
+    if (!all_bytes(b, 4 * kMiB, 0xB2)) bad.fetch_add(1);
+    fill_bytes(bout, kMiB, 0xB3);
+  });
+  f.pool.deallocate(b, f.s2);
+  cudaGraph_t ga = nullptr, gb = nullptr;
+  REQUIRE(f.sim.end_capture(f.s, &ga) == cudaSuccess);
+  REQUIRE(f.sim.end_capture(f.s2, &gb) == cudaSuccess);
+  CHECK(f.held() == 5 * kMiB);
+  cudaGraphExec_t ea = nullptr, eb = nullptr;
+  REQUIRE(f.sim.graph_instantiate(&ea, ga) == cudaSuccess);
+  REQUIRE(f.sim.graph_instantiate(&eb, gb) == cudaSuccess);
+  for (int i = 0; i < 5; ++i) {
+    REQUIRE(f.sim.graph_launch(i % 2 ? ea : eb, f.launch) == cudaSuccess);
+  }
+  REQUIRE(f.sim.stream_synchronize(f.launch) == cudaSuccess);
+  CHECK(bad.load() == 0);
+  CHECK(all_bytes(bout, kMiB, 0xB3));
+  REQUIRE(f.sim.graph_exec_destroy(ea) == cudaSuccess);
+  REQUIRE(f.sim.graph_exec_destroy(eb) == cudaSuccess);
+  REQUIRE(f.sim.graph_destroy(ga) == cudaSuccess);
+  REQUIRE(f.sim.graph_destroy(gb) == cudaSuccess);
+  CHECK(f.held() == 4 * kMiB);  // the group's, until it is destroyed
+  REQUIRE(f.pool.destroy_graph_share_group(g) == cudaSuccess);
+  CHECK(f.held() == 0);
+  CHECK(f.used() == kMiB);
+  f.pool.deallocate(bout, f.s3);
+  CHECK(f.used() == 0);
+}
+
+TEST_CASE("share groups scenario: group calls from another thread leave a global capture valid",
+          "[scenario][share_groups]") {
+  // A global-mode capture invalidates on "potentially unsafe" calls from any
+  // thread; sova's driver calls run relaxed ("Semantics"). The group calls
+  // made while another thread captures must leave that capture valid.
+  Fixture f;
+  REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* t = f.pool.allocate(2 * kMiB, f.s);
+  std::thread other([&] {
+    std::uint64_t g = 0;
+    CHECK(f.pool.create_graph_share_group(&g) == cudaSuccess);
+    CHECK(f.pool.capture_into_share_group(f.s2, g) == cudaSuccess);
+    CHECK(f.pool.capture_into_share_group(f.s2, 0) == cudaSuccess);
+    CHECK(f.pool.destroy_graph_share_group(g) == cudaSuccess);
+    CHECK(f.pool.destroy_graph_share_group(g) == cudaErrorInvalidValue);
+  });
+  other.join();
+  CHECK(capture_info(f.sim, f.s).status == cudaStreamCaptureStatusActive);
+  f.pool.deallocate(t, f.s);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(f.sim.end_capture(f.s, &graph) == cudaSuccess);
+  REQUIRE(f.sim.graph_destroy(graph) == cudaSuccess);
+  CHECK(f.held() == 0);
 }
