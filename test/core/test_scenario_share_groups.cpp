@@ -1776,3 +1776,55 @@ TEST_CASE("share groups scenario: group calls from another thread leave a global
   REQUIRE(f.sim.graph_destroy(graph) == cudaSuccess);
   CHECK(f.held() == 0);
 }
+
+TEST_CASE("share groups scenario: trims leave what a group holds; its block serves a later member",
+          "[scenario][share_groups]") {
+  // "What graphs hold, and trim": trim_graph_memory "returns the memory of
+  // released graphs to the pool ... Memory graphs still hold stays"; a group
+  // holds its blocks "until it is destroyed and every member is released".
+  Fixture f;
+  const std::uint64_t g = f.new_group();
+  REQUIRE(f.pool.capture_into_share_group(f.s, g) == cudaSuccess);
+  REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* t = f.pool.allocate(8 * kMiB, f.s);
+  f.pool.deallocate(t, f.s);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(f.sim.end_capture(f.s, &graph) == cudaSuccess);
+  REQUIRE(f.sim.graph_destroy(graph) == cudaSuccess);
+  CHECK(f.held() == 8 * kMiB);
+  f.pool.trim_graph_memory();
+  f.pool.trim_to(0);
+  CHECK(f.held() == 8 * kMiB);
+  CHECK(reserved_of(f.pool) >= 8 * kMiB);
+  // Eager work gets other memory.
+  void* e = f.pool.allocate(8 * kMiB, f.s2);
+  CHECK((reinterpret_cast<std::uintptr_t>(e) + 8 * kMiB <= reinterpret_cast<std::uintptr_t>(t) ||
+         reinterpret_cast<std::uintptr_t>(t) + 8 * kMiB <= reinterpret_cast<std::uintptr_t>(e)));
+  f.pool.deallocate(e, f.s2);
+  // A later member gets the group's block, mapped: its kernel writes it.
+  REQUIRE(f.pool.capture_into_share_group(f.s3, g) == cudaSuccess);
+  REQUIRE(f.sim.begin_capture(f.s3, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* p = f.pool.allocate(8 * kMiB, f.s3);
+  CHECK(p == t);
+  std::atomic<int> ran{0};
+  f.sim.launch_touching(f.s3, p, 8 * kMiB, true, [p, &ran] {
+    fill_bytes(p, 8 * kMiB, 0x42);
+    if (all_bytes(p, 8 * kMiB, 0x42)) ran.fetch_add(1);
+  });
+  f.pool.deallocate(p, f.s3);
+  REQUIRE(f.sim.end_capture(f.s3, &graph) == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(f.sim.graph_instantiate(&exec, graph) == cudaSuccess);
+  f.pool.trim_to(0);
+  REQUIRE(f.sim.graph_launch(exec, f.launch) == cudaSuccess);
+  REQUIRE(f.sim.stream_synchronize(f.launch) == cudaSuccess);
+  CHECK(ran.load() == 1);
+  CHECK(f.sim.faults() == 0);
+  REQUIRE(f.sim.graph_exec_destroy(exec) == cudaSuccess);
+  REQUIRE(f.sim.graph_destroy(graph) == cudaSuccess);
+  REQUIRE(f.pool.destroy_graph_share_group(g) == cudaSuccess);
+  CHECK(f.held() == 0);
+  f.pool.trim_graph_memory();
+  f.pool.trim_to(0);
+  CHECK(reserved_of(f.pool) == 0);
+}
