@@ -1828,3 +1828,26 @@ TEST_CASE("share groups scenario: trims leave what a group holds; its block serv
   f.pool.trim_to(0);
   CHECK(reserved_of(f.pool) == 0);
 }
+
+TEST_CASE("share groups scenario: a failed first allocation of a member capture changes nothing",
+          "[scenario][share_groups]") {
+  // "Semantics": "A failed allocation during capture (out of memory,
+  // cudaErrorMemoryAllocation) changes nothing and leaves the capture valid."
+  // So the stream's name still stands for the capture's next (first
+  // successful) allocation, which then joins and gets the group's block.
+  JoinProbe j;
+  Fixture& f = j.f;
+  REQUIRE(f.pool.capture_into_share_group(f.s, j.group) == cudaSuccess);
+  const std::uint64_t held_before = f.held();
+  REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* huge = reinterpret_cast<void*>(0x1);
+  CHECK(f.pool.try_allocate(&huge, std::size_t{4} << 30, f.s) == cudaErrorMemoryAllocation);
+  CHECK(huge == nullptr);
+  CHECK(capture_info(f.sim, f.s).status == cudaStreamCaptureStatusActive);
+  CHECK(f.held() == held_before);
+  void* p = f.pool.allocate(4 * kMiB, f.s);
+  CHECK(p == j.shared);
+  f.pool.deallocate(p, f.s);
+  j.end(f.s);
+  CHECK(f.held() == held_before);
+}
