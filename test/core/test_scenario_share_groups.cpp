@@ -1363,6 +1363,18 @@ TEST_CASE("share groups scenario: 16 graphs of 8 MiB scratch on one stream hold 
   }
   const std::uint64_t want = grouped ? kScratch + kGraphs * kOut : kGraphs * (kScratch + kOut);
   CHECK(f.held() == want);
+  // "The statistics count each block once; in the per-graph listing a block
+  // several members used counts in each."
+  {
+    const GraphMemorySnapshot snap = f.pool.graph_memory_snapshot();
+    CHECK(snap.size() == static_cast<std::size_t>(kGraphs));
+    for (const GraphHolding& h : snap) {
+      CHECK(h.held_bytes == kScratch + kOut);
+      CHECK(h.held_blocks == 2);
+      CHECK(h.output_bytes == kOut);
+      CHECK(h.output_blocks == 1);
+    }
+  }
   // Launched a few times each, one at a time, in random order.
   std::mt19937 rng(20261202u);
   std::vector<int> order;
@@ -1929,4 +1941,70 @@ TEST_CASE("share groups scenario: a released member's output on its freed scratc
           "lives",
           "[scenario][share_groups][!shouldfail]") {
   released_member_output(true, true, true);
+}
+
+TEST_CASE("share groups scenario: an output on its own freed scratch is never handed to another member",
+          "[scenario][share_groups]") {
+  // "What is shared": a block freed during a member's capture becomes the
+  // group's; "A member's outputs (allocated in its capture and not freed
+  // there) are never handed to another member while they are the caller's."
+  // Here the output is allocated on the block the capture freed just before,
+  // exactly its size; the later members must get other memory, while the
+  // first member lives and after it is released, and the output keep its bytes.
+  Fixture f;
+  bool release_first = false;
+  SECTION("the first member alive") {}
+  SECTION("the first member released") { release_first = true; }
+  CAPTURE(release_first);
+  const std::uint64_t g = f.new_group();
+  REQUIRE(f.pool.capture_into_share_group(f.s, g) == cudaSuccess);
+  REQUIRE(f.sim.begin_capture(f.s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+  void* t = f.pool.allocate(4 * kMiB, f.s);
+  f.pool.deallocate(t, f.s);
+  void* out = f.pool.allocate(4 * kMiB, f.s);
+  CHECK(out == t);
+  f.sim.launch(f.s, [out] { fill_bytes(out, 4 * kMiB, 0x3C); });
+  cudaGraph_t ga = nullptr;
+  REQUIRE(f.sim.end_capture(f.s, &ga) == cudaSuccess);
+  cudaGraphExec_t ea = nullptr;
+  REQUIRE(f.sim.graph_instantiate(&ea, ga) == cudaSuccess);
+  REQUIRE(f.sim.graph_launch(ea, f.launch) == cudaSuccess);
+  REQUIRE(f.sim.stream_synchronize(f.launch) == cudaSuccess);
+  if (release_first) {
+    REQUIRE(f.sim.graph_exec_destroy(ea) == cudaSuccess);
+    REQUIRE(f.sim.graph_destroy(ga) == cudaSuccess);
+    ea = nullptr;
+    ga = nullptr;
+  }
+  std::vector<cudaGraph_t> later;
+  for (int i = 0; i < 3; ++i) {
+    REQUIRE(f.pool.capture_into_share_group(f.s2, g) == cudaSuccess);
+    REQUIRE(f.sim.begin_capture(f.s2, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    void* p = f.pool.allocate(4 * kMiB, f.s2);
+    CHECK(p != out);
+    f.sim.launch(f.s2, [p] { fill_bytes(p, 4 * kMiB, 0x99); });
+    f.pool.deallocate(p, f.s2);
+    cudaGraph_t gb = nullptr;
+    REQUIRE(f.sim.end_capture(f.s2, &gb) == cudaSuccess);
+    cudaGraphExec_t eb = nullptr;
+    REQUIRE(f.sim.graph_instantiate(&eb, gb) == cudaSuccess);
+    REQUIRE(f.sim.graph_launch(eb, f.launch) == cudaSuccess);
+    REQUIRE(f.sim.stream_synchronize(f.launch) == cudaSuccess);
+    REQUIRE(f.sim.graph_exec_destroy(eb) == cudaSuccess);
+    later.push_back(gb);
+  }
+  void* e = f.pool.allocate(4 * kMiB, f.s3);  // nor eager work
+  CHECK(e != out);
+  f.pool.deallocate(e, f.s3);
+  CHECK(all_bytes(out, 4 * kMiB, 0x3C));
+  for (cudaGraph_t gb : later) REQUIRE(f.sim.graph_destroy(gb) == cudaSuccess);
+  if (ea != nullptr) REQUIRE(f.sim.graph_exec_destroy(ea) == cudaSuccess);
+  if (ga != nullptr) REQUIRE(f.sim.graph_destroy(ga) == cudaSuccess);
+  REQUIRE(f.pool.destroy_graph_share_group(g) == cudaSuccess);
+  CHECK(f.held() == 0);
+  CHECK(f.used() == 4 * kMiB);
+  CHECK(all_bytes(out, 4 * kMiB, 0x3C));
+  CHECK(f.pool.try_deallocate(out, f.s3) == cudaSuccess);
+  CHECK(f.used() == 0);
+  f.pool.check_invariants();
 }
