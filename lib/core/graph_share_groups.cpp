@@ -90,11 +90,6 @@ void GraphMemory::join_named_group_locked(Graph& graph, std::uintptr_t stream_ke
 void* GraphMemory::take_shared_locked(Graph& graph, std::uintptr_t stream_key, std::size_t bytes) noexcept {
   Group& group = *graph.group;
   for (auto fit = group.reusable.lower_bound(bytes); fit != group.reusable.end(); ++fit) {
-    // Blocks are shared whole: one more than twice the request would hold
-    // its rest idle while a request it suits better gets new memory (a small
-    // output taking a member's large scratch). Larger ones come later in
-    // size order: none fits.
-    if (fit->first / 2 > bytes) break;
     const Group::Free& free = fit->second;
     // This capture's own frees on its other streams: nothing orders them before this node.
     if (free.freed_by == graph.capture_id && free.stream_key != stream_key) continue;

@@ -219,32 +219,6 @@ TEST_CASE("share groups: bad arguments are refused and change nothing", "[graphs
   sim.destroy_stream(s);
 }
 
-TEST_CASE("share groups: a small output does not take a large shared scratch", "[graphs][share_groups]") {
-  SimDriver sim(small_sim());
-  Pool pool(options_on(sim));
-  const cudaStream_t s = sim.create_stream();
-  std::uint64_t group = 0;
-  REQUIRE(pool.create_graph_share_group(&group) == cudaSuccess);
-  std::vector<cudaGraph_t> graphs;
-  std::vector<void*> outputs;
-  for (int i = 0; i < 4; ++i) {
-    REQUIRE(pool.capture_into_share_group(s, group) == cudaSuccess);
-    REQUIRE(sim.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
-    outputs.push_back(pool.allocate(kMiB, s));  // the output first, then the scratch
-    void* scratch = pool.allocate(8 * kMiB, s);
-    pool.deallocate(scratch, s);
-    cudaGraph_t g = nullptr;
-    REQUIRE(sim.end_capture(s, &g) == cudaSuccess);
-    graphs.push_back(g);
-  }
-  CHECK(held(pool) == 8 * kMiB + 4 * kMiB);  // one scratch, four outputs
-  for (cudaGraph_t g : graphs) REQUIRE(sim.graph_destroy(g) == cudaSuccess);
-  REQUIRE(pool.destroy_graph_share_group(group) == cudaSuccess);
-  for (void* p : outputs) pool.deallocate(p, s);
-  CHECK(held(pool) == 0);
-  sim.destroy_stream(s);
-}
-
 TEST_CASE("share groups: a capture's frees before its first allocation neither join nor spend the name",
           "[graphs][share_groups]") {
   SimDriver sim(small_sim());
