@@ -70,13 +70,33 @@ void* Pool::allocate(std::size_t bytes, cudaStream_t stream) {
   void* ptr = nullptr;
   const cudaError_t error = allocate_impl(*core_, &ptr, bytes, stream);
   if (error == cudaSuccess) return ptr;
-  char head[160];
-  std::snprintf(head, sizeof head, "sova: allocating %zu bytes on stream %p failed (%s): ", bytes,
-                static_cast<void*>(stream), cudaGetErrorName(error));
-  std::string message =
-      head + (core_->asleep() ? std::string("the pool is asleep (Pool::sleep): wake it first") : core_->describe());
+  std::string message = "sova: " + describe_allocation_failure(bytes, stream, error);
   if (error == cudaErrorMemoryAllocation) throw OutOfMemory(std::move(message), error);
   throw Error(message, error);
+}
+
+std::string Pool::describe_allocation_failure(std::size_t bytes, cudaStream_t stream, cudaError_t error) const {
+  char head[160];
+  std::snprintf(head, sizeof head, "allocating %zu bytes on stream %p failed (%s): ", bytes,
+                static_cast<void*>(stream), cudaGetErrorName(error));
+  std::string why;
+  if (core_->asleep()) {
+    why = "the pool is asleep (Pool::sleep): wake it first";
+  } else if (error == cudaErrorInvalidResourceHandle) {
+    why = "the stream value names no stream (never created, or destroyed); pass a live stream, or 0 for the "
+          "legacy default stream";
+  } else if (error == cudaErrorMemoryAllocation && core_->beyond_limit(bytes)) {
+    why = "larger than this pool can ever hold (its max size, or the device's memory); allocate less, or give "
+          "the pool a larger max_size. " +
+          core_->describe();
+  } else if (error == cudaErrorMemoryAllocation) {
+    why = "out of memory after this pool released what it could of its free memory; free blocks, trim other "
+          "pools, or raise max_size. " +
+          core_->describe();
+  } else {
+    why = core_->describe();
+  }
+  return head + why;
 }
 
 void Pool::deallocate(void* ptr, cudaStream_t stream) {
