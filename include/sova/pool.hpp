@@ -144,13 +144,14 @@ class SOVA_API Pool {
   /// start", "already freed", "not allocated by this pool", ... Takes the
   /// pool's heap lock and may walk every block: not for hot paths.
   std::string describe_pointer(const void* ptr) const;
-  /// Why an allocation of `bytes` on `stream` that returned `error` failed,
-  /// in words, and what to do: a stream value that is no stream, a pool
-  /// asleep, a request beyond what the pool may ever hold (its max size or
-  /// the device's memory), or out of memory now — with the pool's figures
-  /// (reserved, used, cached, its limit). Allocate's exceptions and the C
-  /// API's last error message say it. Takes the heap lock: not for hot paths.
-  std::string describe_allocation_failure(std::size_t bytes, cudaStream_t stream, cudaError_t error) const;
+  /// Why an allocation of `bytes` that returned `error` failed, in words,
+  /// and what to do: a stream value that names no stream, a pool asleep, a
+  /// request beyond what the pool may ever hold (its max size or the
+  /// device's memory), or out of memory now — with the pool's figures
+  /// (reserved, used, cached, its limit). The part after the call and code
+  /// in allocate's exceptions and the C API's last error message. Takes the
+  /// heap lock: not for hot paths.
+  std::string describe_allocation_failure(std::size_t bytes, cudaError_t error) const;
   int device() const noexcept;
   /// The device this pool found `stream` on when it last had reason to ask
   /// (the stream's first use here, or its handle found reused by a new

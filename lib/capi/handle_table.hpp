@@ -43,6 +43,19 @@ class HandleTable {
     return (e != nullptr && e->handle == h) ? e : nullptr;
   }
 
+  /// Whether `handle` has this table's form and a generation already handed
+  /// out: a handle of a pool created earlier, so one that lookup() refuses
+  /// was destroyed (or its slot reused since). False for NULL and for any
+  /// value this table never made. Lifetime mutex held. For error messages
+  /// (pool_handle_refusal.hpp), never for deciding.
+  bool issued(sovaMemPool_t handle) const noexcept {
+    const auto h = reinterpret_cast<std::uintptr_t>(handle);
+    if ((h & ((std::uintptr_t{1} << kTagBits) - 1)) != kTag) return false;
+    const std::uint64_t generation = h >> (kSlotBits + kTagBits);
+    const std::uint32_t slot = static_cast<std::uint32_t>((h >> kTagBits) & (kSlots - 1));
+    return generation >= 1 && generation < next_generation_ && slot < next_unused_;
+  }
+
   /// Gives `e` a slot and a fresh handle. Lifetime mutex held. Returns false
   /// (and changes nothing) when every slot is taken.
   bool publish(PoolEntry* e) noexcept;

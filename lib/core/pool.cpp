@@ -70,15 +70,15 @@ void* Pool::allocate(std::size_t bytes, cudaStream_t stream) {
   void* ptr = nullptr;
   const cudaError_t error = allocate_impl(*core_, &ptr, bytes, stream);
   if (error == cudaSuccess) return ptr;
-  std::string message = "sova: " + describe_allocation_failure(bytes, stream, error);
+  char head[160];
+  std::snprintf(head, sizeof head, "sova: allocating %zu bytes on stream %p failed (%s): ", bytes,
+                static_cast<void*>(stream), cudaGetErrorName(error));
+  std::string message = head + describe_allocation_failure(bytes, error);
   if (error == cudaErrorMemoryAllocation) throw OutOfMemory(std::move(message), error);
   throw Error(message, error);
 }
 
-std::string Pool::describe_allocation_failure(std::size_t bytes, cudaStream_t stream, cudaError_t error) const {
-  char head[160];
-  std::snprintf(head, sizeof head, "allocating %zu bytes on stream %p failed (%s): ", bytes,
-                static_cast<void*>(stream), cudaGetErrorName(error));
+std::string Pool::describe_allocation_failure(std::size_t bytes, cudaError_t error) const {
   std::string why;
   if (core_->asleep()) {
     why = "the pool is asleep (Pool::sleep): wake it first";
@@ -96,7 +96,7 @@ std::string Pool::describe_allocation_failure(std::size_t bytes, cudaStream_t st
   } else {
     why = core_->describe();
   }
-  return head + why;
+  return why;
 }
 
 void Pool::deallocate(void* ptr, cudaStream_t stream) {
