@@ -184,3 +184,35 @@ TEST_CASE("bad input: the out-of-memory message says what limit the pool has", "
   CHECK(contains(some, "max size 67108864 B"));
   CHECK(contains(some, "larger than"));
 }
+
+TEST_CASE("bad input: an exhausted device refuses after the pool gave back its free memory", "[core][bad_input]") {
+  // What fits the pool's limits but not the device now (another pool holds
+  // the rest) is refused after the ladder's last steps: this pool's free
+  // memory released, the device synchronized — the attempt's point, so
+  // reserved_current, chunks_unmapped and device_synchronizes may move. The
+  // calls' counts, the live blocks and their contents stay as they were.
+  SimDriver sim(small_sim(64 * kMiB));
+  PoolOptions options = options_on(sim);
+  options.release_threshold = ~std::uint64_t{0};
+  Pool other(options);
+  Pool pool(options);
+  void* held = other.allocate(40 * kMiB, nullptr);
+  void* live = pool.allocate(2 * kMiB, nullptr);
+  void* cached = pool.allocate(8 * kMiB, nullptr);
+  pool.deallocate(cached, nullptr);
+  const PoolStats before = pool.stats();
+  void* p = nullptr;
+  CHECK(pool.try_allocate(&p, 30 * kMiB, nullptr) == cudaErrorMemoryAllocation);
+  CHECK(p == nullptr);
+  const PoolStats after = pool.stats();
+  CHECK(after.failed_allocations == before.failed_allocations + 1);
+  CHECK(after.allocations == before.allocations);
+  CHECK(after.deallocations == before.deallocations);
+  CHECK(after.live_blocks == before.live_blocks);
+  CHECK(after.used_current == before.used_current);
+  CHECK(after.stream_states == before.stream_states);
+  CHECK(after.reserved_current <= before.reserved_current);
+  CHECK(pool.block_size(live) == 2 * kMiB);
+  pool.deallocate(live, nullptr);
+  other.deallocate(held, nullptr);
+}
