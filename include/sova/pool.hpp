@@ -200,13 +200,16 @@ class SOVA_API Pool {
   /// PoolOptions::sleep_host_budget: cudaErrorMemoryAllocation before
   /// anything is copied or released (stats().sleep_budget_refusals counts it).
   /// A slab the pin-ahead thread is pinning is waited for and used.
+  /// A `stream` value that names no stream (the driver is asked, whatever
+  /// check_streams): cudaErrorInvalidResourceHandle, nothing changed.
   cudaError_t sleep(SleepMode mode, cudaStream_t stream) noexcept;
   /// The memory made and mapped where it was, with the access granted
   /// before (peers too); backed-up contents restored (discard_zeroed: the
   /// live blocks zeroed) on the pool's copy stream, which later work on
   /// `stream` waits for: returns at once. Awake
   /// already: cudaSuccess. A failure (the device full: cudaErrorMemoryAllocation)
-  /// leaves the pool asleep, nothing made.
+  /// leaves the pool asleep, nothing made; so does a `stream` value that
+  /// names no stream (cudaErrorInvalidResourceHandle), as for sleep.
   cudaError_t wake(cudaStream_t stream) noexcept;
   bool asleep() const noexcept;
   /// Frees the pinned host memory kept for backups (what pin-ahead pinned

@@ -235,6 +235,9 @@ class PoolCore {
   /// Releases safe free chunks until at least `bytes` are gone, or none is
   /// left: whole chunks, so possibly more. Returns the bytes released.
   std::size_t release_at_least(std::size_t bytes) noexcept;
+  /// cudaSuccess where sleep or wake may order work on `stream`, else the
+  /// judge's refusal (judge_stream), before anything changes.
+  cudaError_t judge_sleep_stream(cudaStream_t stream) noexcept;
 
   Driver& driver_;
   const int device_;

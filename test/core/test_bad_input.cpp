@@ -216,3 +216,27 @@ TEST_CASE("bad input: an exhausted device refuses after the pool gave back its f
   pool.deallocate(live, nullptr);
   other.deallocate(held, nullptr);
 }
+
+TEST_CASE("bad input: sleep, wake and stream_synchronized refuse a value that is no stream", "[core][bad_input]") {
+  SimDriver sim(small_sim());
+  Pool pool(options_on(sim));
+  void* block = pool.allocate(kMiB, nullptr);
+  const PoolStats before = pool.stats();
+  for (std::uintptr_t value : kNoStreams) {
+    INFO("stream value " << value);
+    CHECK(pool.sleep(SleepMode::backup, stream_value(value)) != cudaSuccess);
+    CHECK_FALSE(pool.asleep());
+    CHECK_THROWS_AS(pool.stream_synchronized(stream_value(value)), Error);
+    CHECK_STATS_UNCHANGED(before, pool.stats());
+  }
+  REQUIRE(pool.sleep(SleepMode::backup, nullptr) == cudaSuccess);
+  const PoolStats asleep = pool.stats();
+  for (std::uintptr_t value : kNoStreams) {
+    INFO("stream value " << value);
+    CHECK(pool.wake(stream_value(value)) != cudaSuccess);
+    CHECK(pool.asleep());
+    CHECK_STATS_UNCHANGED(asleep, pool.stats());
+  }
+  REQUIRE(pool.wake(nullptr) == cudaSuccess);
+  pool.deallocate(block, nullptr);
+}
