@@ -6,7 +6,6 @@
 #include "capi/pool_lifetime.hpp"
 
 #include <cstdio>
-#include <mutex>
 
 namespace sova::capi {
 
@@ -16,13 +15,7 @@ cudaError_t note_pool_handle_refused(sovaMemPool_t handle) noexcept {
     std::snprintf(text, sizeof text,
                   "pool is NULL; pass a pool from sovaMemPoolCreate, or sovaDeviceGetDefaultMemPool's");
   } else {
-    bool issued = false;
-    try {
-      std::lock_guard<std::mutex> lock(g_state.mutex);
-      issued = g_state.handles.issued(handle);
-    } catch (...) {
-      return cudaErrorInvalidValue;  // the lock refused: the code alone
-    }
+    const bool issued = g_state.handles.issued(handle);  // lock-free: callers may hold the lifetime mutex
     if (is_imported_handle(handle)) {
       std::snprintf(text, sizeof text,
                     "pool %p is imported from another process (sovaMemPoolImportFromShareableHandle); this call "

@@ -7,7 +7,8 @@
 // Called where an entry point's handle lookup failed (HandleTable::lookup
 // returned nullptr), before it returns cudaErrorInvalidValue: the detail is
 // noted for that code (note_detail), and the entry point's checked() or
-// record_error() makes it the message. Cold: takes the lifetime mutex.
+// record_error() makes it the message. Cold; takes no lock, so it may be
+// called with the lifetime mutex held (sovaDeviceSetMemPool does).
 #pragma once
 
 #include <sova/sova.h>

@@ -134,12 +134,9 @@ cudaError_t ensure_default_pool(int device, PoolEntry** out) noexcept {
 cudaError_t destroy_pool(sovaMemPool_t handle) noexcept {
   PoolEntry* e = nullptr;
   {
-    std::unique_lock lock(g_state.mutex);
+    std::lock_guard lock(g_state.mutex);
     e = g_state.handles.lookup(handle);
-    if (e == nullptr) {
-      lock.unlock();  // the refusal's words take the mutex themselves
-      return note_pool_handle_refused(handle);
-    }
+    if (e == nullptr) return note_pool_handle_refused(handle);
     if (e->is_default) {
       note_detail(cudaErrorInvalidValue,
                   "a device's default pool cannot be destroyed (it lives as long as the process); destroy only "

@@ -142,6 +142,10 @@ TEST_CASE("capi bad input: a refused pool handle says what it was", "[capi][bad_
   CHECK(sovaMemPoolDestroy(gone) == cudaErrorInvalidValue);
   CHECK(contains(last(), "sovaMemPoolDestroy: pool "));
   CHECK(contains(last(), "was destroyed"));
+  // Refused under the lifetime mutex: the words take no lock.
+  CHECK(sovaDeviceSetMemPool(0, gone) == cudaErrorInvalidValue);
+  CHECK(contains(last(), "sovaDeviceSetMemPool: pool "));
+  CHECK(contains(last(), "was destroyed"));
   CHECK(sovaMemPoolTrimTo(nullptr, 0) == cudaErrorInvalidValue);
   CHECK(contains(last(), "sovaMemPoolTrimTo: pool is NULL; pass a pool from sovaMemPoolCreate"));
   const auto made_up = reinterpret_cast<sovaMemPool_t>(std::uintptr_t{0x1234560});
