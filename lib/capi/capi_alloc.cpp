@@ -166,7 +166,11 @@ inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
   try {
     if (pool.block_size(ptr) != 0) {  // a live block's start: the stream was refused, not the pointer
       std::snprintf(text, sizeof text, "freeing %p on stream %p failed: %s (%s)", ptr, static_cast<void*>(stream),
-                    cudaGetErrorName(err), cudaGetErrorString(err));
+                    cudaGetErrorName(err),
+                    err == cudaErrorInvalidResourceHandle
+                        ? "the stream value names no stream (never created, or destroyed); the block stays live: "
+                          "free it on a live stream, or 0"
+                        : cudaGetErrorString(err));
     } else {
       std::snprintf(text, sizeof text, "cannot free %p: %s", ptr, pool.describe_pointer(ptr).c_str());
     }

@@ -53,6 +53,10 @@ inline cudaError_t deallocate_impl(detail::PoolCore& core, void* ptr, cudaStream
     // The block is fine: the stream was refused (under capture, an invalid handle).
     std::snprintf(head, sizeof head, "sova: freeing %p on stream %p failed (%s)", ptr, static_cast<void*>(stream),
                   cudaGetErrorName(error));
+    if (error == cudaErrorInvalidResourceHandle) {
+      return head + std::string(": the stream value names no stream (never created, or destroyed); the block "
+                                "stays live: free it on a live stream, or 0");
+    }
     return head;
   }
   std::snprintf(head, sizeof head, "sova: cannot free %p: ", ptr);

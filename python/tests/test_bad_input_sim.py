@@ -35,7 +35,7 @@ def test_free_on_a_value_that_is_no_stream_makes_no_stream_state():
         for stream in (99999, 12345, 0x7000):
             before = p.stats()
             e = refused(lambda: p.free(a, stream), sova.SovaError, what=f"free(stream={stream})",
-                        promise="an invalid stream is refused")
+                        words=("names no stream", "the block stays live"), promise="an invalid stream is refused")
             assert e.code == 400, f"stream {stream}: code {e.code}"
             after = p.stats()
             assert after["streamStates"] == before["streamStates"], (before["streamStates"], after["streamStates"])

@@ -79,6 +79,8 @@ TEST_CASE("capi bad input: a free on a value that is no stream changes nothing",
     CHECK(sovaFreeAsync(block, stream_value(value)) == cudaErrorInvalidResourceHandle);
     INFO(last());
     CHECK(contains(last(), "sovaFreeAsync: freeing"));
+    CHECK(contains(last(), "names no stream"));
+    CHECK(contains(last(), "the block stays live"));
     // No stream state for the refused value (streamStates, activeStreams).
     CHECK(stats_of(pool).streamStates == before.streamStates);
     CHECK(stats_of(pool).activeStreams == before.activeStreams);

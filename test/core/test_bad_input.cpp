@@ -66,6 +66,13 @@ TEST_CASE("bad input: a free of a live block on a value that is no stream change
     CHECK(pool.stats().active_streams == before.active_streams);
     CHECK_STATS_UNCHANGED(before, pool.stats());
     CHECK(pool.block_size(block) == kMiB);  // still live
+    try {
+      pool.deallocate(block, stream_value(value));
+      FAIL("accepted");
+    } catch (const Error& e) {
+      CHECK(e.error() == cudaErrorInvalidResourceHandle);
+      CHECK(contains(e.what(), "names no stream"));
+    }
   }
   pool.deallocate(block, nullptr);
 }
