@@ -92,12 +92,12 @@ cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool) {
 }
 
 /// Calls f(pool) for the pool behind the handle, inside a ReadSection;
-/// cudaErrorInvalidValue for a handle that names no pool.
+/// cudaErrorInvalidValue for a handle that names no pool, with its words.
 template <class F>
 static cudaError_t with_pool(sovaMemPool_t handle, F f) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(handle);
-  if (e == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(handle);
   return f(e->pool);
 }
 
