@@ -148,6 +148,14 @@ class SOVA_API Pool {
   /// start", "already freed", "not allocated by this pool", ... Takes the
   /// pool's heap lock and may walk every block: not for hot paths.
   std::string describe_pointer(const void* ptr) const;
+  /// Why an allocation of `bytes` that returned `error` failed, in words,
+  /// and what to do: a stream value that names no stream, a pool asleep, a
+  /// request beyond what the pool may ever hold (its max size or the
+  /// device's memory), or out of memory now — with the pool's figures
+  /// (reserved, used, cached, its limit). The part after the call and code
+  /// in allocate's exceptions and the C API's last error message. Takes the
+  /// heap lock: not for hot paths.
+  std::string describe_allocation_failure(std::size_t bytes, cudaError_t error) const;
   int device() const noexcept;
   /// The device this pool found `stream` on when it last had reason to ask
   /// (the stream's first use here, or its handle found reused by a new
@@ -196,13 +204,16 @@ class SOVA_API Pool {
   /// PoolOptions::sleep_host_budget: cudaErrorMemoryAllocation before
   /// anything is copied or released (stats().sleep_budget_refusals counts it).
   /// A slab the pin-ahead thread is pinning is waited for and used.
+  /// A `stream` value that names no stream (the driver is asked, whatever
+  /// check_streams): cudaErrorInvalidResourceHandle, nothing changed.
   cudaError_t sleep(SleepMode mode, cudaStream_t stream) noexcept;
   /// The memory made and mapped where it was, with the access granted
   /// before (peers too); backed-up contents restored (discard_zeroed: the
   /// live blocks zeroed) on the pool's copy stream, which later work on
   /// `stream` waits for: returns at once. Awake
   /// already: cudaSuccess. A failure (the device full: cudaErrorMemoryAllocation)
-  /// leaves the pool asleep, nothing made.
+  /// leaves the pool asleep, nothing made; so does a `stream` value that
+  /// names no stream (cudaErrorInvalidResourceHandle), as for sleep.
   cudaError_t wake(cudaStream_t stream) noexcept;
   bool asleep() const noexcept;
   /// Frees the pinned host memory kept for backups (what pin-ahead pinned

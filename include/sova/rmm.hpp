@@ -271,6 +271,8 @@ class RmmResource {
                   error == cudaErrorInvalidValue
                       ? "not a live block of this pool (foreign pointer, double free, or another alignment "
                         "than at allocation)"
+                  : error == cudaErrorInvalidResourceHandle
+                      ? "the stream names no stream (never created, or destroyed); free on a live stream"
                       : "the pool refused the free (the driver failed)");
     abort_with(message);
   }

@@ -16,6 +16,7 @@
 // noinline functions.
 #include "capi/capi_errors.hpp"
 #include "capi/imported_pools.hpp"
+#include "capi/pool_handle_refusal.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 #include "capi/stream_devices.hpp"
@@ -34,6 +35,28 @@ inline cudaStream_t per_thread_if_zero(cudaStream_t stream) noexcept {
   return stream == nullptr ? cudaStreamPerThread : stream;
 }
 
+/// Why `pool` refused an allocation, with its figures, for the thread's last
+/// error message (Pool::describe_allocation_failure). Called while the
+/// caller's ReadSection still holds the pool.
+[[gnu::cold, gnu::noinline]] void note_malloc_refused(const sova::Pool& pool, std::size_t size,
+                                                      cudaStream_t stream, cudaError_t err) noexcept {
+  try {
+    // The head as record_malloc_error writes it, the pool's words after.
+    char head[200];
+    if (err == cudaErrorInvalidResourceHandle) {
+      std::snprintf(head, sizeof head, "allocating %zu bytes on stream %p failed: %s: ", size,
+                    static_cast<void*>(stream), cudaGetErrorName(err));
+    } else {
+      std::snprintf(head, sizeof head, "allocating %zu bytes failed: %s (%s): ", size, cudaGetErrorName(err),
+                    err == cudaErrorMemoryAllocation ? "out of memory" : cudaGetErrorString(err));
+    }
+    if (err == cudaErrorNotPermitted) return;  // asleep: record_malloc_error's words say all
+    note_detail(err, (head + pool.describe_allocation_failure(size, err)).c_str());
+  } catch (...) {
+    // No host memory for the words: record_malloc_error's shorter ones.
+  }
+}
+
 /// First allocation on a device (or before any pool exists): creates the
 /// device's default pool, then allocates from its current pool. `device`:
 /// the stream's, or -1 when not asked yet (no pool existed).
@@ -49,7 +72,9 @@ inline cudaStream_t per_thread_if_zero(cudaStream_t stream) noexcept {
   PoolEntry* e = g_state.devices.current(device);
   // Never null once the default exists; the default is never deleted.
   if (e == nullptr) e = fallback;
-  return e->pool.try_allocate(ptr, size, stream);
+  const cudaError_t err = e->pool.try_allocate(ptr, size, stream);
+  if (err != cudaSuccess) note_malloc_refused(e->pool, size, stream, err);
+  return err;
 }
 
 /// `*ptr` came from `e`, the pool of the device the cache named for `stream`,
@@ -100,6 +125,7 @@ inline cudaError_t malloc_current(void** ptr, std::size_t size, cudaStream_t str
           return malloc_on_other_device(e, ptr, size, stream, seen, section);
         }
         *ptr = nullptr;
+        note_malloc_refused(e->pool, size, stream, err);
         return err;
       }
       section.leave();
@@ -119,15 +145,17 @@ inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
   PoolEntry* e = g_state.handles.lookup(pool);
   if (e == nullptr) [[unlikely]] {
     *ptr = nullptr;
-    return cudaErrorInvalidValue;
+    return note_pool_handle_refused(pool);
   }
   if (size == 0) {
     *ptr = nullptr;
     return cudaSuccess;
   }
   const cudaError_t err = e->pool.try_allocate(ptr, size, stream);
-  if (err != cudaSuccess) [[unlikely]]
+  if (err != cudaSuccess) [[unlikely]] {
     *ptr = nullptr;
+    note_malloc_refused(e->pool, size, stream, err);
+  }
   return err;
 }
 
@@ -138,7 +166,11 @@ inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
   try {
     if (pool.block_size(ptr) != 0) {  // a live block's start: the stream was refused, not the pointer
       std::snprintf(text, sizeof text, "freeing %p on stream %p failed: %s (%s)", ptr, static_cast<void*>(stream),
-                    cudaGetErrorName(err), cudaGetErrorString(err));
+                    cudaGetErrorName(err),
+                    err == cudaErrorInvalidResourceHandle
+                        ? "the stream value names no stream (never created, or destroyed); the block stays live: "
+                          "free it on a live stream, or 0"
+                        : cudaGetErrorString(err));
     } else {
       std::snprintf(text, sizeof text, "cannot free %p: %s", ptr, pool.describe_pointer(ptr).c_str());
     }
@@ -160,15 +192,22 @@ inline cudaError_t malloc_from(void** ptr, std::size_t size, sovaMemPool_t pool,
   return err;
 }
 
-/// An allocation's failure, with its size, as the thread's last error message.
+/// An allocation's failure, with its size, as the thread's last error
+/// message: the pool's own words where it refused (note_malloc_refused),
+/// else these, for a refusal before any pool was asked (the stream's device
+/// unknown to the driver, a refused pool handle's own words kept too).
 [[gnu::cold, gnu::noinline]] cudaError_t record_malloc_error(const char* function, cudaError_t err,
                                                              std::size_t size) noexcept {
-  char text[200];
-  std::snprintf(text, sizeof text, "allocating %zu bytes failed: %s (%s)", size, cudaGetErrorName(err),
-                err == cudaErrorMemoryAllocation ? "out of memory"
-                : err == cudaErrorNotPermitted   ? "the pool is asleep (sovaMemPoolSleep): wake it first"
-                                                 : cudaGetErrorString(err));
-  note_detail(err, text);
+  if (!detail_noted(err)) {
+    char text[240];
+    std::snprintf(text, sizeof text, "allocating %zu bytes failed: %s (%s)", size, cudaGetErrorName(err),
+                  err == cudaErrorMemoryAllocation ? "out of memory"
+                  : err == cudaErrorNotPermitted   ? "the pool is asleep (sovaMemPoolSleep): wake it first"
+                  : err == cudaErrorInvalidResourceHandle
+                      ? "the stream value names no stream (never created, or destroyed); pass a live stream, or 0"
+                      : cudaGetErrorString(err));
+    note_detail(err, text);
+  }
   return record_error(function, err);
 }
 
@@ -253,7 +292,7 @@ namespace {
 cudaError_t stream_synchronized_impl(sovaMemPool_t pool, cudaStream_t stream) noexcept {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
   try {
     e->pool.stream_synchronized(stream);
   } catch (...) {

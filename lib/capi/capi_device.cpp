@@ -4,6 +4,7 @@
 // default-pool query says cudaErrorInvalidDevice, the other two
 // cudaErrorInvalidValue.
 #include "capi/last_error.hpp"
+#include "capi/pool_handle_refusal.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -53,7 +54,8 @@ static cudaError_t sovaDeviceSetMemPool_unchecked(int device, sovaMemPool_t pool
   // first (lookup fails) or reverts the current pool after this store.
   std::lock_guard lock(g_state.mutex);
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr || e->device != device) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
+  if (e->device != device) return cudaErrorInvalidValue;
   g_state.devices.set_current(device, e);
   return cudaSuccess;
 }

@@ -11,6 +11,7 @@
 #include "base/raw_enum.hpp"
 #include "capi/capi_errors.hpp"
 #include "capi/last_error.hpp"
+#include "capi/pool_handle_refusal.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -60,7 +61,7 @@ static cudaError_t sovaMemPoolGetGraphMemAttribute_unchecked(sovaMemPool_t pool,
   if (value == nullptr) return cudaErrorInvalidValue;
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
   try {
     std::uint64_t v = 0;
     const int raw = sova::detail::raw_enum(attr);
@@ -78,7 +79,7 @@ cudaError_t sovaMemPoolGetGraphMemAttribute(sovaMemPool_t pool, enum cudaGraphMe
 static cudaError_t sovaMemPoolGraphMemTrim_unchecked(sovaMemPool_t pool) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
   try {
     e->pool.trim_graph_memory();
   } catch (...) {
@@ -91,12 +92,12 @@ cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool) {
 }
 
 /// Calls f(pool) for the pool behind the handle, inside a ReadSection;
-/// cudaErrorInvalidValue for a handle that names no pool.
+/// cudaErrorInvalidValue for a handle that names no pool, with its words.
 template <class F>
 static cudaError_t with_pool(sovaMemPool_t handle, F f) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(handle);
-  if (e == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(handle);
   return f(e->pool);
 }
 
@@ -118,7 +119,7 @@ static cudaError_t sovaMemPoolGetGraphHoldings_unchecked(sovaMemPool_t pool, sov
   if (count == nullptr || (holdings == nullptr && capacity != 0)) return cudaErrorInvalidValue;
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
   try {
     const sova::GraphMemorySnapshot snapshot = e->pool.graph_memory_snapshot();
     for (std::size_t i = 0; i < snapshot.size() && i < capacity; ++i) {

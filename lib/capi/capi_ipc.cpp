@@ -5,6 +5,7 @@
 // has the design and docs/c-api.md the codes.
 #include "capi/capi_errors.hpp"
 #include "capi/imported_pools.hpp"
+#include "capi/pool_handle_refusal.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -115,7 +116,7 @@ static cudaError_t sovaMemPoolExportToShareableHandle_unchecked(void* shareableH
   {
     ReadSection section;
     PoolEntry* e = g_state.handles.lookup(pool);
-    if (e == nullptr) return cudaErrorInvalidValue;
+    if (e == nullptr) return note_pool_handle_refused(pool);
     if (const cudaError_t err = exporter_of(e, &x); err != cudaSuccess) return err;
     cudaError_t err = cudaSuccess;
     const int fd = x->share(&err);

@@ -4,6 +4,7 @@
 #include "base/raw_enum.hpp"
 #include "capi/capi_errors.hpp"
 #include "capi/imported_pools.hpp"
+#include "capi/pool_handle_refusal.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 
@@ -92,7 +93,8 @@ cudaError_t sovaMemPoolDestroy(sovaMemPool_t pool) { return checked(__func__, so
 static cudaError_t sovaMemPoolSetAttribute_unchecked(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
+  if (value == nullptr) return cudaErrorInvalidValue;
   // Checked as an int before the enum is passed on (base/raw_enum.hpp).
   if (!sova::detail::known_pool_attr(raw_enum(attr))) return cudaErrorInvalidValue;
   return e->pool.set_attribute(attr, value);
@@ -104,7 +106,8 @@ cudaError_t sovaMemPoolSetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr att
 static cudaError_t sovaMemPoolGetAttribute_unchecked(sovaMemPool_t pool, enum cudaMemPoolAttr attr, void* value) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr || value == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
+  if (value == nullptr) return cudaErrorInvalidValue;
   // Checked as an int before the enum is passed on (base/raw_enum.hpp).
   if (!sova::detail::known_pool_attr(raw_enum(attr))) return cudaErrorInvalidValue;
   return e->pool.get_attribute(attr, value);
@@ -116,7 +119,7 @@ cudaError_t sovaMemPoolGetAttribute(sovaMemPool_t pool, enum cudaMemPoolAttr att
 static cudaError_t sovaMemPoolTrimTo_unchecked(sovaMemPool_t pool, size_t minBytesToKeep) {
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
   try {
     e->pool.trim_to(minBytesToKeep);
   } catch (...) {
@@ -132,7 +135,8 @@ static cudaError_t sovaMemPoolSetAccess_unchecked(sovaMemPool_t pool, const cuda
   if (is_imported_handle(pool)) return set_imported_access(pool, descs, count);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr || (descs == nullptr && count != 0)) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
+  if (descs == nullptr && count != 0) return cudaErrorInvalidValue;
   return e->pool.set_access(descs, count);
 }
 cudaError_t sovaMemPoolSetAccess(sovaMemPool_t pool, const cudaMemAccessDesc* descs, size_t count) {
@@ -144,7 +148,8 @@ static cudaError_t sovaMemPoolGetAccess_unchecked(enum cudaMemAccessFlags* flags
   if (is_imported_handle(pool)) return get_imported_access(flags, pool, location);
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr || flags == nullptr || location == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
+  if (flags == nullptr || location == nullptr) return cudaErrorInvalidValue;
   return e->pool.get_access(flags, location);
 }
 cudaError_t sovaMemPoolGetAccess(enum cudaMemAccessFlags* flags, sovaMemPool_t pool, cudaMemLocation* location) {

@@ -8,6 +8,7 @@
 #include "base/raw_enum.hpp"
 #include "capi/capi_errors.hpp"
 #include "capi/imported_pools.hpp"
+#include "capi/pool_handle_refusal.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 #include "core/pool_sleep.hpp"
@@ -26,10 +27,11 @@ namespace {
 /// Inside a ReadSection.
 PoolEntry* sleep_pool(sovaMemPool_t pool) noexcept {
   if (PoolEntry* e = g_state.handles.lookup(pool)) return e;
-  note_detail(cudaErrorInvalidValue,
-              pool == nullptr             ? "pool is NULL"
-              : is_imported_handle(pool)  ? "an imported pool cannot sleep or wake: its memory is the exporter's"
-                                          : "pool is not a live sova pool (destroyed, or never created)");
+  if (is_imported_handle(pool)) {
+    note_detail(cudaErrorInvalidValue, "an imported pool cannot sleep or wake: its memory is the exporter's");
+  } else {
+    note_pool_handle_refused(pool);  // NULL, destroyed, or no pool handle
+  }
   return nullptr;
 }
 

@@ -3,6 +3,7 @@
 // added to sova.h, to stats_fields.hpp and to python/sova/_capi.py
 // (stats_fields.hpp says how the three are checked).
 #include "capi/capi_errors.hpp"
+#include "capi/pool_handle_refusal.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
 #include "capi/stats_fields.hpp"
@@ -35,7 +36,7 @@ static cudaError_t sovaMemPoolGetStats_unchecked(sovaMemPool_t pool, sovaMemPool
   if (caller_size < offsetof(sovaMemPoolStats, reservedHigh)) return cudaErrorInvalidValue;
   ReadSection section;
   PoolEntry* e = g_state.handles.lookup(pool);
-  if (e == nullptr) return cudaErrorInvalidValue;
+  if (e == nullptr) return note_pool_handle_refused(pool);
   sovaMemPoolStats full;
   try {
     full = to_c(e->pool.stats());

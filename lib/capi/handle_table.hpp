@@ -43,6 +43,22 @@ class HandleTable {
     return (e != nullptr && e->handle == h) ? e : nullptr;
   }
 
+  /// Whether `handle` has this table's form and a generation already handed
+  /// out: a handle of a pool created earlier, so one that lookup() refuses
+  /// was destroyed (or its slot reused since). False for NULL and for any
+  /// value this table never made. Lock-free, so callable with or without the
+  /// lifetime mutex (a refusal under it says why too). For error messages
+  /// (pool_handle_refusal.hpp), never for deciding: a pool created meanwhile
+  /// may or may not count.
+  bool issued(sovaMemPool_t handle) const noexcept {
+    const auto h = reinterpret_cast<std::uintptr_t>(handle);
+    if ((h & ((std::uintptr_t{1} << kTagBits) - 1)) != kTag) return false;
+    const std::uint64_t generation = h >> (kSlotBits + kTagBits);
+    const std::uint32_t slot = static_cast<std::uint32_t>((h >> kTagBits) & (kSlots - 1));
+    return generation >= 1 && generation < next_generation_.load(std::memory_order_relaxed) &&
+           slot < next_unused_.load(std::memory_order_relaxed);
+  }
+
   /// Gives `e` a slot and a fresh handle. Lifetime mutex held. Returns false
   /// (and changes nothing) when every slot is taken.
   bool publish(PoolEntry* e) noexcept;
@@ -53,9 +69,10 @@ class HandleTable {
 
  private:
   std::array<std::atomic<PoolEntry*>, kSlots> slots_{};
-  // Slow-path bookkeeping, all guarded by the lifetime mutex.
-  std::uint64_t next_generation_ = 1;
-  std::uint32_t next_unused_ = 0;             ///< slots at and above never used
+  // Slow-path bookkeeping, all changed under the lifetime mutex; the two
+  // counters atomic only so that issued() may read them without it.
+  std::atomic<std::uint64_t> next_generation_{1};
+  std::atomic<std::uint32_t> next_unused_{0};  ///< slots at and above never used
   std::array<std::uint32_t, kSlots> free_{};  ///< stack of retired slots
   std::uint32_t free_count_ = 0;
 };

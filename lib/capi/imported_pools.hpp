@@ -8,6 +8,8 @@
 
 #include <sova/sova.h>
 
+#include <cstdint>
+
 namespace sova::capi {
 
 inline constexpr std::uintptr_t kImportedTag = 0b1101;

@@ -14,8 +14,8 @@ namespace {
 /// One per thread, zero-initialized, no destructor: usable from any thread
 /// at any time, thread exit included. Not on a hot path: the default TLS model.
 struct LastError {
-  char message[512];
-  char detail[448];
+  char message[1024];
+  char detail[960];  // an allocation's failure carries the pool's figures (Pool::describe_allocation_failure)
   cudaError_t detail_error;
   bool has_detail;
 };
@@ -31,6 +31,8 @@ void note_detail(cudaError_t error, const char* text) noexcept {
   t_last.detail_error = error;
   t_last.has_detail = true;
 }
+
+bool detail_noted(cudaError_t error) noexcept { return t_last.has_detail && t_last.detail_error == error; }
 
 cudaError_t record_error(const char* function, cudaError_t error) noexcept {
   LastError& last = t_last;

@@ -18,6 +18,10 @@ namespace sova::capi {
 /// this thread (replacing any earlier one). Truncated to the buffer.
 void note_detail(cudaError_t error, const char* text) noexcept;
 
+/// Whether a detail for `error` is noted on this thread and not yet used by
+/// record_error (so that a caller with fewer words leaves it).
+bool detail_noted(cudaError_t error) noexcept;
+
 /// Makes "`function`: <reason>" this thread's last error message and returns
 /// `error`. The reason is the detail noted for `error` if any, else the code's
 /// name and description; where the code means no usable driver or GPU, the

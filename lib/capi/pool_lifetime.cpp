@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "capi/capi_errors.hpp"
+#include "capi/pool_handle_refusal.hpp"
 #include "capi/read_section.hpp"
 #include "core/alloc_log.hpp"
 #include "driver/process_driver.hpp"
@@ -135,7 +136,13 @@ cudaError_t destroy_pool(sovaMemPool_t handle) noexcept {
   {
     std::lock_guard lock(g_state.mutex);
     e = g_state.handles.lookup(handle);
-    if (e == nullptr || e->is_default) return cudaErrorInvalidValue;
+    if (e == nullptr) return note_pool_handle_refused(handle);
+    if (e->is_default) {
+      note_detail(cudaErrorInvalidValue,
+                  "a device's default pool cannot be destroyed (it lives as long as the process); destroy only "
+                  "pools from sovaMemPoolCreate");
+      return cudaErrorInvalidValue;
+    }
     g_state.handles.retire(e);
     g_state.devices.revert_current(e);
     e->destroy_pending = true;  // frees must leave the "any left?" check to us

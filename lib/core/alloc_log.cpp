@@ -9,6 +9,7 @@
 #include <sova/pool.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -414,14 +415,37 @@ void log_unregister_pool(const Pool* pool) noexcept {
   s.pools.erase(pool);
 }
 
-cudaError_t log_start(const char* path) noexcept {
-  if (path == nullptr || *path == '\0') return cudaErrorInvalidValue;
+cudaError_t log_start(const char* path, char* why, std::size_t why_size) noexcept {
+  // The refusal's words go to `why`, where the caller wants them (the C
+  // API's last error); the code is the same either way.
+  const bool say = why != nullptr && why_size > 0;
+  if (path == nullptr || *path == '\0') {
+    if (say) {
+      std::snprintf(why, why_size, "no path given (%s); pass the file to write the log to",
+                    path == nullptr ? "NULL" : "empty");
+    }
+    return cudaErrorInvalidValue;
+  }
   State& s = state();
   try {
     std::lock_guard lock(s.mutex);
-    if (s.file != nullptr) return cudaErrorInvalidValue;
+    if (s.file != nullptr) {
+      if (say) {
+        std::snprintf(why, why_size,
+                      "a log is already running, to %s; stop it first (sovaLogStop), then start the new one", s.path);
+      }
+      return cudaErrorInvalidValue;
+    }
     std::FILE* file = std::fopen(path, "w");
-    if (file == nullptr) return cudaErrorInvalidValue;
+    if (file == nullptr) {
+      const int error = errno;
+      if (say) {
+        std::snprintf(why, why_size,
+                      "cannot open %s for writing (%s); give a path in a directory that exists and is writable", path,
+                      std::strerror(error));
+      }
+      return cudaErrorInvalidValue;
+    }
     // Large stdio buffer: a batch is written with one or a few write calls.
     std::setvbuf(file, nullptr, _IOFBF, 1 << 20);
     std::fputs("Thread,Time,Action,Pointer,Size,Stream,Reserved\n", file);

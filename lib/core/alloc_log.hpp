@@ -56,8 +56,11 @@ void log_free(void* ptr, std::size_t bytes, cudaStream_t stream) noexcept;
 void log_register_pool(const Pool* pool) noexcept;
 void log_unregister_pool(const Pool* pool) noexcept;
 
-/// sovaLogStart / sovaLogStop (lib/capi/capi_log.cpp): see sova.h.
-cudaError_t log_start(const char* path) noexcept;
+/// sovaLogStart / sovaLogStop (lib/capi/capi_log.cpp): see sova.h. A
+/// refused start writes why, and what to do, into `why` (`why_size` bytes,
+/// where given): no path, a log already running (and to which file), or the
+/// file that cannot be opened (the system's reason).
+cudaError_t log_start(const char* path, char* why = nullptr, std::size_t why_size = 0) noexcept;
 cudaError_t log_stop() noexcept;
 /// SOVA_LOG: starts the log when it is set, non-empty and no log runs; says
 /// on stderr when the file cannot be opened. Once per process.

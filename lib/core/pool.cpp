@@ -53,6 +53,10 @@ inline cudaError_t deallocate_impl(detail::PoolCore& core, void* ptr, cudaStream
     // The block is fine: the stream was refused (under capture, an invalid handle).
     std::snprintf(head, sizeof head, "sova: freeing %p on stream %p failed (%s)", ptr, static_cast<void*>(stream),
                   cudaGetErrorName(error));
+    if (error == cudaErrorInvalidResourceHandle) {
+      return head + std::string(": the stream value names no stream (never created, or destroyed); the block "
+                                "stays live: free it on a live stream, or 0");
+    }
     return head;
   }
   std::snprintf(head, sizeof head, "sova: cannot free %p: ", ptr);
@@ -73,10 +77,30 @@ void* Pool::allocate(std::size_t bytes, cudaStream_t stream) {
   char head[160];
   std::snprintf(head, sizeof head, "sova: allocating %zu bytes on stream %p failed (%s): ", bytes,
                 static_cast<void*>(stream), cudaGetErrorName(error));
-  std::string message =
-      head + (core_->asleep() ? std::string("the pool is asleep (Pool::sleep): wake it first") : core_->describe());
+  std::string message = head + describe_allocation_failure(bytes, error);
   if (error == cudaErrorMemoryAllocation) throw OutOfMemory(std::move(message), error);
   throw Error(message, error);
+}
+
+std::string Pool::describe_allocation_failure(std::size_t bytes, cudaError_t error) const {
+  std::string why;
+  if (core_->asleep()) {
+    why = "the pool is asleep (Pool::sleep): wake it first";
+  } else if (error == cudaErrorInvalidResourceHandle) {
+    why = "the stream value names no stream (never created, or destroyed); pass a live stream, or 0 for the "
+          "legacy default stream";
+  } else if (error == cudaErrorMemoryAllocation && core_->beyond_limit(bytes)) {
+    why = "larger than this pool can ever hold (its max size, or the device's memory); allocate less, or give "
+          "the pool a larger max_size. " +
+          core_->describe();
+  } else if (error == cudaErrorMemoryAllocation) {
+    why = "out of memory after this pool released what it could of its free memory; free blocks, trim other "
+          "pools, or raise max_size. " +
+          core_->describe();
+  } else {
+    why = core_->describe();
+  }
+  return why;
 }
 
 void Pool::deallocate(void* ptr, cudaStream_t stream) {

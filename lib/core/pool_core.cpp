@@ -54,6 +54,15 @@ std::size_t va_bytes_for(const PoolOptions& options, const DeviceInfo& info) {
   return 2 * limit;
 }
 
+/// PoolCore::largest_request_: the pool's max_size and, for device memory,
+/// the device's memory, in whole granules, within the VA range. (A host
+/// memory pool, host_numa_node, is not bounded by the device's memory.)
+std::size_t largest_request_of(const PoolOptions& options, const Arena& arena, const DeviceInfo& info) {
+  std::size_t limit = arena.max_physical() != 0 ? arena.max_physical() : SIZE_MAX;
+  if (options.host_numa_node < 0) limit = std::min(limit, info.total_memory);
+  return std::min(limit / info.granularity * info.granularity, arena.size());
+}
+
 Driver& driver_of(const PoolOptions& options) { return options.driver != nullptr ? *options.driver : process_driver(); }
 
 /// The part of `options` about what the arena's chunks are made of.
@@ -69,6 +78,7 @@ PoolCore::PoolCore(const PoolOptions& options)
       info_(for_physical_options(driver_, query_device(driver_, options.device), physical_options_of(options))),
       arena_(driver_, device_, info_.granularity, va_bytes_for(options, info_), options.max_size, options.max_chunk,
              physical_props_for(physical_options_of(options), info_)),
+      largest_request_(largest_request_of(options, arena_, info_)),
       placement_(options, arena_.size() / 2 / info_.granularity * info_.granularity),
       heap_(
           arena_.size(), info_.granularity, placement_,
@@ -118,7 +128,13 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
   // every stream: docs/graphs.md, "When memory comes back".
   if (graphs_.memory().has_released()) [[unlikely]]
     graphs_.memory().collect();
-  if (bytes > arena_.size()) {
+  // More than the pool may ever hold (beyond_limit: its max_size, the
+  // device's memory, its VA range): refused here, before the slow path,
+  // whose last steps flush every cache and release free memory to make room
+  // — for a request that can never fit, a refusal that would change the
+  // pool (README: a failed allocation changes nothing). One compare, the
+  // one a request beyond the VA range always had.
+  if (beyond_limit(bytes)) [[unlikely]] {
     std::lock_guard<HeapMutex> lock(heap_.mutex());
     ++stats_.failed_allocations;
     return cudaErrorMemoryAllocation;
@@ -130,8 +146,9 @@ cudaError_t PoolCore::allocate(void** ptr, std::size_t bytes, cudaStream_t strea
     return size == 0 ? cudaErrorInvalidValue : cudaErrorMemoryAllocation;  // 0: a user's policy broke its contract
   }
   const std::size_t need = placement_.backing(bytes, size);
-  StreamState* state = caches_.find(stream);
-  if (state == nullptr) return cudaErrorMemoryAllocation;
+  cudaError_t refusal = cudaErrorMemoryAllocation;
+  StreamState* state = caches_.find(stream, &refusal);
+  if (state == nullptr) return refusal;  // no stream (judge_stream), or no host memory
   if (check_streams_ && !state->is_legacy()) {
     // Under capture, graph memory (graph_memory.hpp). Outside: captures that
     // allocated on this stream are over (inline: one atomic load).
@@ -184,8 +201,9 @@ cudaError_t PoolCore::deallocate(void* ptr, cudaStream_t stream) noexcept {
   if (block->state.load(std::memory_order_acquire) != BlockState::live) return cudaErrorInvalidValue;
   // A graph's block: the graph keeps its memory (graph_memory.hpp). Other
   // blocks never look in the graphs' table, however many graphs live.
-  StreamState* state = caches_.find(stream);
-  if (state == nullptr) return cudaErrorMemoryAllocation;
+  cudaError_t refusal = cudaErrorMemoryAllocation;
+  StreamState* state = caches_.find(stream, &refusal);
+  if (state == nullptr) return refusal;  // no stream (judge_stream), or no host memory
   if (block->graph_memory.load(std::memory_order_relaxed)) {
     // The state, not the handle, goes with a graph output's free: at the
     // graph's release the handle may name nothing (free_graph_output).
@@ -209,8 +227,9 @@ cudaError_t PoolCore::free_released_graph_block(void* ptr, cudaStream_t stream) 
   std::size_t offset = 0;
   Block* block = block_starting_at(ptr, &offset);
   if (block == nullptr) return cudaErrorInvalidValue;
-  StreamState* state = caches_.find(stream);
-  if (state == nullptr) return cudaErrorMemoryAllocation;
+  cudaError_t refusal = cudaErrorMemoryAllocation;
+  StreamState* state = caches_.find(stream, &refusal);
+  if (state == nullptr) return refusal;  // no stream (judge_stream), or no host memory
   return free_stamped(block, offset, state, stream, /*may_fence=*/true);
 }
 
@@ -277,8 +296,9 @@ std::size_t PoolCore::block_size(const void* ptr) const noexcept {
 }
 
 cudaError_t PoolCore::stream_synchronized(cudaStream_t stream) noexcept {
-  StreamState* state = caches_.find(stream);
-  if (state == nullptr) return cudaErrorMemoryAllocation;
+  cudaError_t refusal = cudaErrorMemoryAllocation;
+  StreamState* state = caches_.find(stream, &refusal);
+  if (state == nullptr) return refusal;  // no stream (judge_stream), or no host memory
   caches_.stream_synchronized(state, stream);
   return cudaSuccess;
 }

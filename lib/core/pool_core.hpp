@@ -125,6 +125,10 @@ class PoolCore {
 
   PoolStats stats();
   std::string describe();   ///< one line of statistics, for error messages
+  /// Whether `bytes` can never be allocated here, whatever is freed: more
+  /// than the VA range, or more granules than the pool may ever back
+  /// (largest_request_). One compare.
+  bool beyond_limit(std::size_t bytes) const noexcept { return bytes > largest_request_; }
   void check_invariants();  ///< throws sova::Error on the first broken invariant
 
   bool contains(const void* ptr) const noexcept { return arena_.contains(reinterpret_cast<std::uintptr_t>(ptr)); }
@@ -231,11 +235,20 @@ class PoolCore {
   /// Releases safe free chunks until at least `bytes` are gone, or none is
   /// left: whole chunks, so possibly more. Returns the bytes released.
   std::size_t release_at_least(std::size_t bytes) noexcept;
+  /// cudaSuccess where sleep or wake may order work on `stream`, else the
+  /// judge's refusal (judge_stream), before anything changes.
+  cudaError_t judge_sleep_stream(cudaStream_t stream) noexcept;
 
   Driver& driver_;
   const int device_;
   DeviceInfo info_;
   Arena arena_;
+  /// The largest request this pool may ever serve: the whole granules of
+  /// the most physical memory it may hold (its max_size, else — or where
+  /// larger — the device's memory), and no more than its VA range. A larger
+  /// one is refused before the slow path (PoolCore::allocate): a block needs
+  /// at least its bytes in whole granules, wherever it is placed.
+  const std::size_t largest_request_;
   /// Where the policy's regions meet (region_boundary(), 0: one region), free
   /// blocks are never merged, so no block, and no chunk, spans both regions.
   const Placement placement_;

@@ -2,16 +2,28 @@
 // pool neither grows nor remaps meanwhile; the order and the failures are
 // PoolSleep's (pool_sleep.hpp).
 #include "core/pool_core.hpp"
+#include "core/stream_check.hpp"
 
 #include <algorithm>
 #include <new>
 
 namespace sova::detail {
 
+cudaError_t PoolCore::judge_sleep_stream(cudaStream_t stream) noexcept {
+  // Sleep and wake order copies, memsets and events on `stream`: a value that
+  // names no stream is refused before any of them (a wake on one restored the
+  // pool, unordered; judge_stream, stream_check.hpp). Always asked of the
+  // driver, whatever check_streams: one call, off the fast path, as the C
+  // API's own check asks.
+  bool capturing = false;
+  return judge_stream(driver_, stream, /*ask_driver=*/true, &capturing);
+}
+
 cudaError_t PoolCore::sleep(SleepMode mode, cudaStream_t stream) noexcept {
   if (mode != SleepMode::backup && mode != SleepMode::discard && mode != SleepMode::discard_zeroed) {
     return cudaErrorInvalidValue;
   }
+  if (const cudaError_t refusal = judge_sleep_stream(stream); refusal != cudaSuccess) return refusal;
   std::lock_guard<HeapMutex> lock(heap_.mutex());
   // Live blocks only: cached ones (a stream's cache, the heap's free blocks)
   // are free to the user and sleep without a copy. A block moves from live
@@ -29,6 +41,7 @@ cudaError_t PoolCore::sleep(SleepMode mode, cudaStream_t stream) noexcept {
 }
 
 cudaError_t PoolCore::wake(cudaStream_t stream) noexcept {
+  if (const cudaError_t refusal = judge_sleep_stream(stream); refusal != cudaSuccess) return refusal;
   std::lock_guard<HeapMutex> lock(heap_.mutex());
   return sleep_.wake(stream, [this](std::size_t offset) {
     const Block* b = heap_.find(offset);

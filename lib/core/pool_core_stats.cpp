@@ -84,13 +84,22 @@ PoolStats PoolCore::stats() {
 
 std::string PoolCore::describe() {
   const PoolStats s = stats();
-  char line[512];
+  // The limit as the user set it: a pool with none says so (max_size 0
+  // means no limit, not a limit of 0 B), with the device's memory that then
+  // bounds it.
+  char limit[96];
+  if (arena_.max_physical() != 0) {
+    std::snprintf(limit, sizeof limit, "max size %zu B", arena_.max_physical());
+  } else {
+    std::snprintf(limit, sizeof limit, "no max size (device memory %zu B)", info_.total_memory);
+  }
+  char line[560];
   std::snprintf(line, sizeof line,
                 "pool on device %d (%s driver): reserved %" PRIu64 " B (high %" PRIu64 "), used %" PRIu64
                 " B (high %" PRIu64 ") in %" PRIu64 " blocks, cached %" PRIu64 " B, largest free backed block %" PRIu64
-                " B, max size %zu B, policy %s",
+                " B, %s, policy %s",
                 device_, driver_.name(), s.reserved_current, s.reserved_high, s.used_current, s.used_high,
-                s.live_blocks, s.cached_bytes, s.largest_free_block, arena_.max_physical(), placement_.name());
+                s.live_blocks, s.cached_bytes, s.largest_free_block, limit, placement_.name());
   return line;
 }
 

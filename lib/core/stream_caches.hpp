@@ -79,7 +79,9 @@ class StreamCaches {
   StreamCaches& operator=(const StreamCaches&) = delete;
 
   // ---- finding a stream's state (StreamRegistry says how) ------------------------
-  StreamState* find(cudaStream_t stream) noexcept { return registry_.find(stream); }
+  StreamState* find(cudaStream_t stream, cudaError_t* error = nullptr) noexcept {
+    return registry_.find(stream, error);
+  }
   StreamState* renew(StreamState* state, unsigned long long id) noexcept { return registry_.renew(state, id); }
   void learn_device(StreamState* state, cudaStream_t stream) noexcept { registry_.learn_device(state, stream); }
   int known_device(cudaStream_t stream) noexcept { return registry_.known_device(stream); }

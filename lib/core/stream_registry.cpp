@@ -5,6 +5,7 @@
 #include "base/implicit_stream.hpp"
 #include "base/tls_model.hpp"
 #include "core/clock.hpp"
+#include "core/stream_check.hpp"
 
 #include <algorithm>
 
@@ -138,16 +139,16 @@ bool StreamRegistry::complete_through(StreamState* owner, std::uint64_t epoch, b
   }
 }
 
-StreamState* StreamRegistry::find(cudaStream_t stream) noexcept {
+StreamState* StreamRegistry::find(cudaStream_t stream, cudaError_t* error) noexcept {
   const RecentStream& first = t_recent[0];
   if (first.pool_uid == uid_ && first.stream == stream &&
       (!several_devices_ || first.other_device == other_current_device(driver_, true, device_, stream))) {
     return first.state;
   }
-  return find_slow(stream);
+  return find_slow(stream, error);
 }
 
-StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
+StreamState* StreamRegistry::find_slow(cudaStream_t stream, cudaError_t* error) noexcept {
   StreamState* state = nullptr;
   int hit = -1;
   const int other_device = other_current_device(driver_, several_devices_, device_, stream);
@@ -162,8 +163,18 @@ StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
     const std::uintptr_t key = canonical_key(stream, other_device);
     try {
       std::lock_guard<std::mutex> lock(mutex_);
-      std::unique_ptr<StreamState>& slot = states_[key];
-      if (!slot) {
+      auto known = states_.find(key);
+      if (known == states_.end()) {
+        // A stream this pool has no state for: judged before anything is
+        // made for it (stream_check.hpp), so that a refused call changes
+        // nothing — no state, no count. The judge's driver call is the one a
+        // new state asked anyway (its capture status, before its id).
+        bool capturing = false;
+        if (const cudaError_t refusal = judge_stream(driver_, stream, check_streams_, &capturing);
+            refusal != cudaSuccess) {
+          if (error != nullptr) *error = refusal;
+          return nullptr;
+        }
         auto fresh = std::make_unique<StreamState>();
         fresh->key = key;
         fresh->is_legacy_ = (key & 0x7) == kLegacyKey;  // either device's legacy stream
@@ -176,23 +187,21 @@ StreamState* StreamRegistry::find_slow(cudaStream_t stream) noexcept {
         // The id not for a stream under capture: cuStreamGetId refuses it and
         // invalidates the capture (H100, H200). Its id stays 0, and its first
         // allocation outside the capture renews the state with the right id.
-        bool capturing = false;
-        if (check_streams_ && !fresh->is_legacy() && driver_.stream_is_capturing(stream, &capturing) == cudaSuccess &&
-            !capturing) {
-          driver_.stream_id(stream, &fresh->stream_id_);
-        }
+        if (check_streams_ && !fresh->is_legacy() && !capturing) driver_.stream_id(stream, &fresh->stream_id_);
         if (!is_implicit_stream(stream)) learn_device(fresh.get(), stream);
         // Counted active before it is published: the release worker's count,
         // if it sees the state, then stores it among the others, and if it
         // does not, stores one too few until its next pass (20 ms) — never
         // one too many.
+        known = states_.emplace(key, nullptr).first;  // may throw: nothing published yet
         active_.fetch_add(1, std::memory_order_relaxed);
         publish(fresh.get());
-        slot = std::move(fresh);
+        known->second = std::move(fresh);
         count_.fetch_add(1, std::memory_order_relaxed);
       }
-      state = slot.get();
+      state = known->second.get();
     } catch (...) {
+      if (error != nullptr) *error = cudaErrorMemoryAllocation;
       return nullptr;  // out of host memory
     }
     hit = kRecent - 1;

@@ -46,10 +46,13 @@ class StreamRegistry {
 
   // ---- finding a stream's state -------------------------------------------------
 
-  /// The state for `stream`, made on first use; nullptr when host memory runs
-  /// out. The calling thread's most recent stream of this pool is one
-  /// thread-local compare away (the fast path); the next three a short scan.
-  StreamState* find(cudaStream_t stream) noexcept;
+  /// The state for `stream`, made on first use; nullptr, with `*error` (where
+  /// given) set, when `stream` is refused — judged only when it has no state
+  /// yet (judge_stream, stream_check.hpp), nothing made for it — or when host
+  /// memory runs out (cudaErrorMemoryAllocation). The calling thread's most
+  /// recent stream of this pool is one thread-local compare away (the fast
+  /// path); the next three a short scan; a known stream is never judged again.
+  StreamState* find(cudaStream_t stream, cudaError_t* error = nullptr) noexcept;
   /// The state for `stream` when its handle now names another stream (id
   /// `id`) than `state` was made for (a destroyed stream's handle, reused):
   /// `state` is retired with its cached blocks, a fresh state takes the key.
@@ -162,7 +165,7 @@ class StreamRegistry {
   std::uint64_t events_recorded() const noexcept { return events_recorded_.load(std::memory_order_relaxed); }
 
  private:
-  StreamState* find_slow(cudaStream_t stream) noexcept;
+  StreamState* find_slow(cudaStream_t stream, cudaError_t* error) noexcept;
   void publish(StreamState* state) noexcept {
     state->older = all_states_.load(std::memory_order_relaxed);
     all_states_.store(state, std::memory_order_release);

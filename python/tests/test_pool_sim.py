@@ -84,7 +84,10 @@ def test_error_messages_say_what_failed_once_and_how_many_devices():
     except sova.SovaError as e:
         print("device:", e)
     """)
-    assert "oom: sova: allocating 67108864 bytes failed: cudaErrorMemoryAllocation (out of memory)\n" in out, out
+    # The pool's words and figures follow (docs/runtime-errors.md, "Bad input, route by route").
+    assert "oom: sova: allocating 67108864 bytes failed: cudaErrorMemoryAllocation (out of memory): " \
+           "larger than this pool can ever hold" in out, out
+    assert "max size 8388608 B" in out, out
     assert out.count("allocating") == 1, out
     assert "device: sova: creating a pool on device 5 failed: device 5 does not exist (1 device)" in out, out
 

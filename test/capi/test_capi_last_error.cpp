@@ -65,9 +65,13 @@ TEST_CASE("capi last error: refused frees say what the pointer was", "[capi][las
 TEST_CASE("capi last error: other failures name the call and the code", "[capi][last_error]") {
   ScopedPool pool;
   ScopedStream s;
+  CHECK(sovaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, nullptr) == cudaErrorInvalidValue);
+  CHECK(last() == std::string("sovaMemPoolGetAttribute: cudaErrorInvalidValue (") +
+                      cudaGetErrorString(cudaErrorInvalidValue) + ")");
+  // A refused pool handle says what it was (test_capi_bad_input.cpp has the cases).
   CHECK(sovaMemPoolTrimTo(nullptr, 0) == cudaErrorInvalidValue);
-  CHECK(last() ==
-        std::string("sovaMemPoolTrimTo: cudaErrorInvalidValue (") + cudaGetErrorString(cudaErrorInvalidValue) + ")");
+  CHECK(last() == "sovaMemPoolTrimTo: pool is NULL; pass a pool from sovaMemPoolCreate, or "
+                  "sovaDeviceGetDefaultMemPool's");
 
   void* p = reinterpret_cast<void*>(0x1);
   CHECK(sovaMallocFromPoolAsync(&p, std::size_t{1} << 40, pool, s) == cudaErrorMemoryAllocation);
@@ -92,9 +96,9 @@ TEST_CASE("capi last error: a device out of range says how many there are", "[ca
   CHECK(sovaDeviceGetDefaultMemPool(&none, -1) == cudaErrorInvalidDevice);
   CHECK(last() == "sovaDeviceGetDefaultMemPool: device -1 does not exist (2 devices)");
   // A later failure of the same code with nothing to add is not given the old reason.
-  CHECK(sovaMemPoolTrimTo(nullptr, 0) == cudaErrorInvalidValue);
-  CHECK(last() ==
-        std::string("sovaMemPoolTrimTo: cudaErrorInvalidValue (") + cudaGetErrorString(cudaErrorInvalidValue) + ")");
+  CHECK(sovaDeviceGetDefaultMemPool(nullptr, 0) == cudaErrorInvalidValue);
+  CHECK(last() == std::string("sovaDeviceGetDefaultMemPool: cudaErrorInvalidValue (") +
+                      cudaGetErrorString(cudaErrorInvalidValue) + ")");
 }
 
 TEST_CASE("capi last error: each thread has its own", "[capi][last_error]") {

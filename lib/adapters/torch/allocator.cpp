@@ -145,8 +145,9 @@ inline cudaError_t do_malloc(void** ptr, std::size_t size, int device, cudaStrea
                    "make_graphed_callables; cudaErrorStreamCaptureUnsupported): "
                    "docs/python.md, \"CUDA graphs\", says what is served.");
   } else {
+    // The C API's own words follow (a stream value that names no stream, ...).
     set_last_error("sova: allocation of " + std::to_string(size) + " bytes on device " + std::to_string(device) +
-                   " failed (cudaError " + error_text(err) + ")");
+                   " failed (cudaError " + error_text(err) + "): " + sovaGetLastErrorMessage());
   }
   return err;
 }
