@@ -102,9 +102,9 @@ sovaMemPoolStats wait_pin_ahead_at_target(sovaMemPool_t pool) {
 std::uint64_t pinned_in_sim() { return sim().counters().pinned_host_bytes; }
 
 /// Holds every host_alloc of the simulation for `d` while alive.
-struct DelayHostAllocs {
-  explicit DelayHostAllocs(std::chrono::microseconds d) { sim().delay_host_allocs(d); }
-  ~DelayHostAllocs() { sim().delay_host_allocs(std::chrono::microseconds(0)); }
+struct DelayHostPins {
+  explicit DelayHostPins(std::chrono::microseconds d) { sim().delay_host_pins(d); }
+  ~DelayHostPins() { sim().delay_host_pins(std::chrono::microseconds(0)); }
 };
 
 /// A sim stream of any device, synchronized and destroyed at scope exit.
@@ -586,7 +586,7 @@ TEST_CASE("pin-ahead scenario: frees and allocations while pin-ahead is still pi
   {
     // A slow pin (2 s a slab), so that the frees and allocations below finish
     // while one is in flight, however loaded the machine.
-    DelayHostAllocs slow(std::chrono::milliseconds(2000));
+    DelayHostPins slow(std::chrono::milliseconds(2000));
     ScopedPool pool(pin_props(0, 0, true));
     Subject s = make_subject("pinning", 0, 0, true, pool, stream);
     s.cap = 1024 * MiB;
@@ -944,7 +944,7 @@ TEST_CASE("pin-ahead scenario: destroying a pool while it pins ahead", "[scenari
   INFO((free_first ? "blocks freed before destroy" : "blocks freed after destroy"));
   const std::uint64_t pinned0 = pinned_in_sim();
   ScopedStream stream;
-  DelayHostAllocs slow(std::chrono::milliseconds(1000));  // 3 slabs: 3 s of pinning in all
+  DelayHostPins slow(std::chrono::milliseconds(1000));  // 3 slabs: 3 s of pinning in all
   sovaMemPool_t pool = nullptr;
   const sovaMemPoolProps props = pin_props(0, 0, true);
   REQUIRE(sovaMemPoolCreate(&pool, &props) == cudaSuccess);
@@ -1226,7 +1226,7 @@ TEST_CASE("pin-ahead scenario: a release right after a growth gives everything b
 TEST_CASE("pin-ahead scenario: a release while the thread pins gives back its slab too",
           "[scenario][sleep]") {  const std::uint64_t pinned0 = pinned_in_sim();
   ScopedStream stream;
-  DelayHostAllocs slow(std::chrono::milliseconds(100));
+  DelayHostPins slow(std::chrono::milliseconds(100));
   ScopedPool pool(pin_props(0, 0, true));
   const auto calls0 = sim().counters().host_alloc_calls;
   void* p = nullptr;

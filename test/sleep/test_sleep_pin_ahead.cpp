@@ -187,7 +187,7 @@ TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[slee
   // first, however loaded the machine (at 1 s a slab, ThreadSanitizer on a
   // busy CI host let pin-ahead finish first). A slab still in flight at wake
   // ends within `eventually`'s 10 s.
-  sim.delay_host_allocs(3000ms);
+  sim.delay_host_pins(3000ms);
   Pool pool(pin_ahead_options(sim));
   cudaStream_t stream = sim.create_stream();
   void* big = pool.allocate(512 * MiB, stream);
@@ -198,7 +198,7 @@ TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[slee
   let_pin_ahead_look();
   CHECK(sim.counters().pinned_host_bytes == pinned_at_sleep);
   CHECK(pool.stats().sleep_host_bytes == pinned_at_sleep);
-  sim.delay_host_allocs(0ms);  // the rest at once, after wake
+  sim.delay_host_pins(0ms);  // the rest at once, after wake
   REQUIRE(pool.wake(stream) == cudaSuccess);
   REQUIRE(eventually([&] { return pool.stats().sleep_host_bytes == reserved; }));
   pool.deallocate(big, stream);
@@ -207,7 +207,7 @@ TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[slee
 
 TEST_CASE("a sleep waits for the slab being pinned ahead and uses it", "[sleep][pin_ahead]") {
   SimDriver sim;
-  sim.delay_host_allocs(1s);  // longer than filling the block takes, even under a sanitizer
+  sim.delay_host_pins(1s);  // longer than filling the block takes, even under a sanitizer
   Pool pool(pin_ahead_options(sim));
   cudaStream_t stream = sim.create_stream();
   std::vector<Filled> blocks = one_filled_block(pool, stream, 20 * MiB);
@@ -224,7 +224,7 @@ TEST_CASE("a sleep waits for the slab being pinned ahead and uses it", "[sleep][
 
 TEST_CASE("a pool destroyed while a slab is being pinned ahead leaves nothing pinned", "[sleep][pin_ahead]") {
   SimDriver sim;
-  sim.delay_host_allocs(300ms);
+  sim.delay_host_pins(300ms);
   {
     Pool pool(pin_ahead_options(sim));
     cudaStream_t stream = sim.create_stream();
