@@ -236,8 +236,8 @@ class SOVA_API Driver {
   virtual cudaError_t host_alloc_on(int device, std::size_t bytes, void** out) noexcept;
   /// Frees what host_alloc gave (cudaFreeHost): no copy may still use it.
   virtual cudaError_t host_free(void* ptr) noexcept;
-  /// Host memory to pin later, not pinned yet: `bytes` (a multiple of 2 MiB)
-  /// of anonymous private memory (mmap), aligned to 2 MiB, with transparent
+  /// Host memory to pin later, not pinned yet: `bytes` (rounded up to a
+  /// multiple of 2 MiB) of anonymous private memory (mmap), aligned to 2 MiB, with transparent
   /// huge pages asked for where the host has them (madvise MADV_HUGEPAGE).
   /// Its pages cost nothing until touched. Why: cudaHostAlloc faults and
   /// pins its pages itself, on one thread at a time; pages the caller faults
@@ -247,7 +247,8 @@ class SOVA_API Driver {
   /// space, overcommit). Default: cudaErrorNotSupported (a pool then pins
   /// with host_alloc_on).
   virtual cudaError_t host_map(std::size_t bytes, void** out) noexcept;
-  /// Gives back what host_map gave, the whole of it (munmap): the process's
+  /// Gives back what host_map gave, the whole of it (`bytes` as asked of
+  /// host_map; munmap): the process's
   /// resident memory drops by its touched pages. Nothing in it may be
   /// registered. Default: cudaErrorNotSupported.
   virtual cudaError_t host_unmap(void* ptr, std::size_t bytes) noexcept;

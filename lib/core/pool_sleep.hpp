@@ -46,6 +46,7 @@
 #pragma once
 
 #include "arena/arena.hpp"
+#include "core/sleep_host_slab.hpp"
 
 #include <sova/driver.hpp>
 #include <sova/sleep.hpp>
@@ -189,10 +190,6 @@ class PoolSleep {
     Range block;
     std::size_t range = 0;
   };
-  struct Slab {
-    void* ptr = nullptr;
-    std::size_t bytes = 0;
-  };
   /// host_mu_, once no pin is in flight (a slab pin_ahead_once is pinning
   /// is adopted first). Taken by every call made under the heap lock.
   std::unique_lock<std::mutex> settle_pin_ahead() noexcept;
@@ -247,12 +244,12 @@ class PoolSleep {
   /// pin-ahead thread. After the heap lock, never before it.
   std::mutex host_mu_;
   std::condition_variable pin_settled_;  ///< pin_in_flight_ went false
-  bool pin_in_flight_ = false;           ///< pin_ahead_once is in the driver's host_alloc
+  bool pin_in_flight_ = false;           ///< pin_ahead_once is pinning a slab (pin_host_slab)
   std::atomic<std::uint64_t> releases_{0};  ///< written under host_mu_ (release_host_memory)
   cudaStream_t copy_stream_ = nullptr;
   EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream
-  std::vector<Slab> slabs_;
+  std::vector<PinnedSlab> slabs_;
   std::vector<Copy> copies_;  ///< the backup of the current sleep
   std::vector<Saved> saved_;  ///< the blocks of the current sleep's backup (or zeroing)
   /// The current sleep is discard_zeroed: wake zeroes saved_'s live blocks

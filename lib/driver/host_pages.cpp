@@ -9,8 +9,14 @@
 
 namespace sova::driver_detail {
 
-void* map_host_pages(std::size_t bytes) noexcept {
-  if (bytes == 0 || bytes % kHostPageAlignment != 0 || bytes > SIZE_MAX - kHostPageAlignment) return nullptr;
+std::size_t host_pages_span(std::size_t bytes) noexcept {
+  if (bytes > SIZE_MAX - 2 * kHostPageAlignment) return 0;  // room for the over-map below too
+  return (bytes + kHostPageAlignment - 1) / kHostPageAlignment * kHostPageAlignment;
+}
+
+void* map_host_pages(std::size_t asked) noexcept {
+  const std::size_t bytes = host_pages_span(asked);
+  if (bytes == 0) return nullptr;
   const std::size_t span = bytes + kHostPageAlignment;
   void* raw = mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
@@ -36,6 +42,6 @@ void* map_host_pages(std::size_t bytes) noexcept {
   return p;
 }
 
-int unmap_host_pages(void* ptr, std::size_t bytes) noexcept { return munmap(ptr, bytes); }
+int unmap_host_pages(void* ptr, std::size_t bytes) noexcept { return munmap(ptr, host_pages_span(bytes)); }
 
 }  // namespace sova::driver_detail

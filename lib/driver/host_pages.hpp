@@ -16,13 +16,15 @@ namespace sova::driver_detail {
 /// Alignment and granule of what map_host_pages gives: a transparent huge page.
 inline constexpr std::size_t kHostPageAlignment = std::size_t{2} << 20;
 
-/// `bytes` (a multiple of kHostPageAlignment) of anonymous private memory,
-/// aligned to kHostPageAlignment, advised MADV_HUGEPAGE where the host has
-/// it (an advice: refused, the memory is mapped with small pages). nullptr
-/// when the host refuses the mapping (errno says why) or `bytes` is 0 or not
-/// a multiple.
+/// What map_host_pages maps for `bytes`: rounded up to kHostPageAlignment
+/// (0 where that overflows).
+std::size_t host_pages_span(std::size_t bytes) noexcept;
+/// host_pages_span(bytes) of anonymous private memory, aligned to
+/// kHostPageAlignment, advised MADV_HUGEPAGE where the host has it (an
+/// advice: refused, the memory is mapped with small pages). nullptr when the
+/// host refuses the mapping (errno says why) or `bytes` is 0.
 void* map_host_pages(std::size_t bytes) noexcept;
-/// munmap of what map_host_pages gave: 0, or -1 with errno.
+/// munmap of what map_host_pages(bytes) gave: 0, or -1 with errno.
 int unmap_host_pages(void* ptr, std::size_t bytes) noexcept;
 
 }  // namespace sova::driver_detail

@@ -1432,7 +1432,7 @@ class Actor {
   void disarm() {
     w_.sim.fail_unmap_at(0);
     w_.sim.fail_memcpy_at(0);
-    w_.sim.fail_host_alloc_at(0);
+    w_.sim.fail_host_register_at(0);
     w_.sim.fail_physical_create_at(0);
     w_.sim.fail_map_at(0);
     w_.sim.fail_set_access_at(0);
@@ -1469,7 +1469,7 @@ class Actor {
     switch (in_.below(6)) {  // a failure at one of sleep's driver calls, or none
       case 0: w_.sim.fail_unmap_at(1 + static_cast<int>(in_.below(3))); break;
       case 1: w_.sim.fail_memcpy_at(1 + static_cast<int>(in_.below(3))); break;
-      case 2: w_.sim.fail_host_alloc_at(1); break;
+      case 2: w_.sim.fail_host_register_at(1); break;
       default: break;
     }
     order_everything_before(s);
@@ -1527,7 +1527,7 @@ class Actor {
     const std::size_t budget = w_.pools[index].host_budget;
     if (in_.flag()) {
       const std::size_t bytes = in_.below(24) * kMiB + in_.below(4) * 4096;
-      if (in_.below(4) == 0) w_.sim.fail_host_alloc_at(1 + static_cast<int>(in_.below(3)));
+      if (in_.below(4) == 0) w_.sim.fail_host_register_at(1 + static_cast<int>(in_.below(3)));
       const cudaError_t error = pool->reserve_sleep_backup(bytes);
       disarm();
       if (trace_) op_detail_ = " reserve " + std::to_string(bytes) + ": " + cudaGetErrorName(error);

@@ -12,7 +12,7 @@
 namespace sova::cuda_detail {
 
 cudaError_t CudaDriver::host_map(std::size_t bytes, void** out) noexcept {
-  if (out == nullptr || bytes == 0 || bytes % driver_detail::kHostPageAlignment != 0) return cudaErrorInvalidValue;
+  if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
   void* p = driver_detail::map_host_pages(bytes);
   if (p == nullptr) return cudaErrorMemoryAllocation;
   *out = p;
