@@ -191,10 +191,15 @@ cudaError_t PoolSleep::pin_more(const std::vector<std::size_t>& sizes,
     return cudaErrorMemoryAllocation;
   }
   for (std::size_t bytes : sizes) slabs_.push_back(PinnedSlab{nullptr, bytes});  // reserved: no throw
-  const cudaError_t error = pin_slabs(driver_, device_, sizes, pinned, [&](std::size_t i) {
-    slabs_[held + i] = pinned[i];
-    return on_pinned(held + i);
-  });
+  PinStep refused = PinStep::none;
+  const cudaError_t error = pin_slabs(
+      driver_, device_, sizes, pinned,
+      [&](std::size_t i) {
+        slabs_[held + i] = pinned[i];
+        return on_pinned(held + i);
+      },
+      &refused);
+  pin_refusal_.store(refused, std::memory_order_relaxed);
   if (error != cudaSuccess) {
     // All or nothing: the slabs this call pinned go again (after any copy
     // into them), unlocked and unmapped, and the pool keeps the host memory
@@ -212,6 +217,7 @@ cudaError_t PoolSleep::pin_more(const std::vector<std::size_t>& sizes,
 
 cudaError_t PoolSleep::reserve_host_memory(std::size_t bytes) noexcept {
   const std::unique_lock host = settle_pin_ahead();
+  pin_refusal_.store(PinStep::none, std::memory_order_relaxed);  // this call's, if it pins
   std::vector<std::size_t> sizes;
   try {
     slab_sizes_to_pin(bytes, sizes);
@@ -294,6 +300,7 @@ cudaError_t PoolSleep::sleep(SleepMode mode, cudaStream_t stream,
   const std::unique_lock host = settle_pin_ahead();  // a slab being pinned ahead is waited for, then used
   if (slept_) return release_chunks();               // idempotent; finishes a sleep a failure cut short
   asleep_.store(true, std::memory_order_seq_cst);  // allocations refused from here on
+  pin_refusal_.store(PinStep::none, std::memory_order_relaxed);  // this sleep's, if it pins
   const cudaError_t error = back_up(mode, stream, gather_live);
   if (error != cudaSuccess) {
     copies_.clear();

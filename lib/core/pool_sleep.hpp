@@ -172,6 +172,10 @@ class PoolSleep {
   /// `releases_seen`: releases() read before `target` was decided; where a
   /// release came since, nothing is pinned (that target predates it).
   PinAhead pin_ahead_once(std::size_t target, std::uint64_t releases_seen) noexcept;
+  /// The step that refused in the last pin_more that pinned any (a sleep's
+  /// or reserve_host_memory's; PinStep::none when it succeeded, or failed
+  /// for another reason): which limit the host hit. Any thread.
+  PinStep pin_refusal() const noexcept { return pin_refusal_.load(std::memory_order_relaxed); }
   /// How many release_host_memory calls gave the slabs back so far.
   std::uint64_t releases() const noexcept { return releases_.load(std::memory_order_acquire); }
 
@@ -275,6 +279,7 @@ class PoolSleep {
   std::atomic<std::size_t> host_bytes_{0};
   std::atomic<std::size_t> pinned_ahead_bytes_{0};
   std::atomic<std::uint64_t> budget_refusals_{0};
+  std::atomic<PinStep> pin_refusal_{PinStep::none};
 };
 
 }  // namespace sova::detail
