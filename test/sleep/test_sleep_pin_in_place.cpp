@@ -235,6 +235,7 @@ TEST_CASE("a driver without host_map pins with host_alloc_on, and frees it so", 
 
 TEST_CASE("pin-ahead pins in place too, and the pool's destruction unmaps it", "[sleep][pin][pin_ahead]") {
   SimDriver sim(sim_config());
+  const int others = threads_named("sova-pin-ahead");  // other pools' of the process, if any
   {
     PoolOptions o;
     o.driver = &sim;
@@ -248,6 +249,8 @@ TEST_CASE("pin-ahead pins in place too, and the pool's destruction unmaps it", "
     }));
     CHECK(sim.counters().of(SimCall::host_alloc_on) == 0);
     CHECK(sim.counters().host_registers > 0);
+    CHECK(threads_named("sova-pin-ahead") == others + 1);
+    CHECK(threads_named("sova-touch") == 0);  // joined by each pin
     CHECK(sim.counters().host_mapped_bytes == pool.stats().sleep_host_bytes);
     const std::size_t maps = sim.counters().of(SimCall::host_map);
     REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
@@ -256,6 +259,7 @@ TEST_CASE("pin-ahead pins in place too, and the pool's destruction unmaps it", "
     check_intact_once_synchronized(sim, stream, blocks);
     free_blocks_and_stream(pool, sim, stream, blocks);
   }
+  CHECK(threads_named("sova-pin-ahead") == others);  // joined by the pool's destruction
   check_nothing_left_with_driver(sim);
 }
 
