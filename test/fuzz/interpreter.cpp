@@ -1690,6 +1690,7 @@ void finish_world(World& w) {
   FUZZ_CHECK(c.physical_bytes == 0, "physical memory leaked past the pools' destruction");
   FUZZ_CHECK(c.reservations == 0, "VA leaked past the pools' destruction");
   FUZZ_CHECK(c.pinned_host_bytes == 0, "pinned host memory (sleep backups) leaked past the pools' destruction");
+  FUZZ_CHECK(c.host_mapped_bytes == 0, "host memory mapped for sleep backups leaked past the pools' destruction");
   FUZZ_CHECK(w.sim.faults() == 0, "a device fault: " + w.sim.first_fault());
 }
 

@@ -21,6 +21,8 @@
 #include <string>
 #include <thread>
 
+#include <unistd.h>
+
 using namespace sova;
 using namespace sova::detail;
 using namespace sova::sleep_test;
@@ -83,6 +85,14 @@ int threads_named(const std::string& name) {
     if (std::getline(comm, line) && line == name) ++n;
   }
   return n;
+}
+
+/// The process's resident memory now, in bytes (/proc/self/statm).
+std::size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::size_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
 /// Polls `done` every millisecond for up to 10 s; true once it holds.
@@ -312,4 +322,27 @@ TEST_CASE("pin_host_slab touches on several threads and registers the whole slab
   CHECK(step == PinStep::register_);
   CHECK(sim.counters().host_mapped_bytes == 0);
   CHECK(sim.counters().pinned_host_bytes == 0);
+}
+
+TEST_CASE("releasing the backup gives its pages back: the process's resident memory drops by it", "[sleep][pin]") {
+  SimConfig c = sim_config();
+  SimDriver sim(c);
+  PoolOptions o;
+  o.driver = &sim;
+  Pool pool(o);
+  cudaStream_t stream = sim.create_stream();
+  constexpr std::size_t kBytes = 64 * MiB;
+  std::vector<Filled> blocks{Filled{pool.allocate(kBytes, stream), kBytes, 9}};
+  fill(blocks.back());
+  REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
+  REQUIRE(pool.wake(stream) == cudaSuccess);
+  check_intact_once_synchronized(sim, stream, blocks);
+  REQUIRE(pool.stats().sleep_host_bytes == kBytes);
+  const std::size_t kept = resident_bytes();  // the device's memory (the sim's) and the backup's
+  REQUIRE(pool.release_sleep_host_memory() == cudaSuccess);
+  const std::size_t released = resident_bytes();
+  INFO("resident " << kept / MiB << " MiB with the backup, " << released / MiB << " MiB after its release");
+  CHECK(kept >= released + kBytes - 4 * MiB);  // all of it but noise from other threads
+  CHECK(sim.counters().host_mapped_bytes == 0);
+  free_blocks_and_stream(pool, sim, stream, blocks);
 }
