@@ -238,7 +238,8 @@ class SOVA_API Driver {
   virtual cudaError_t host_free(void* ptr) noexcept;
   /// Host memory to pin later, not pinned yet: `bytes` (rounded up to a
   /// multiple of 2 MiB) of anonymous private memory (mmap), aligned to 2 MiB, with transparent
-  /// huge pages asked for where the host has them (madvise MADV_HUGEPAGE).
+  /// huge pages asked for where the host has them (madvise MADV_HUGEPAGE),
+  /// not inherited by a child of fork() (MADV_DONTFORK).
   /// Its pages cost nothing until touched. Why: cudaHostAlloc faults and
   /// pins its pages itself, on one thread at a time; pages the caller faults
   /// in on several threads and then registers (host_register_on) pin an

@@ -39,6 +39,11 @@ void* map_host_pages(std::size_t asked) noexcept {
 #ifdef MADV_HUGEPAGE
   (void)madvise(p, bytes, MADV_HUGEPAGE);  // an advice: a host without THP maps small pages
 #endif
+  // Not inherited by a child of fork(): a kernel that copies pinned pages at
+  // fork would copy the whole backup (gigabytes) for a child that never uses
+  // it, and one that does not would share them copy-on-write under the
+  // device's copies. Where refused, the mapping is inherited as any other.
+  (void)madvise(p, bytes, MADV_DONTFORK);
   return p;
 }
 

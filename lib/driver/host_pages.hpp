@@ -21,7 +21,8 @@ inline constexpr std::size_t kHostPageAlignment = std::size_t{2} << 20;
 std::size_t host_pages_span(std::size_t bytes) noexcept;
 /// host_pages_span(bytes) of anonymous private memory, aligned to
 /// kHostPageAlignment, advised MADV_HUGEPAGE where the host has it (an
-/// advice: refused, the memory is mapped with small pages). nullptr when the
+/// advice: refused, the memory is mapped with small pages) and
+/// MADV_DONTFORK (a child of fork() does not inherit it). nullptr when the
 /// host refuses the mapping (errno says why) or `bytes` is 0.
 void* map_host_pages(std::size_t bytes) noexcept;
 /// munmap of what map_host_pages(bytes) gave: 0, or -1 with errno.
