@@ -14,6 +14,12 @@
 
 namespace sova::detail {
 
+std::size_t touch_threads_per_slab() noexcept {
+  // hardware_concurrency may say 0 (unknown): then one per slab.
+  return std::thread::hardware_concurrency() >= kMaxPinThreads * kSleepTouchThreadsPerSlab ? kSleepTouchThreadsPerSlab
+                                                                                            : 1;
+}
+
 namespace {
 
 /// What the pinning threads and the calling thread share, under `mu`.
@@ -25,6 +31,7 @@ struct PinWork {
   const int device;
   const std::vector<std::size_t>& sizes;
   std::vector<PinnedSlab>& pinned;
+  const std::size_t touchers = touch_threads_per_slab();  ///< threads touching each slab
   std::mutex mu;
   std::condition_variable changed;
   std::size_t next = 0;             ///< the next slab to take
@@ -39,10 +46,11 @@ struct PinWork {
     while (error == cudaSuccess && next < sizes.size()) {
       const std::size_t slab = next++;
       lock.unlock();
-      // One thread touches its own slab: the threads fault pages in parallel.
+      // Each thread touches its own slab (with touchers - 1 helpers): the
+      // threads fault pages in parallel.
       PinnedSlab p;
       PinStep step = PinStep::none;
-      const cudaError_t e = pin_host_slab(driver, device, sizes[slab], 1, &p, &step);
+      const cudaError_t e = pin_host_slab(driver, device, sizes[slab], touchers, &p, &step);
       lock.lock();
       ++settled;
       if (e == cudaSuccess) {

@@ -2,7 +2,8 @@
 // several host threads at once, each handed on as soon as it is pinned.
 //
 // How a slab is pinned (sleep_host_slab.hpp): mapped, its pages touched by
-// the thread that pins it, then registered with the driver. Several threads
+// the thread that pins it (and a helper where the host has the cores), then
+// registered with the driver. Several threads
 // each pinning a slab of their own fault pages in parallel; cudaHostAlloc
 // did not scale so (issue 45's probe on an H200 host: 1.7 GiB/s from one
 // thread, 2.0 GiB/s from eight, against 14.5 GiB/s for eight threads
@@ -18,8 +19,9 @@
 // memory: PinStep::register_), or host_alloc_on refusing on a driver without
 // host_map (PinStep::alloc).
 //
-// Threads: at most kMaxPinThreads, named "sova-pin", started by the call and
-// joined before it returns: none is left running between sleeps.
+// Threads: at most kMaxPinThreads, named "sova-pin", each with at most
+// kSleepTouchThreadsPerSlab - 1 helpers ("sova-touch"), all started by the
+// call and joined before it returns: none is left running between sleeps.
 #pragma once
 
 #include "core/sleep_host_slab.hpp"
@@ -32,12 +34,23 @@
 
 namespace sova::detail {
 
-/// At most this many threads pin at once: the bound on the threads one
-/// sleep starts (each pins a slab at a time, touching its pages itself).
+/// At most this many threads pin at once (each pins a slab at a time).
 inline constexpr std::size_t kMaxPinThreads = 8;
+/// Each pinning thread touches its slab's pages with this many threads in
+/// all (itself and helpers named "sova-touch", started and joined by each
+/// pin), where the host has at least kMaxPinThreads times as many hardware
+/// threads; else alone. So a sleep runs at most 16 threads at once: issue
+/// 45's probe touched 8 GiB at 14.5 GiB/s on 8 threads and 19.2 GiB/s on 16.
+inline constexpr std::size_t kSleepTouchThreadsPerSlab = 2;
+
+/// The threads that touch each slab of a sleep: kSleepTouchThreadsPerSlab,
+/// or 1 on a host with fewer than kMaxPinThreads * kSleepTouchThreadsPerSlab
+/// hardware threads.
+std::size_t touch_threads_per_slab() noexcept;
 
 /// Pins one slab of each of `sizes` (pin_host_slab, its pages touched by the
-/// thread pinning it), on up to kMaxPinThreads threads (on the calling
+/// thread pinning it and touch_threads_per_slab() - 1 helpers), on up to
+/// kMaxPinThreads threads (on the calling
 /// thread alone for a single slab, or when no thread can be started).
 /// `pinned` is resized to sizes.size() and gets each slab (ptr nullptr for
 /// a slab not pinned).

@@ -276,11 +276,12 @@ TEST_CASE("pin-ahead pins in place too, and the pool's destruction unmaps it", "
 TEST_CASE("a first sleep pins on at most kMaxPinThreads named threads, none left once it returns", "[sleep][pin]") {
   Backed b;
   b.sim.delay_host_pins(100ms);  // long enough to see the threads, pinning
-  int most = 0;
+  int most = 0, most_touching = 0;
   std::atomic<bool> done{false};
   std::thread watch([&] {
     while (!done.load()) {
       most = std::max(most, threads_named("sova-pin"));
+      most_touching = std::max(most_touching, threads_named("sova-touch"));
       std::this_thread::sleep_for(2ms);
     }
   });
@@ -291,6 +292,10 @@ TEST_CASE("a first sleep pins on at most kMaxPinThreads named threads, none left
   REQUIRE(error == cudaSuccess);
   CHECK(most > 1);
   CHECK(most <= static_cast<int>(kMaxPinThreads));
+  // The helpers touching beside them: one per pinning thread at most, none
+  // on a host with fewer than 16 hardware threads.
+  CHECK(touch_threads_per_slab() <= kSleepTouchThreadsPerSlab);
+  CHECK(most_touching <= static_cast<int>(kMaxPinThreads * (touch_threads_per_slab() - 1)));
   CHECK(threads_named("sova-pin") == 0);
   CHECK(threads_named("sova-touch") == 0);
   REQUIRE(b.wake() == cudaSuccess);
