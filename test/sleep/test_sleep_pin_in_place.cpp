@@ -351,3 +351,20 @@ TEST_CASE("releasing the backup gives its pages back: the process's resident mem
   CHECK(sim.counters().host_mapped_bytes == 0);
   free_blocks_and_stream(pool, sim, stream, blocks);
 }
+
+TEST_CASE("released at once after wake, the backup goes once the restore is done: the contents intact",
+          "[sleep][pin]") {
+  SimDriver sim(sim_config());
+  FilledPool start(sim);
+  auto& [pool, stream, blocks, reserved] = start;
+  REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
+  sim.delay_copies(20ms);  // the restore still runs when the release comes
+  REQUIRE(pool.wake(stream) == cudaSuccess);
+  REQUIRE(pool.release_sleep_host_memory() == cudaSuccess);  // waits for the restore's copies first
+  sim.delay_copies(0ms);
+  CHECK(sim.counters().host_mapped_bytes == 0);
+  CHECK(sim.counters().pinned_host_bytes == 0);
+  check_intact_once_synchronized(sim, stream, blocks);
+  CHECK(sim.faults() == 0);
+  free_blocks_and_stream(pool, sim, stream, blocks);
+}
