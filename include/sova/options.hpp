@@ -116,11 +116,13 @@ struct PoolOptions {
   /// it would pin) is refused before anything is copied or released:
   /// cudaErrorMemoryAllocation, the pool awake as it was,
   /// PoolStats::sleep_budget_refusals counts it. reserve_sleep_backup beyond
-  /// it is refused the same way. Pin-ahead stays within it.
+  /// it is refused the same way, whatever the size (SIZE_MAX too).
+  /// Pin-ahead stays within it.
   std::size_t sleep_host_budget = 0;
   /// Pin ahead: a thread of the pool's own pins backup slabs in the
   /// background as the pool's reserved memory grows, up to
-  /// min(sleep_host_budget, the most the pool has reserved), so that the
+  /// min(sleep_host_budget, the most a successful growth reserved: a growth
+  /// undone midway needs no backup), so that the
   /// first sleep finds its host memory pinned (pinning runs at a few GiB/s,
   /// the copies at the link's speed). Never on an allocation's path; never
   /// while the pool is asleep; a failure to pin is not an error (counted in

@@ -119,6 +119,22 @@ class SOVA_API Pool {
   /// graphs to the pool, then releases free physical memory above the
   /// release threshold (trim_to). Memory graphs still hold stays.
   void trim_graph_memory();
+  /// Share groups (docs/graphs.md, "Graphs that never run at once"): graphs
+  /// the program promises never run at once — no launch of one while a
+  /// launch of another may run, on any stream — share the memory their
+  /// captures free. A new group of this pool in `*group` (ids from 1, never
+  /// reused). cudaErrorInvalidValue for nullptr; cudaErrorMemoryAllocation
+  /// when host memory lacks.
+  cudaError_t create_graph_share_group(std::uint64_t* group) noexcept;
+  /// No capture joins `group` any more; its memory goes back to the pool
+  /// once its last member graph is released. cudaErrorInvalidValue, changing
+  /// nothing, for an id that names no group of this pool not yet destroyed.
+  cudaError_t destroy_graph_share_group(std::uint64_t group) noexcept;
+  /// The next capture whose first allocation from this pool is on `stream`
+  /// joins `group` (0: none, cancelling an earlier call for `stream`); one
+  /// capture per call. cudaErrorInvalidValue, changing nothing, for a group
+  /// not open or the legacy stream.
+  cudaError_t capture_into_share_group(cudaStream_t stream, std::uint64_t group) noexcept;
   /// True when `ptr` lies in this pool's VA range (live or not).
   bool contains(const void* ptr) const noexcept;
   /// The requested size of a live block, 0 if `ptr` is not one.
@@ -187,8 +203,9 @@ class SOVA_API Pool {
   bool asleep() const noexcept;
   /// Frees the pinned host memory kept for backups (what pin-ahead pinned
   /// too); cudaErrorNotPermitted while asleep (the backups are in it).
-  /// Pin-ahead then pins nothing until the pool reserves more than it ever
-  /// had, or reserve_sleep_backup is called.
+  /// Pin-ahead then pins nothing until a growth leaves the pool reserving
+  /// more than it ever had (a growth undone midway included; resetting
+  /// reservedHigh does not lower that mark), or reserve_sleep_backup is called.
   cudaError_t release_sleep_host_memory() noexcept;
   /// Pins host memory for backups ahead of time, until the pool holds at
   /// least `bytes` of it, so that a sleep backing up no more than that pins
@@ -196,8 +213,9 @@ class SOVA_API Pool {
   /// at a few GiB/s). `stats().reserved_current` is always enough. Holds the
   /// pool's growth back while it pins: call it before the work starts. All
   /// or nothing: on failure (cudaErrorMemoryAllocation) the memory held is
-  /// as before; beyond PoolOptions::sleep_host_budget, refused the same way.
-  /// Asleep or awake; release_sleep_host_memory frees it. PoolOptions::
+  /// as before; beyond PoolOptions::sleep_host_budget, refused the same way
+  /// whatever the size (counted in stats().sleep_budget_refusals); 64 TiB or
+  /// more without a budget, refused too (more than a pool holds). Asleep or awake; release_sleep_host_memory frees it. PoolOptions::
   /// sleep_pin_ahead does this in the background, without holding growth back.
   cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
   /// What refused host memory in the last sleep or reserve_sleep_backup that

@@ -70,7 +70,8 @@ typedef enum sovaMemPoolFlags {
   sovaMemPoolHostMemory = 0x10,
   /** Pin ahead: a thread of the pool's own pins host memory for sleep's
    * backups in the background as the pool grows, up to
-   * min(sleepHostBudget, the most the pool has reserved), so that the first
+   * min(sleepHostBudget, the most a successful growth reserved: a growth
+   * undone midway needs no backup), so that the first
    * sovaMemPoolSleep finds it pinned (sova::PoolOptions::sleep_pin_ahead;
    * docs/sleep-wake.md, "Pinning ahead"). Off by default. */
   sovaMemPoolSleepPinAhead = 0x20
@@ -197,14 +198,18 @@ SOVA_API cudaError_t sovaMemPoolWakeSynchronize(sovaMemPool_t pool, cudaStream_t
 /** *asleep = 1 from the start of a sleep until its wake, else 0. */
 SOVA_API cudaError_t sovaMemPoolIsAsleep(sovaMemPool_t pool, int* asleep);
 /** Frees the pinned host memory kept for backups (pinned ahead too); asleep:
- * cudaErrorNotPermitted. Pin-ahead then holds until the pool reserves more
- * than it ever had, or sovaMemPoolReserveSleepBackup is called. */
+ * cudaErrorNotPermitted. Pin-ahead then holds until a growth leaves the pool
+ * reserving more than it ever had (a growth undone midway included;
+ * resetting reservedHigh does not lower that mark), or
+ * sovaMemPoolReserveSleepBackup is called. */
 SOVA_API cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool);
 /** Pins host memory for backups ahead, until the pool holds at least `bytes`
  * of it: a sleep backing up no more pins nothing (its reservedCurrent is
  * always enough). On failure the memory held is as before, and the message
  * says which limit refused (as for sovaMemPoolSleep); beyond the pool's
- * sleepHostBudget: cudaErrorMemoryAllocation, nothing pinned. */
+ * sleepHostBudget, whatever the size: cudaErrorMemoryAllocation, nothing
+ * pinned, counted in sleepBudgetRefusals, the message the budget's; 64 TiB or
+ * more without a budget: the same code, the message says so. */
 SOVA_API cudaError_t sovaMemPoolReserveSleepBackup(sovaMemPool_t pool, size_t bytes);
 /** The device's default pool, created on first use (that device, default
  * properties; never destroyed). Device out of range: cudaErrorInvalidDevice;
@@ -234,6 +239,24 @@ SOVA_API cudaError_t sovaDeviceGraphMemTrim(int device);
 SOVA_API cudaError_t sovaMemPoolGetGraphMemAttribute(sovaMemPool_t pool, enum cudaGraphMemAttributeType attr,
                                                      void* value);
 SOVA_API cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool);
+
+/* Share groups (docs/graphs.md, "Graphs that never run at once"): graphs the
+ * program promises never run at once — no launch of one while a launch of
+ * another may run, on any stream — share the memory their captures free, as
+ * the runtime's graph memory nodes do for graphs launched on one stream and
+ * PyTorch's torch.cuda.graph(pool=...) does. A group belongs to a pool; its id
+ * (from 1) is never reused in that pool.
+ * Create: *group gets a new group's id.
+ * CaptureNext: the next capture whose first allocation from the pool is on
+ * `stream` joins `group` (0: none, cancelling an earlier call for `stream`);
+ * one capture per call. Pass the stream's handle: 0 is the legacy stream,
+ * which cannot capture.
+ * Destroy: no capture joins the group any more; its memory goes back to the
+ * pool once its last member graph is released.
+ * Bad pool, group, pointer or stream: cudaErrorInvalidValue, nothing changed. */
+SOVA_API cudaError_t sovaMemPoolShareGroupCreate(sovaMemPool_t pool, uint64_t* group);
+SOVA_API cudaError_t sovaMemPoolShareGroupCaptureNext(sovaMemPool_t pool, uint64_t group, cudaStream_t stream);
+SOVA_API cudaError_t sovaMemPoolShareGroupDestroy(sovaMemPool_t pool, uint64_t group);
 
 /** What one graph holds of a pool (sovaMemPoolGetGraphHoldings). */
 typedef struct sovaGraphHolding {

@@ -91,9 +91,11 @@ struct PoolStats {
   std::uint64_t graphs = 0;
   /// Sleep's host memory budget and pin-ahead (PoolOptions::sleep_host_budget,
   /// sleep_pin_ahead; docs/sleep-wake.md, "Pinning ahead"): the budget (0: no
-  /// limit); what pin-ahead works towards now (min(budget, the most the pool
-  /// has reserved); 0 when off, or held after release_sleep_host_memory or a
-  /// failure until the pool grows); the part of sleep_host_bytes the
+  /// limit); what pin-ahead works towards now (min(budget, the most a
+  /// successful growth reserved: not reserved_high, which counts a growth
+  /// undone midway and can be reset); 0 when off, or held after
+  /// release_sleep_host_memory until the pool reserves more than it ever
+  /// had, or after a failure until it grows); the part of sleep_host_bytes the
   /// background thread pinned; its pins that failed (the host out of pinned
   /// memory: not an error, the sleep pins the rest); and the sleeps and
   /// reserve_sleep_backup calls refused because they would exceed the budget.

@@ -190,6 +190,7 @@ cudaError_t Arena::create_chunk(std::size_t first_granule, std::size_t granules,
   mark(first_granule, granules, slot);
   backed_bytes_ += bytes;
   backed_high_ = std::max(backed_high_, backed_bytes_);
+  backed_peak_ = std::max(backed_peak_, backed_bytes_);
   ++chunks_mapped_;
   *slot_out = slot;
   return cudaSuccess;

@@ -186,6 +186,10 @@ class Arena {
   std::size_t backed_bytes() const noexcept { return backed_bytes_; }
   std::size_t backed_high() const noexcept { return backed_high_; }
   void reset_backed_high() noexcept { backed_high_ = backed_bytes_; }
+  /// The most ever backed at once, growths undone since included; unlike
+  /// backed_high (reservedHigh), never reset: pin-ahead's hold after a
+  /// release lasts until the pool backs more than this (sleep_pin_ahead.hpp).
+  std::size_t backed_peak() const noexcept { return backed_peak_; }
   std::size_t max_physical() const noexcept { return max_physical_; }
   std::uint64_t chunks_mapped() const noexcept { return chunks_mapped_; }
   std::uint64_t chunks_unmapped() const noexcept { return chunks_unmapped_; }
@@ -276,6 +280,7 @@ class Arena {
   std::size_t backed_bytes_ = 0;
   bool abandoned_ = false;  ///< abandon(): nothing is released at destruction
   std::size_t backed_high_ = 0;
+  std::size_t backed_peak_ = 0;  ///< >= backed_high_; never lowered
   std::uint64_t chunks_mapped_ = 0;
   std::uint64_t chunks_unmapped_ = 0;
   std::uint64_t chunks_moved_ = 0;

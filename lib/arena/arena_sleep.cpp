@@ -104,6 +104,7 @@ void Arena::rebacked(const std::vector<Extent>& extents, const std::vector<Physi
     ++chunks_mapped_;
   }
   backed_high_ = std::max(backed_high_, backed_bytes_);
+  backed_peak_ = std::max(backed_peak_, backed_bytes_);
 }
 
 }  // namespace sova::detail

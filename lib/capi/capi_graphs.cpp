@@ -90,6 +90,29 @@ cudaError_t sovaMemPoolGraphMemTrim(sovaMemPool_t pool) {
   return checked(__func__, sovaMemPoolGraphMemTrim_unchecked(pool));
 }
 
+/// Calls f(pool) for the pool behind the handle, inside a ReadSection;
+/// cudaErrorInvalidValue for a handle that names no pool.
+template <class F>
+static cudaError_t with_pool(sovaMemPool_t handle, F f) {
+  ReadSection section;
+  PoolEntry* e = g_state.handles.lookup(handle);
+  if (e == nullptr) return cudaErrorInvalidValue;
+  return f(e->pool);
+}
+
+cudaError_t sovaMemPoolShareGroupCreate(sovaMemPool_t pool, uint64_t* group) {
+  return checked(__func__, with_pool(pool, [&](sova::Pool& p) { return p.create_graph_share_group(group); }));
+}
+
+cudaError_t sovaMemPoolShareGroupCaptureNext(sovaMemPool_t pool, uint64_t group, cudaStream_t stream) {
+  return checked(__func__,
+                 with_pool(pool, [&](sova::Pool& p) { return p.capture_into_share_group(stream, group); }));
+}
+
+cudaError_t sovaMemPoolShareGroupDestroy(sovaMemPool_t pool, uint64_t group) {
+  return checked(__func__, with_pool(pool, [&](sova::Pool& p) { return p.destroy_graph_share_group(group); }));
+}
+
 static cudaError_t sovaMemPoolGetGraphHoldings_unchecked(sovaMemPool_t pool, sovaGraphHolding* holdings,
                                                          size_t capacity, size_t* count) {
   if (count == nullptr || (holdings == nullptr && capacity != 0)) return cudaErrorInvalidValue;

@@ -10,6 +10,7 @@
 #include "capi/imported_pools.hpp"
 #include "capi/pool_lifetime.hpp"
 #include "capi/read_section.hpp"
+#include "core/pool_sleep.hpp"
 
 #include <sova/sova.h>
 
@@ -234,6 +235,15 @@ static cudaError_t sovaMemPoolReserveSleepBackup_unchecked(sovaMemPool_t pool, s
   const std::uint64_t refusals = budget_refusals(e->pool);
   const cudaError_t error = e->pool.reserve_sleep_backup(bytes);
   if (note_budget_refusal(e->pool, error, refusals, "that is", "nothing was pinned")) return error;
+  if (error == cudaErrorMemoryAllocation && bytes >= sova::detail::kMaxSleepHostBytes) {
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  "%llu bytes is 64 TiB or more: more pinned host memory than a pool holds for backups; "
+                  "nothing was pinned",
+                  static_cast<unsigned long long>(bytes));
+    note_detail(error, text);
+    return error;
+  }
   if (note_pin_refusal(e->pool, error, "the memory held is as before")) return error;
   if (error != cudaSuccess) note_detail(error, "pinning host memory failed; the memory held is as before");
   return error;

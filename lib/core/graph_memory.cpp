@@ -101,9 +101,15 @@ cudaError_t GraphMemory::allocate(void** ptr, std::size_t bytes, cudaStream_t st
     cudaError_t error = cudaSuccess;
     Graph* graph = graph_for(info, stream, &error);
     if (graph == nullptr) return error;
-    // A block freed earlier in this capture on this stream: the smallest that fits.
-    auto lists = graph->reusable.find(stream_key);
-    if (lists != graph->reusable.end()) {
+    if (!graph->allocated) {
+      graph->allocated = true;
+      join_named_group_locked(*graph, stream_key);  // its first allocation: the group named for this stream
+    }
+    if (graph->group != nullptr) {
+      // A block of its share group: freed by another member, or earlier in this capture on this stream.
+      reused = take_shared_locked(*graph, stream_key, bytes);
+    } else if (auto lists = graph->reusable.find(stream_key); lists != graph->reusable.end()) {
+      // A block freed earlier in this capture on this stream: the smallest that fits.
       auto fit = lists->second.lower_bound(bytes);
       if (fit != lists->second.end()) {
         reused = fit->second;
@@ -174,12 +180,20 @@ bool GraphMemory::deallocate(void* ptr, cudaStream_t stream, void* freer, cudaEr
   }
   const bool capturing = info.status == cudaStreamCaptureStatusActive;
   if (capturing && b.graph != nullptr && info.id == b.graph->capture_id) {
-    // A free node: later allocations of this capture on this stream may reuse it.
-    try {
-      b.graph->reusable[stream_key].emplace(b.bytes, ptr);
-    } catch (...) {
-      *result = cudaErrorMemoryAllocation;
-      return true;
+    // A free node: later allocations of this capture on this stream may
+    // reuse it, and, in a share group, those of the other members.
+    if (b.graph->group != nullptr) {
+      if (!give_to_group_locked(*b.graph, b, ptr, info.id, stream_key)) {
+        *result = cudaErrorMemoryAllocation;
+        return true;
+      }
+    } else {
+      try {
+        b.graph->reusable[stream_key].emplace(b.bytes, ptr);
+      } catch (...) {
+        *result = cudaErrorMemoryAllocation;
+        return true;
+      }
     }
     b.live = false;
   } else if (capturing) {
@@ -225,26 +239,34 @@ void GraphMemory::release_locked(Graph& graph, std::vector<void*>& complete,
     } else {
       continue;
     }
-    // No graph holds it any more. Allocated in the graph and freed neither in
-    // it nor since: the caller's still, as cudaMallocAsync's are once their
-    // graph is gone. It stays allocated in the pool, an ordinary block its
-    // owner frees.
-    const bool callers = b.live && !b.caller_freed;
-    const bool eager = b.freed_eagerly;
-    void* const freer = b.freed_on;
-    held_bytes_ -= b.bytes;
-    blocks_.erase(it);
-    held_blocks_.fetch_sub(1, std::memory_order_relaxed);
-    if (callers) continue;
-    try {
-      if (eager) {
-        freed_on.emplace_back(block, freer);
-      } else {
-        complete.push_back(block);  // freed in a graph: every launch that used it is done
-      }
-    } catch (...) {
-      // Cannot list it: it stays out of the pool (a leak, never an early reuse).
+    if (b.group != nullptr) continue;  // its share group holds it (release_group_locked)
+    retire_locked(it, complete, freed_on);
+  }
+}
+
+void GraphMemory::retire_locked(std::unordered_map<void*, BlockInfo>::iterator it, std::vector<void*>& complete,
+                                std::vector<std::pair<void*, void*>>& freed_on) noexcept {
+  // No graph holds it any more. Allocated in a graph and freed neither in
+  // it nor since: the caller's still, as cudaMallocAsync's are once their
+  // graph is gone. It stays allocated in the pool, an ordinary block its
+  // owner frees.
+  void* const block = it->first;
+  const BlockInfo& b = it->second;
+  const bool callers = b.live && !b.caller_freed;
+  const bool eager = b.freed_eagerly;
+  void* const freer = b.freed_on;
+  held_bytes_ -= b.bytes;
+  blocks_.erase(it);
+  held_blocks_.fetch_sub(1, std::memory_order_relaxed);
+  if (callers) return;
+  try {
+    if (eager) {
+      freed_on.emplace_back(block, freer);
+    } else {
+      complete.push_back(block);  // freed in a graph: every launch that used it is done
     }
+  } catch (...) {
+    // Cannot list it: it stays out of the pool (a leak, never an early reuse).
   }
 }
 
@@ -265,6 +287,7 @@ void GraphMemory::collect() noexcept {
       auto it = graphs_.find(id);
       if (it == graphs_.end()) continue;
       release_locked(*it->second, complete, freed_on);
+      leave_group_locked(*it->second, complete, freed_on);
       end_capture_locked(*it->second);
       graphs_.erase(it);  // release_locked left no block naming it
       ++released_graphs_;

@@ -36,6 +36,16 @@
 //    may outlive the graph that made it). The release may come before or
 //    after such a free: either order ends with the block free once.
 //
+//  * Share groups: graphs the program promises never run at once (no launch
+//    of one while a launch of another may run, on any stream) may share
+//    memory. A capture joins a group when its first allocation here is on a
+//    stream that capture_next_into() named for it. A block freed during a
+//    member's capture is then the group's: later allocations of any other
+//    member's capture (and of the same capture on the same stream, as
+//    above) reuse it, smallest fit first, and it goes back to the pool only
+//    once the group is destroyed and every member released. The rest is as
+//    for any graph. docs/graphs.md, "Graphs that never run at once".
+//
 // Thread safety: every method may be called from any thread; one mutex over
 // the tables, never held across a call into the source. collect() is atomic
 // for every caller that saw has_released(): the flag stays set until the
@@ -131,6 +141,19 @@ class GraphMemory {
   /// depend on GraphMemory (the pool's stream registry).
   const std::atomic<std::size_t>& open_captures() const noexcept { return open_captures_; }
 
+  /// A new share group, its id (from 1, never reused in this pool); 0 when
+  /// host memory lacks.
+  std::uint64_t create_group() noexcept;
+  /// No capture joins `group` any more; its memory goes back to the pool once
+  /// its last member is released (at once when none is alive).
+  /// cudaErrorInvalidValue for an id that names no group not yet destroyed.
+  cudaError_t destroy_group(std::uint64_t group) noexcept;
+  /// The next capture whose first allocation here is on `stream` joins
+  /// `group` (0: none, cancelling an earlier call for `stream`). One capture
+  /// only: each capture is named anew. cudaErrorInvalidValue for a group not
+  /// open, or `stream` the legacy stream (which cannot capture).
+  cudaError_t capture_next_into(cudaStream_t stream, std::uint64_t group) noexcept;
+
   GraphMemoryStats stats() noexcept;
   /// What each graph holds, by capture id (released graphs collected first).
   GraphMemorySnapshot snapshot() noexcept;
@@ -138,8 +161,11 @@ class GraphMemory {
   void reset_high() noexcept;
 
  private:
+  struct Group;
   /// One capture and then its graph: the blocks it holds.
   struct Graph {
+    Group* group = nullptr;  ///< the share group it joined, if any
+    bool allocated = false;  ///< its capture allocated here (a free of another graph's block may come first)
     unsigned long long capture_id = 0;
     cudaStream_t stream = nullptr;  ///< the stream of its first allocation (capture_in_progress)
     bool capture_ended = false;
@@ -150,6 +176,22 @@ class GraphMemory {
     /// captured on, then by size: what later allocations of the capture on
     /// that stream may reuse.
     std::map<std::uintptr_t, std::multimap<std::size_t, void*>> reusable;  ///< by the freeing stream's handle
+  };
+  /// A share group: the blocks its members' captures freed, which it holds
+  /// until it is destroyed and its last member released.
+  struct Group {
+    std::uint64_t id = 0;
+    bool open = true;         ///< not destroyed: captures may still join
+    std::size_t members = 0;  ///< graphs joined and not yet released
+    std::vector<void*> blocks;
+    /// A held block no allocation uses now, and which capture freed it on
+    /// which stream: that capture itself may reuse it on that stream only.
+    struct Free {
+      void* block;
+      unsigned long long freed_by;
+      std::uintptr_t stream_key;
+    };
+    std::multimap<std::size_t, Free> reusable;  ///< by size
   };
   struct BlockInfo {
     /// The graph that allocated it; nullptr once released while `freed_in` holds it.
@@ -164,6 +206,9 @@ class GraphMemory {
     /// The caller's free was captured in another graph, which holds the
     /// block too until it is released (nullptr: none, or released).
     Graph* freed_in = nullptr;
+    /// The share group holding it (freed during a member's capture), which
+    /// gives it back when the group is gone; nullptr: none.
+    Group* group = nullptr;
   };
   /// Where release callbacks leave the ids of released captures. Shared with
   /// the callbacks' tickets, so that a callback after the pool is gone
@@ -183,6 +228,29 @@ class GraphMemory {
   /// another graph). mu_ held.
   void release_locked(Graph& graph, std::vector<void*>& complete,
                       std::vector<std::pair<void*, void*>>& freed_on) noexcept;
+  /// The block `it` names is held by nothing any more: its entry goes, and
+  /// the block to `complete` or `freed_on`, or stays the caller's. mu_ held.
+  void retire_locked(std::unordered_map<void*, BlockInfo>::iterator it, std::vector<void*>& complete,
+                     std::vector<std::pair<void*, void*>>& freed_on) noexcept;
+  /// `graph` is released: one member fewer for its group, which goes when
+  /// it was destroyed and this was its last. mu_ held.
+  void leave_group_locked(Graph& graph, std::vector<void*>& complete,
+                          std::vector<std::pair<void*, void*>>& freed_on) noexcept;
+  /// The group with id `id` is gone: its blocks held by no graph are
+  /// retired, the others left to the graphs that hold them. mu_ held.
+  void release_group_locked(std::uint64_t id, std::vector<void*>& complete,
+                            std::vector<std::pair<void*, void*>>& freed_on) noexcept;
+  /// `graph`'s first allocation, on `stream_key`: it joins the group named
+  /// for that stream's next capture, if any, and the name is spent. mu_ held.
+  void join_named_group_locked(Graph& graph, std::uintptr_t stream_key) noexcept;
+  /// A block of `graph`'s group that an allocation of `bytes` in `graph`'s
+  /// capture on `stream_key` may reuse, taken off the group's free list;
+  /// nullptr when none. mu_ held.
+  void* take_shared_locked(Graph& graph, std::uintptr_t stream_key, std::size_t bytes) noexcept;
+  /// A free during `graph`'s capture (a member's) of its block `ptr`: the
+  /// group's now. mu_ held. False when host memory lacks (nothing changed).
+  bool give_to_group_locked(Graph& graph, BlockInfo& b, void* ptr, unsigned long long capture_id,
+                            std::uintptr_t stream_key) noexcept;
   void outside_capture_slow(cudaStream_t stream) noexcept;
   /// The capture of `graph` is over. mu_ held.
   void end_capture_locked(Graph& graph) noexcept;
@@ -204,6 +272,10 @@ class GraphMemory {
   std::mutex mu_;
   std::map<unsigned long long, std::unique_ptr<Graph>> graphs_;  // by capture id
   std::unordered_map<void*, BlockInfo> blocks_;
+  std::map<std::uint64_t, std::unique_ptr<Group>> groups_;  // by id
+  std::uint64_t next_group_ = 1;
+  /// capture_next_into's requests: the group a stream's next capture joins, by handle.
+  std::map<std::uintptr_t, std::uint64_t> joining_;
   std::uint64_t held_bytes_ = 0;
   std::uint64_t held_bytes_high_ = 0;
   std::uint64_t released_graphs_ = 0;

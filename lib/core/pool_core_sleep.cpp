@@ -39,9 +39,9 @@ cudaError_t PoolCore::wake(cudaStream_t stream) noexcept {
 cudaError_t PoolCore::release_sleep_host_memory() noexcept {
   std::lock_guard<HeapMutex> lock(heap_.mutex());
   // Given back on purpose: pin-ahead does not take it again until the pool
-  // grows. Held before the release, so that no pin decided before it lands
-  // after it (SleepPinAhead::run).
-  const bool was_held = pin_ahead_.hold();
+  // backs more than it ever did. Held before the release, so that no pin
+  // decided before it lands after it (SleepPinAhead::run).
+  const bool was_held = pin_ahead_.hold(arena_.backed_peak());
   const cudaError_t error = sleep_.release_host_memory();
   if (error != cudaSuccess) pin_ahead_.undo_hold(was_held);
   return error;

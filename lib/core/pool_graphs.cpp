@@ -18,4 +18,20 @@ void Pool::trim_graph_memory() {
   trim_to(threshold);
 }
 
+cudaError_t Pool::create_graph_share_group(std::uint64_t* group) noexcept {
+  if (group == nullptr) return cudaErrorInvalidValue;
+  const std::uint64_t id = core_->graph_memory().create_group();
+  if (id == 0) return cudaErrorMemoryAllocation;
+  *group = id;
+  return cudaSuccess;
+}
+
+cudaError_t Pool::destroy_graph_share_group(std::uint64_t group) noexcept {
+  return core_->graph_memory().destroy_group(group);
+}
+
+cudaError_t Pool::capture_into_share_group(cudaStream_t stream, std::uint64_t group) noexcept {
+  return core_->graph_memory().capture_next_into(stream, group);
+}
+
 }  // namespace sova

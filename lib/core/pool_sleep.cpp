@@ -14,7 +14,7 @@ namespace {
 /// Live ranges closer than this are copied as one, when the gap is backed:
 /// fewer copies, at the price of a few free bytes.
 constexpr std::size_t kCoalesceGap = std::size_t{1} << 20;
-/// Slabs are taken in multiples of this.
+/// The most slabs a pool holds (slab_sizes_to_pin refuses more).
 constexpr std::size_t kMaxSlabs = std::size_t{1} << 16;
 std::size_t round_up_to_slab(std::size_t n) { return (n + kSlabRounding - 1) / kSlabRounding * kSlabRounding; }
 }  // namespace
@@ -37,9 +37,7 @@ std::unique_lock<std::mutex> PoolSleep::settle_pin_ahead() noexcept {
   return lock;
 }
 
-bool PoolSleep::within_budget(const std::vector<std::size_t>& sizes) noexcept {
-  std::size_t more = 0;
-  for (const std::size_t bytes : sizes) more += bytes;
+bool PoolSleep::within_budget(std::size_t more) noexcept {
   const std::size_t held = host_bytes_.load(std::memory_order_relaxed);
   if (host_budget_ == 0 || more == 0 || (held <= host_budget_ && more <= host_budget_ - held)) return true;
   budget_refusals_.fetch_add(1, std::memory_order_relaxed);
@@ -149,6 +147,13 @@ void PoolSleep::plan_copies(const std::vector<Range>& live, std::vector<std::siz
   }
 }
 
+std::size_t PoolSleep::bytes_to_pin(std::size_t bytes) const noexcept {
+  const std::size_t capacity = host_bytes_.load(std::memory_order_relaxed);
+  if (capacity >= bytes) return 0;
+  const std::size_t more = bytes - capacity;
+  return more >= kMaxSleepHostBytes ? kMaxSleepHostBytes : round_up_to_slab(more);
+}
+
 void PoolSleep::slab_sizes_to_pin(std::size_t bytes, std::vector<std::size_t>& sizes) const {
   std::size_t capacity = host_bytes_.load(std::memory_order_relaxed);
   if (capacity >= bytes) return;
@@ -218,13 +223,18 @@ cudaError_t PoolSleep::pin_more(const std::vector<std::size_t>& sizes,
 cudaError_t PoolSleep::reserve_host_memory(std::size_t bytes) noexcept {
   const std::unique_lock host = settle_pin_ahead();
   pin_refusal_.store(PinStep::none, std::memory_order_relaxed);  // this call's, if it pins
+  // The budget first, on the capped size: any size beyond it is the budget's
+  // refusal (counted), before slab sizes are laid out (which may fail).
+  if (!within_budget(bytes_to_pin(bytes))) return cudaErrorMemoryAllocation;
+  // The size asked, not what is left to pin: 64 TiB with some memory held
+  // already is as far beyond any host.
+  if (bytes >= kMaxSleepHostBytes) return cudaErrorMemoryAllocation;
   std::vector<std::size_t> sizes;
   try {
     slab_sizes_to_pin(bytes, sizes);
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;
   }
-  if (!within_budget(sizes)) return cudaErrorMemoryAllocation;
   return pin_more(sizes, [](std::size_t) { return cudaSuccess; });
 }
 
@@ -336,7 +346,9 @@ cudaError_t PoolSleep::back_up(SleepMode mode, cudaStream_t stream,
       return cudaErrorMemoryAllocation;
     }
     // Beyond the budget: refused before any copy, the pool awake as it was.
-    if (!within_budget(new_slabs)) return cudaErrorMemoryAllocation;
+    std::size_t more = 0;
+    for (const std::size_t bytes : new_slabs) more += bytes;
+    if (!within_budget(more)) return cudaErrorMemoryAllocation;
   }
   // Only the work the caller ordered before this call: an event on its stream.
   if (const cudaError_t e = driver_.event_record(caller_event_, stream); e != cudaSuccess) return e;

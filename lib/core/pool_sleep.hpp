@@ -75,6 +75,12 @@ inline constexpr std::size_t kSleepMinSlabBytes = std::size_t{64} << 20;
 inline constexpr std::size_t kPinAheadSlabBytes = std::size_t{128} << 20;
 /// Every slab's size is a multiple of this.
 inline constexpr std::size_t kSlabRounding = std::size_t{2} << 20;
+/// The most host memory a pool pins for backups in all (64 TiB: more than
+/// any host has). A reservation of this or more is refused
+/// (cudaErrorMemoryAllocation, nothing pinned) after the budget's check, so
+/// that a pool with a budget counts it as the budget's refusal; the sizes
+/// pinning computes are capped here, so that no rounding overflows.
+inline constexpr std::size_t kMaxSleepHostBytes = std::size_t{1} << 46;
 
 class PoolSleep {
  public:
@@ -197,9 +203,14 @@ class PoolSleep {
   /// host_mu_, once no pin is in flight (a slab pin_ahead_once is pinning
   /// is adopted first). Taken by every call made under the heap lock.
   std::unique_lock<std::mutex> settle_pin_ahead() noexcept;
-  /// Whether pinning slabs of `sizes` keeps the host memory held within the
-  /// budget; counts a refusal when not. host_mu_ held.
-  bool within_budget(const std::vector<std::size_t>& sizes) noexcept;
+  /// Whether pinning `more` bytes (bytes_to_pin) keeps the host memory held
+  /// within the budget; counts a refusal when not. host_mu_ held.
+  bool within_budget(std::size_t more) noexcept;
+  /// The host memory that holding `bytes` in all needs pinned beyond what is
+  /// held: rounded up to kSlabRounding, capped at kMaxSleepHostBytes (any
+  /// size, SIZE_MAX included, without overflow or throwing); what the slabs
+  /// slab_sizes_to_pin lays out add up to, below the cap. host_mu_ held.
+  std::size_t bytes_to_pin(std::size_t bytes) const noexcept;
   /// The copy stream and the two events, made once.
   cudaError_t ensure_stream() noexcept;
   /// Steps 1 and 2 of sleep: on failure the memory is as it was.

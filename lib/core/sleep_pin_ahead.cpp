@@ -32,12 +32,12 @@ void SleepPinAhead::note_reserved(std::size_t reserved) noexcept {
   changed_.notify_one();
 }
 
-bool SleepPinAhead::hold() noexcept {
+bool SleepPinAhead::hold(std::size_t backed_peak) noexcept {
   if (!enabled_) return true;
   const std::lock_guard lock(mu_);
   const bool was_held = held_;
   held_ = true;
-  held_through_ = reserved_seen_.load(std::memory_order_relaxed);
+  held_through_ = std::max(backed_peak, reserved_seen_.load(std::memory_order_relaxed));
   return was_held;
 }
 

@@ -11,14 +11,20 @@
 // by kPinAheadTouchThreads threads, started and joined by that pin: between
 // pins only this thread runs.
 //
-// What: the target is min(the budget, the most the pool has reserved): a
-// backup never needs more than the pool reserves (live blocks and the small
-// gaps between them). The thread pins one slab at a time
-// (PoolSleep::pin_ahead_once) until the target is held, then waits for the
-// pool to grow. It pins nothing while the pool is asleep. Held (pins
-// nothing) after release_sleep_host_memory, or after a pin the host refused
-// (counted: not an error for the user), until the pool reserves more than it
-// had then; reserve_sleep_backup lifts the hold.
+// What: the target is min(the budget, the most a successful growth left the
+// pool reserving): a backup never needs more than the pool reserves (live
+// blocks and the small gaps between them). A growth that failed midway and
+// was undone is not counted, though reservedHigh counts its chunks: no block
+// ever lived in them, so no backup needs them. The thread pins one slab at a
+// time (PoolSleep::pin_ahead_once) until the target is held, then waits for
+// the pool to grow. It pins nothing while the pool is asleep. Held (pins
+// nothing) after release_sleep_host_memory until a growth leaves the pool
+// backing more than it ever had (Arena::backed_peak: undone growths
+// included, never reset, so that neither a failed growth's undoing nor a
+// reset of reservedHigh brings released memory back behind the caller's
+// back); held after a pin the host refused (counted: not an error for the
+// user) until the pool grows past the target it had. reserve_sleep_backup
+// lifts either hold.
 //
 // Threads: note_reserved, hold and resume are called under the pool's heap
 // lock; the thread never takes the heap lock (PoolSleep's host_mu_ guards
@@ -56,10 +62,11 @@ class SleepPinAhead {
   /// held). More than it has seen: the thread is woken, and a hold whose
   /// mark this passes is lifted.
   void note_reserved(std::size_t reserved) noexcept;
-  /// Pin nothing until the pool reserves more than it has so far
-  /// (release_sleep_host_memory, before it releases; heap lock held).
-  /// Returns whether a hold was on already (for undo_hold).
-  bool hold() noexcept;
+  /// Pin nothing until a growth leaves the pool reserving more than
+  /// `backed_peak` (Arena::backed_peak: the most it ever backed) and more
+  /// than any growth so far (release_sleep_host_memory, before it releases;
+  /// heap lock held). Returns whether a hold was on already (for undo_hold).
+  bool hold(std::size_t backed_peak) noexcept;
   /// Lifts the hold hold() put on where `was_held` (its result) is false:
   /// the release it was for failed.
   void undo_hold(bool was_held) noexcept {
@@ -72,7 +79,7 @@ class SleepPinAhead {
   void stop() noexcept;
 
   /// What the thread works towards now: min(the budget rounded down to
-  /// whole slabs, the most the pool has reserved); 0 when off or held.
+  /// whole slabs, the most a successful growth reserved); 0 when off or held.
   std::size_t target() const noexcept;
   /// Pins the host refused, ever.
   std::uint64_t failures() const noexcept { return failures_.load(std::memory_order_relaxed); }
@@ -88,7 +95,7 @@ class SleepPinAhead {
   bool stop_ = false;
   bool held_ = false;
   std::size_t held_through_ = 0;                ///< held while the pool has reserved no more than this
-  std::atomic<std::size_t> reserved_seen_{0};   ///< the most the pool has reserved (written under mu_)
+  std::atomic<std::size_t> reserved_seen_{0};   ///< the most a successful growth reserved (written under mu_)
   std::atomic<std::uint64_t> failures_{0};
   std::thread thread_;
 };

@@ -113,7 +113,7 @@ def _current_stream(device: int) -> int:
 
 def _give_back_pinned(lib, pool, name: str, device: int) -> None:
     """A tag slept without backup needs no host memory: what pin-ahead pinned
-    for it goes back, and pin-ahead holds until the pool grows
+    for it goes back, and pin-ahead holds until the pool reserves more than it ever had
     (docs/sleep-wake.md, "Pinning ahead"). Asleep already: nothing to do."""
     asleep = ctypes.c_int(0)
     _capi.check(lib.sovaMemPoolIsAsleep(ctypes.c_void_p(pool), ctypes.byref(asleep)),

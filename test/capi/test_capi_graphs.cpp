@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 using namespace sova;
 using namespace sova::capi_test;
@@ -161,5 +162,46 @@ TEST_CASE("C API: sovaMemPoolGetGraphHoldings lists each graph's memory", "[capi
   CHECK(count == 0);
   REQUIRE(sovaFreeAsync(out, s) == cudaSuccess);
   REQUIRE(d.stream_synchronize(s) == cudaSuccess);
+  d.destroy_stream(s);
+}
+
+TEST_CASE("C API: graphs of one share group hold one graph's scratch; bad handles are refused", "[capi][graphs]") {
+  SimDriver& d = sim();
+  ScopedPool pool;
+  cudaStream_t s = d.create_stream();
+  uint64_t group = 0;
+  REQUIRE(sovaMemPoolShareGroupCreate(pool, &group) == cudaSuccess);
+  CHECK(group != 0);
+  std::vector<cudaGraph_t> graphs;
+  for (int i = 0; i < 16; ++i) {  // the runtime's case: 16 graphs captured and kept on one stream
+    REQUIRE(sovaMemPoolShareGroupCaptureNext(pool, group, s) == cudaSuccess);
+    REQUIRE(d.begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
+    void* scratch = nullptr;
+    REQUIRE(sovaMallocFromPoolAsync(&scratch, 8 * MiB, pool, s) == cudaSuccess);
+    d.launch(s, [] {});
+    REQUIRE(sovaFreeAsync(scratch, s) == cudaSuccess);
+    cudaGraph_t graph = nullptr;
+    REQUIRE(d.end_capture(s, &graph) == cudaSuccess);
+    graphs.push_back(graph);
+  }
+  CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemCurrent) == 8 * MiB);
+
+  sovaMemPool_t destroyed = nullptr;
+  {
+    ScopedPool gone;
+    destroyed = gone;
+  }
+  uint64_t unused = 0;
+  CHECK(sovaMemPoolShareGroupCreate(destroyed, &unused) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolShareGroupCreate(pool, nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolShareGroupCaptureNext(pool, group, nullptr) == cudaErrorInvalidValue);  // the legacy stream
+  CHECK(sovaMemPoolShareGroupCaptureNext(pool, group + 1000, s) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolShareGroupDestroy(destroyed, group) == cudaErrorInvalidValue);
+
+  for (cudaGraph_t g : graphs) REQUIRE(d.graph_destroy(g) == cudaSuccess);
+  CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemCurrent) == 8 * MiB);  // the group still holds it
+  REQUIRE(sovaMemPoolShareGroupDestroy(pool, group) == cudaSuccess);
+  CHECK(pool_graph_attr(pool, cudaGraphMemAttrUsedMemCurrent) == 0);
+  CHECK(sovaMemPoolShareGroupDestroy(pool, group) == cudaErrorInvalidValue);
   d.destroy_stream(s);
 }

@@ -26,6 +26,9 @@ struct StreamStateTestAccess {
   /// What StreamCaches::cache_freed does to the epochs for a free: the open
   /// epoch now has one (the test's stand-in for a cached block).
   static void stamp_free(StreamState& s) noexcept { s.open_epoch_has_frees = true; }
+  /// What another stream's miss does when it finds this one's frees pending
+  /// behind no fence (StreamCaches::give_to_heap): asks it for a fence.
+  static void request_fence(StreamState& s) noexcept { s.fence_requested.store(true); }
 };
 
 }  // namespace sova::detail

@@ -7,6 +7,7 @@
 
 #include "fuzz/byte_reader.hpp"
 #include "fuzz/garbage_policy.hpp"
+#include "fuzz/mark_model.hpp"
 
 #include <sova/pool.hpp>
 #include <sova/sim.hpp>
@@ -33,6 +34,8 @@ constexpr int kMaxPools = 3;
 constexpr int kMaxStreams = 3;          // created streams per actor
 constexpr std::size_t kTagSpan = 4096;  // tag bytes written at a block's head and tail
 constexpr std::size_t kMiB = std::size_t{1} << 20;
+/// A backup reservation of this or more is beyond any host (64 TiB).
+constexpr std::size_t kHugeReserve = std::size_t{1} << 46;
 
 #define FUZZ_CHECK(cond, what) \
   do { \
@@ -49,6 +52,8 @@ struct AtomicCounts {
   std::atomic<long> sleeps{0}, failed_sleeps{0}, cut_short_sleeps{0}, wakes{0}, failed_wakes{0}, frees_asleep{0},
       allocations_asleep{0}, trims_asleep{0}, blocks_restored{0}, blocks_zeroed{0}, budget_refusals{0},
       host_reserves{0}, host_releases{0};
+  std::atomic<long> frees_during_wake{0}, reallocated_after_wake{0}, failed_growth_releases{0}, huge_reserves{0},
+      stream_rounds{0};
 };
 AtomicCounts g_counts;
 void bump(std::atomic<long>& c) { c.fetch_add(1, std::memory_order_relaxed); }
@@ -75,6 +80,8 @@ struct PoolSlot {
   bool discarded = false;     ///< the sleep that put it asleep dropped the contents
   bool zeroed = false;        ///< ... and asked wake to zero the blocks (SleepMode::discard_zeroed)
   std::size_t host_budget = 0;  ///< PoolOptions::sleep_host_budget (0: none)
+  bool pin_ahead = false;       ///< PoolOptions::sleep_pin_ahead
+  MarkModel marks;              ///< its high-water marks and pin-ahead's hold (one thread)
 };
 
 /// A block allocated under a capture (graph memory).
@@ -214,6 +221,8 @@ class World {
       pools[slot].discarded = false;
       pools[slot].zeroed = false;
       pools[slot].host_budget = o.sleep_host_budget;
+      pools[slot].pin_ahead = o.sleep_pin_ahead;
+      pools[slot].marks = MarkModel(o.sleep_pin_ahead, o.sleep_host_budget, config.total_memory);
       bump(g_counts.pools_made);
     } catch (const Error&) {
       bump(g_counts.pools_refused);
@@ -294,7 +303,10 @@ class Actor {
           std::unique_lock alone(w_.checking);
           check_pools();
           check_quiet();
-          if (!w_.threaded) check_captures();
+          if (!w_.threaded) {
+            check_captures();
+            observe_marks();
+          }
         }
       }
       std::shared_lock quiet(w_.checking);
@@ -426,11 +438,16 @@ class Actor {
 
   void allocate() {
     int index = 0;
-    Pool* pool = pick_pool(&index);
-    if (pool == nullptr) return;
+    if (pick_pool(&index) == nullptr) return;
     op_name_ = "allocate";
     const cudaStream_t s = pick_stream(w_.pools[index].device);
-    const std::size_t bytes = pick_size();
+    (void)allocate_block(index, s, pick_size());
+  }
+
+  /// Allocates `bytes` from pool `index` on `s`, checking the answer; a block
+  /// is tagged on `s` and kept (the last of mine_). Whether one was.
+  bool allocate_block(int index, cudaStream_t s, std::size_t bytes) {
+    Pool* pool = w_.pools[index].pool.get();
     const PoolStats before = w_.threaded ? PoolStats{} : pool->stats();
     const bool asleep = !w_.threaded && pool->asleep();
     void* out = reinterpret_cast<void*>(0x1);
@@ -444,7 +461,7 @@ class Actor {
     if (error == cudaSuccess) {
       if (bytes == 0) {
         FUZZ_CHECK(p == nullptr, "size 0 did not give NULL");
-        return;
+        return false;
       }
       FUZZ_CHECK(p != nullptr, "success without a block");
       FUZZ_CHECK(reinterpret_cast<std::uintptr_t>(p) % 512 == 0, "a block not 512-aligned");
@@ -456,7 +473,8 @@ class Actor {
       write_tag(s, p, bytes, tag);
       mine_.push_back(Block{index, p, bytes, tag, s, true});
       bump(g_counts.allocations);
-      return;
+      if (!w_.threaded) w_.pools[index].marks.allocated(pool->stats(), true);
+      return true;
     }
     bump(g_counts.failed_allocations);
     FUZZ_CHECK(p == nullptr, "a failed allocation left a pointer");
@@ -473,7 +491,9 @@ class Actor {
       FUZZ_CHECK(after.used_current == before.used_current && after.live_blocks == before.live_blocks &&
                      after.allocations == before.allocations,
                  "a failed allocation changed the pool");
+      w_.pools[index].marks.allocated(after, false);
     }
+    return false;
   }
 
   /// An event that `s` can record: one of s's device (CUDA refuses an event
@@ -681,7 +701,13 @@ class Actor {
       std::uint64_t value64 = in_.flag() ? 0 : in_.u64();
       int value32 = static_cast<int>(in_.byte());
       const bool int_valued = raw >= 1 && raw <= 3;
+      const PoolStats before = w_.threaded ? PoolStats{} : pool->stats();
       const cudaError_t error = pool->set_attribute(attr, int_valued ? static_cast<void*>(&value32) : &value64);
+      if (!w_.threaded && error == cudaSuccess && value64 == 0) {
+        MarkModel& marks = w_.pools[index].marks;
+        if (raw == cudaMemPoolAttrUsedMemHigh) marks.used_reset(pool->stats());
+        if (raw == cudaMemPoolAttrReservedMemHigh) marks.reserved_reset(before, pool->stats());
+      }
       const bool settable = raw >= 1 && raw <= 4;
       const bool resettable =
           (raw == cudaMemPoolAttrReservedMemHigh || raw == cudaMemPoolAttrUsedMemHigh) && value64 == 0;
@@ -955,7 +981,7 @@ class Actor {
 
   void extended() {
     op_name_ = "extended";
-    const std::size_t which = in_.below(16);
+    const std::size_t which = in_.below(20);
     if (w_.threaded) return;  // one-thread operations
     if (which < 8) {
       graph_step();
@@ -963,8 +989,14 @@ class Actor {
       foreign_step();
     } else if (which < 14) {
       sleep_step();
-    } else {
+    } else if (which < 16 || which == 19) {
       sleep_host_step();
+    } else if (which == 16) {
+      wake_with_frees();
+    } else if (which == 17) {
+      failed_growth_then_release();
+    } else {
+      streams_once();
     }
   }
 
@@ -1033,6 +1065,8 @@ class Actor {
     void* out = reinterpret_cast<void*>(0x1);
     const cudaError_t error = pool->try_allocate(&out, bytes, g.origin);
     if (!g.tried(index)) g.pools_tried.push_back(index);
+    w_.pools[index].marks.inexact_used();  // a graph's release may give its memory back on a driver thread
+    w_.pools[index].marks.allocated(pool->stats(), error == cudaSuccess);
     if (trace_) detail(bytes, index, g.origin, error);
     auto* p = static_cast<unsigned char*>(out);
     if (error == cudaSuccess) {
@@ -1526,14 +1560,16 @@ class Actor {
     const PoolStats before = pool->stats();
     const std::size_t budget = w_.pools[index].host_budget;
     if (in_.flag()) {
-      const std::size_t bytes = in_.below(24) * kMiB + in_.below(4) * 4096;
+      const std::size_t bytes = pick_reserve_size(budget);
       if (in_.below(4) == 0) w_.sim.fail_host_register_at(1 + static_cast<int>(in_.below(3)));
+      const std::size_t pins = w_.sim.counters().host_register_calls;
       const cudaError_t error = pool->reserve_sleep_backup(bytes);
       disarm();
       if (trace_) op_detail_ = " reserve " + std::to_string(bytes) + ": " + cudaGetErrorName(error);
       const PoolStats after = pool->stats();
       if (error == cudaSuccess) {
         bump(g_counts.host_reserves);
+        w_.pools[index].marks.reserved_host_memory();
         FUZZ_CHECK(after.sleep_host_bytes >= bytes, "a reserve that succeeded holds less than asked");
       } else {
         FUZZ_CHECK(error == cudaErrorMemoryAllocation, std::string("reserve_sleep_backup: ") + cudaGetErrorName(error));
@@ -1541,6 +1577,19 @@ class Actor {
                    "a refused reserve gave back host memory");  // all or nothing (pin-ahead may add meanwhile)
       }
       FUZZ_CHECK(budget == 0 || after.sleep_host_bytes <= budget, "a reserve went beyond the budget");
+      // Any size beyond the budget is the budget's refusal, counted (64 TiB
+      // and SIZE_MAX too); without a budget, 64 TiB or more is refused uncounted.
+      const bool beyond_budget = budget != 0 && bytes > budget;
+      if (beyond_budget || bytes >= kHugeReserve) {
+        bump(g_counts.huge_reserves);
+        FUZZ_CHECK(error == cudaErrorMemoryAllocation, "a reserve beyond the budget or of 64 TiB succeeded");
+        // Refused before any pin (the pin-ahead thread may pin meanwhile).
+        FUZZ_CHECK(w_.pools[index].pin_ahead || w_.sim.counters().host_register_calls == pins,
+                   "a reserve beyond the budget or of 64 TiB tried to pin");
+        FUZZ_CHECK(after.sleep_budget_refusals == before.sleep_budget_refusals + (beyond_budget ? 1 : 0),
+                   beyond_budget ? "a reserve beyond the budget was not counted as the budget's refusal"
+                                 : "a reserve refused without a budget was counted as the budget's");
+      }
     } else {
       const cudaError_t error = pool->release_sleep_host_memory();
       if (trace_) op_detail_ = std::string(" release: ") + cudaGetErrorName(error);
@@ -1550,9 +1599,19 @@ class Actor {
       } else {
         FUZZ_CHECK(error == cudaSuccess, std::string("release_sleep_host_memory: ") + cudaGetErrorName(error));
         bump(g_counts.host_releases);
+        w_.pools[index].marks.released(before);
       }
     }
     FUZZ_CHECK(pool->stats().used_current == before.used_current, "host memory calls changed used bytes");
+  }
+
+  /// reserve_sleep_backup's sizes: mostly up to 23 MiB; 1 in 4 one beyond
+  /// any host (64 TiB, past it, 2^62, near SIZE_MAX) or just past the budget.
+  std::size_t pick_reserve_size(std::size_t budget) {
+    if (in_.below(4) != 0) return in_.below(24) * kMiB + in_.below(4) * 4096;
+    const std::size_t sizes[] = {kHugeReserve, kHugeReserve + 1, std::size_t{1} << 62, SIZE_MAX - in_.below(4096),
+                                 budget + 1 + in_.below(4) * kMiB};
+    return sizes[in_.below(5)];
   }
 
   void wake_pool(int index, cudaStream_t s) {
@@ -1577,6 +1636,12 @@ class Actor {
       return;
     }
     FUZZ_CHECK(!pool.asleep(), "a wake that succeeded left the pool asleep");
+    after_wake(index, s);
+  }
+
+  /// After a wake of pool `index` on `s` succeeded: the blocks kept hold
+  /// their tags on `s` (backup), zeros (discard_zeroed), or are written anew.
+  void after_wake(int index, cudaStream_t s) {
     const bool discarded = w_.pools[index].discarded;
     const bool zeroed = w_.pools[index].zeroed;
     // Work on `s` after wake sees the contents: kept blocks hold their tags
@@ -1613,6 +1678,192 @@ class Actor {
       g->last_use = s;
       g->has_last_use = true;
     }
+  }
+
+  // ---- the marks' operations (one thread; mark_model.hpp) ----------------------
+  /// A created stream of `device` of this actor's (made if it has none): one
+  /// that names the same stream on any host thread (not the per-thread one,
+  /// nor the legacy stream of a device the other thread is not current on).
+  cudaStream_t created_stream(int device) {
+    std::vector<cudaStream_t> choices;
+    for (const auto& [t, d] : streams_)
+      if (d == device) choices.push_back(t);
+    if (!choices.empty()) return choices[in_.below(choices.size())];
+    streams_.emplace_back(w_.sim.create_stream(false, device), device);
+    return streams_.back().first;
+  }
+
+  /// A wake while another host thread frees blocks of the waking pool, each
+  /// on a stream ordered after its last use: every such free is ordered after
+  /// the restore (docs/sleep-wake.md, "Frees while the restore runs"). Each
+  /// freeing stream then allocates the size again and writes its tag; once
+  /// the wake's stream is synchronized, that block must hold what its own
+  /// stream wrote, never the backup's bytes or the zeroing's.
+  void wake_with_frees() {
+    op_name_ = "wake with frees on another thread";
+    int index = 0;
+    if (pick_pool(&index) == nullptr) return;
+    Pool& pool = *w_.pools[index].pool;
+    const int device = w_.pools[index].device;
+    const cudaStream_t s = pick_stream(device);
+    if (!pool.asleep()) sleep_pool(index, s);
+    if (!pool.asleep()) return;
+    struct Freed {
+      Block block;
+      cudaStream_t on;
+    };
+    std::vector<Freed> frees;
+    for (std::size_t k = 1 + in_.below(3); k > 0; --k) {
+      std::vector<std::size_t> of_pool;
+      for (std::size_t i = 0; i < mine_.size(); ++i)
+        if (mine_[i].pool == index) of_pool.push_back(i);
+      if (of_pool.empty()) break;
+      const std::size_t i = of_pool[in_.below(of_pool.size())];
+      const Block b = mine_[i];
+      mine_[i] = mine_.back();
+      mine_.pop_back();
+      const cudaStream_t t = created_stream(device);
+      order_after(b, t);
+      w_.drop_live(b.p);
+      frees.push_back(Freed{b, t});
+    }
+    if (in_.flag()) w_.sim.delay_copies(std::chrono::microseconds(200));  // the restore runs late
+    // 1 in 2, the frees start at wake's first map — after it chose the blocks
+    // to restore, before it enqueued their copies — the map waiting a little
+    // for them (not for their end: such a free may wait for the wake);
+    // otherwise whenever the second thread runs.
+    auto go = std::make_shared<std::atomic<bool>>(!in_.flag());
+    if (!go->load()) {
+      w_.sim.before_next_map([go] {
+        go->store(true);
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      });
+    }
+    std::atomic<int> refused{0};
+    std::thread freer([&pool, &frees, &refused, go] {
+      while (!go->load()) std::this_thread::yield();
+      for (const Freed& f : frees)
+        if (pool.try_deallocate(f.block.p, f.on) != cudaSuccess) refused.fetch_add(1);
+    });
+    const cudaError_t error = pool.wake(s);
+    go->store(true);             // a wake that mapped nothing: the frees come after it
+    w_.sim.before_next_map({});  // and its hook goes
+    freer.join();
+    if (trace_) op_detail_ = " of pool " + std::to_string(index) + ": " + cudaGetErrorName(error);
+    w_.sim.delay_copies(std::chrono::microseconds(0));
+    w_.pools[index].marks.inexact_used();  // another thread called the pool
+    bump(g_counts.wakes);
+    g_counts.frees_during_wake.fetch_add(static_cast<long>(frees.size()), std::memory_order_relaxed);
+    FUZZ_CHECK(refused.load() == 0, "a free made while the pool woke was refused");
+    if (error != cudaSuccess) {
+      bump(g_counts.failed_wakes);
+      FUZZ_CHECK(pool.asleep(), "a failed wake left the pool awake");
+      return;
+    }
+    FUZZ_CHECK(!pool.asleep(), "a wake that succeeded left the pool asleep");
+    after_wake(index, s);
+    std::vector<const unsigned char*> again;
+    for (const Freed& f : frees) {
+      if (allocate_block(index, f.on, f.block.bytes)) again.push_back(mine_.back().p);
+    }
+    FUZZ_CHECK(w_.sim.stream_synchronize(s) == cudaSuccess, "stream_synchronize");  // the restore is done
+    for (const Block& b : mine_) {
+      if (std::find(again.begin(), again.end(), b.p) == again.end()) continue;
+      check_tag(b.last, b.p, b.bytes, b.tag);  // after its own stream's write, and after the restore
+      bump(g_counts.reallocated_after_wake);
+    }
+  }
+
+  /// A growth that fails midway (the device refuses its second chunk, so the
+  /// first is undone: reservedHigh counts it, no block ever lived in it), then
+  /// release_sleep_host_memory, then a growth below what the pool once
+  /// backed: pin-ahead must hold, pinning nothing (mark_model.hpp).
+  void failed_growth_then_release() {
+    op_name_ = "failed growth, release, growth";
+    int index = 0;
+    Pool* pool = pick_pool(&index);
+    if (pool == nullptr || pool->asleep()) return;
+    const cudaStream_t s = pick_stream(w_.pools[index].device);
+    w_.sim.fail_physical_create_at(2);
+    (void)allocate_block(index, s, (4 + in_.below(37)) * kMiB);  // two chunks of 3 MiB or of 32 MiB, or more
+    disarm();  // a growth of one chunk left it armed
+    const PoolStats before = pool->stats();
+    const cudaError_t error = pool->release_sleep_host_memory();
+    FUZZ_CHECK(error == cudaSuccess, std::string("release_sleep_host_memory: ") + cudaGetErrorName(error));
+    bump(g_counts.failed_growth_releases);
+    w_.pools[index].marks.released(before);
+    (void)allocate_block(index, s, (1 + in_.below(12)) * kMiB);
+    if (w_.pools[index].pin_ahead && in_.below(8) == 0) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // the thread looks again meanwhile
+    }
+  }
+
+  /// A pool that saw a second stream once: a block allocated and freed on
+  /// another stream, then a round of one to three blocks on one stream (to
+  /// warm its cache), UsedMemHigh reset, and the same round again, on the
+  /// fast path: the mark is what was used at the reset plus the round's
+  /// blocks (mark_model.hpp).
+  void streams_once() {
+    op_name_ = "several streams once";
+    int index = 0;
+    Pool* pool = pick_pool(&index);
+    if (pool == nullptr || pool->asleep()) return;
+    const int device = w_.pools[index].device;
+    const cudaStream_t other = created_stream(device);
+    if (allocate_block(index, other, 1 + in_.below(256) * 4096)) free_block(mine_.size() - 1, other);
+    const cudaStream_t s = pick_stream(device);
+    std::vector<std::size_t> sizes(1 + in_.below(3));
+    for (std::size_t& bytes : sizes) bytes = 1 + in_.below(3 * 256) * 4096;
+    (void)quiet_round(index, s, sizes);
+    const std::uint64_t zero = 0;
+    FUZZ_CHECK(pool->set_attribute(cudaMemPoolAttrUsedMemHigh, &zero) == cudaSuccess, "resetting UsedMemHigh");
+    w_.pools[index].marks.used_reset(pool->stats());
+    (void)quiet_round(index, s, sizes);
+    bump(g_counts.stream_rounds);
+  }
+
+  /// Allocates blocks of `sizes` from pool `index` on `s`, then frees them
+  /// on `s`, reading no statistics meanwhile (a read samples the used bytes:
+  /// the mark must come from the pool's own count); then tells the marks'
+  /// model the round's peak. Returns the bytes the round held at once.
+  std::uint64_t quiet_round(int index, cudaStream_t s, const std::vector<std::size_t>& sizes) {
+    Pool& pool = *w_.pools[index].pool;
+    const std::uint64_t used_before = pool.stats().used_current;
+    std::vector<Block> round;
+    for (const std::size_t bytes : sizes) {
+      void* out = nullptr;
+      const cudaError_t error = pool.try_allocate(&out, bytes, s);
+      may_synchronize(index);
+      if (error != cudaSuccess) {  // out of memory, or an injected failure: nothing handed out
+        bump(g_counts.failed_allocations);
+        FUZZ_CHECK(out == nullptr, "a failed allocation left a pointer");
+        continue;
+      }
+      auto* p = static_cast<unsigned char*>(out);
+      FUZZ_CHECK(p != nullptr && pool.block_size(p) == bytes, "a round's block");
+      w_.add_live(p, bytes);
+      round.push_back(Block{index, p, bytes, new_tag(), s, true});
+      write_tag(s, p, bytes, round.back().tag);
+      bump(g_counts.allocations);
+    }
+    std::uint64_t held = 0;
+    for (const Block& b : round) {
+      check_tag(s, b.p, b.bytes, b.tag);
+      w_.drop_live(b.p);
+      FUZZ_CHECK(pool.try_deallocate(b.p, s) == cudaSuccess, "freeing a round's block");
+      bump(g_counts.frees);
+      held += b.bytes;
+    }
+    MarkModel& marks = w_.pools[index].marks;
+    marks.saw_used(used_before + held);
+    marks.allocated(pool.stats(), true);  // ReservedMemHigh now bounds what the round's growths reserved
+    return held;
+  }
+
+  /// Every pool's marks against the model (one thread), after each operation.
+  void observe_marks() {
+    for (PoolSlot& slot : w_.pools)
+      if (slot.pool) slot.marks.observe(slot.pool->stats());
   }
 
   void check_pools() {
@@ -1748,6 +1999,11 @@ Counts counts() {
   FUZZ_COPY(budget_refusals);
   FUZZ_COPY(host_reserves);
   FUZZ_COPY(host_releases);
+  FUZZ_COPY(frees_during_wake);
+  FUZZ_COPY(reallocated_after_wake);
+  FUZZ_COPY(failed_growth_releases);
+  FUZZ_COPY(huge_reserves);
+  FUZZ_COPY(stream_rounds);
 #undef FUZZ_COPY
   return c;
 }

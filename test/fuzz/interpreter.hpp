@@ -54,6 +54,12 @@ struct Counts {
   long sleeps = 0, failed_sleeps = 0, cut_short_sleeps = 0, wakes = 0, failed_wakes = 0, frees_asleep = 0,
        allocations_asleep = 0, trims_asleep = 0, blocks_restored = 0, blocks_zeroed = 0, budget_refusals = 0,
        host_reserves = 0, host_releases = 0;
+  // The marks' operations (one thread): frees on another thread during a
+  // wake and the blocks their streams allocated again and checked, releases
+  // after a growth that may have failed midway, reserves beyond the budget
+  // or any host, rounds after a second stream and a UsedMemHigh reset.
+  long frees_during_wake = 0, reallocated_after_wake = 0, failed_growth_releases = 0, huge_reserves = 0,
+       stream_rounds = 0;
 };
 Counts counts();
 

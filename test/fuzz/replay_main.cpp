@@ -143,6 +143,11 @@ int main(int argc, char** argv) {
       "sova_fuzz_replay: %ld blocks checked zeroed after wake, %ld sleeps refused for the host budget, "
       "%ld host reserves and %ld releases\n",
       c.blocks_zeroed, c.budget_refusals, c.host_reserves, c.host_releases);
+  std::printf(
+      "sova_fuzz_replay: %ld frees on another thread during a wake (%ld blocks allocated again and checked), "
+      "%ld releases after a growth that may fail midway, %ld reserves beyond the budget or 64 TiB, "
+      "%ld rounds after a second stream\n",
+      c.frees_during_wake, c.reallocated_after_wake, c.failed_growth_releases, c.huge_reserves, c.stream_rounds);
   std::printf("sova_fuzz_replay: %d runs of %zu programs, %d failed\n", runs, programs.size(), failed);
   return failed == 0 && runs > 0 ? 0 : 1;
 }
