@@ -243,7 +243,7 @@ class SOVA_API Driver {
   /// Its pages cost nothing until touched. Why: cudaHostAlloc faults and
   /// pins its pages itself, on one thread at a time; pages the caller faults
   /// in on several threads and then registers (host_register_on) pin an
-  /// order of magnitude faster (docs/sleep-wake.md, "The first sleep").
+  /// order of magnitude faster (docs/sleep-wake.md, "The first sleep, and pinning ahead").
   /// cudaErrorMemoryAllocation when the host refuses the mapping (address
   /// space, overcommit). Default: cudaErrorNotSupported (a pool then pins
   /// with host_alloc_on).

@@ -22,7 +22,7 @@ enum class SleepMode {
 
 /// What refused the pinned host memory of a backup (Pool::sleep_pin_refusal),
 /// in the last sleep or reserve_sleep_backup that pinned any: the limit to
-/// raise (docs/sleep-wake.md, "The first sleep").
+/// raise (docs/sleep-wake.md, "The first sleep, and pinning ahead").
 enum class SleepPinRefusal : unsigned char {
   /// No pin was refused (the last pinning succeeded, or none was made).
   none,
