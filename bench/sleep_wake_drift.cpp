@@ -30,15 +30,6 @@ struct Sample {
   std::uint64_t reserved = 0;     ///< PoolStats::reserved_current after the wake
 };
 
-std::size_t resident_bytes() {
-  std::FILE* f = std::fopen("/proc/self/statm", "r");
-  if (f == nullptr) return 0;
-  unsigned long long size = 0, resident = 0;
-  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
-  std::fclose(f);
-  return n == 2 ? static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) : 0;
-}
-
 /// Block `block`'s bytes: splitmix64 of the word's index, so that a byte
 /// moved, lost or left stale shows.
 void pattern(std::size_t block, std::vector<unsigned char>& out) {

@@ -19,6 +19,9 @@ struct FirstSleep {
   double pin_ahead_s = 0;  ///< until the thread held its target (0 without pin-ahead)
   double first_s = 0, warm_s = 0;
   std::size_t host_bytes = 0, pinned_ahead_bytes = 0;
+  /// Resident memory before the first sleep and once the backup is released
+  /// (release_sleep_host_memory): the backup's pages given back.
+  std::size_t rss_before = 0, rss_released = 0;
   bool ok = true;
 };
 
@@ -39,6 +42,7 @@ FirstSleep measure(std::size_t bytes, std::size_t block_bytes, bool pin_ahead, c
   Pool pool(options);
   const std::vector<void*> blocks = fill_blocks(pool, bytes, block_bytes, stream);
   FirstSleep r;
+  r.rss_before = resident_bytes();
   auto t = Clock::now();
   if (pin_ahead) {
     r.ok = wait_for_pin_ahead(pool);
@@ -54,6 +58,8 @@ FirstSleep measure(std::size_t bytes, std::size_t block_bytes, bool pin_ahead, c
     r.ok = r.ok && slept == cudaSuccess && woke == cudaSuccess;
   }
   r.host_bytes = pool.stats().sleep_host_bytes;
+  r.ok = r.ok && pool.release_sleep_host_memory() == cudaSuccess;
+  r.rss_released = resident_bytes();
   for (void* p : blocks) pool.deallocate(p, stream);
   CHECK_CUDA(cudaStreamSynchronize(stream));
   return r;
@@ -65,8 +71,8 @@ int run_first_sleep(const std::vector<double>& sizes_gib, std::size_t block_byte
   cudaStream_t stream = nullptr;
   CHECK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   FILE* json = json_path != nullptr ? std::fopen(json_path, "a") : nullptr;
-  std::printf("%6s %9s %11s %10s %9s %11s %12s %13s %4s\n", "GiB", "pin_ahead", "pin_ahead_s", "first_s",
-              "warm_s", "first/warm", "host_kept", "pinned_ahead", "ok");
+  std::printf("%6s %9s %11s %10s %9s %11s %12s %13s %14s %4s\n", "GiB", "pin_ahead", "pin_ahead_s", "first_s",
+              "warm_s", "first/warm", "host_kept", "pinned_ahead", "rss_released", "ok");
   bool all_ok = true;
   for (double gib : sizes_gib) {
     const std::size_t bytes = static_cast<std::size_t>(gib * static_cast<double>(kGiB));
@@ -74,16 +80,20 @@ int run_first_sleep(const std::vector<double>& sizes_gib, std::size_t block_byte
       const FirstSleep r = measure(bytes, block_bytes, pin_ahead, stream);
       all_ok = all_ok && r.ok;
       const double ratio = r.warm_s > 0 ? r.first_s / r.warm_s : 0;
-      std::printf("%6.1f %9s %11.3f %10.3f %9.3f %11.2f %12zu %13zu %4s\n", gib, pin_ahead ? "on" : "off",
+      // MiB resident after the release beyond before the first sleep (negative: fewer).
+      const long long rss_grew_mib =
+          (static_cast<long long>(r.rss_released) - static_cast<long long>(r.rss_before)) / (1 << 20);
+      std::printf("%6.1f %9s %11.3f %10.3f %9.3f %11.2f %12zu %13zu %+14lld %4s\n", gib, pin_ahead ? "on" : "off",
                   r.pin_ahead_s, r.first_s, r.warm_s, ratio, r.host_bytes >> 20, r.pinned_ahead_bytes >> 20,
-                  r.ok ? "yes" : "NO");
+                  rss_grew_mib, r.ok ? "yes" : "NO");
       if (json != nullptr) {
         std::fprintf(json,
                      "{\"mode\": \"first_sleep\", \"gib\": %.3f, \"pin_ahead\": %s, \"pin_ahead_s\": %.6f, "
                      "\"first_sleep_s\": %.6f, \"warm_sleep_s\": %.6f, \"first_over_warm\": %.3f, "
-                     "\"sleep_host_bytes\": %zu, \"pinned_ahead_bytes\": %zu, \"ok\": %s}\n",
+                     "\"sleep_host_bytes\": %zu, \"pinned_ahead_bytes\": %zu, \"rss_before_bytes\": %zu, "
+                     "\"rss_after_release_bytes\": %zu, \"ok\": %s}\n",
                      gib, pin_ahead ? "true" : "false", r.pin_ahead_s, r.first_s, r.warm_s, ratio, r.host_bytes,
-                     r.pinned_ahead_bytes, r.ok ? "true" : "false");
+                     r.pinned_ahead_bytes, r.rss_before, r.rss_released, r.ok ? "true" : "false");
         std::fflush(json);
       }
     }

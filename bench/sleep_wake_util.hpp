@@ -1,5 +1,6 @@
 // What sova_sleep_wake's modes share: a CUDA error check that ends the run,
-// a clock, the device's free memory, a pool filled with blocks.
+// a clock, the process's resident memory, the device's free memory, a pool
+// filled with blocks.
 #pragma once
 
 #include <sova/pool.hpp>
@@ -12,6 +13,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include <unistd.h>
 
 namespace sova::sleep_bench {
 
@@ -30,6 +33,16 @@ inline double seconds_since(Clock::time_point t) { return std::chrono::duration<
       std::exit(1); \
     } \
   } while (0)
+
+/// The process's resident memory (/proc/self/statm), in bytes; 0 unreadable.
+inline std::size_t resident_bytes() {
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0;
+  const int n = std::fscanf(f, "%llu %llu", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? static_cast<std::size_t>(resident) * static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) : 0;
+}
 
 inline std::size_t device_free() {
   std::size_t f = 0, t = 0;

@@ -236,6 +236,34 @@ class SOVA_API Driver {
   virtual cudaError_t host_alloc_on(int device, std::size_t bytes, void** out) noexcept;
   /// Frees what host_alloc gave (cudaFreeHost): no copy may still use it.
   virtual cudaError_t host_free(void* ptr) noexcept;
+  /// Host memory to pin later, not pinned yet: `bytes` (rounded up to a
+  /// multiple of 2 MiB) of anonymous private memory (mmap), aligned to 2 MiB, with transparent
+  /// huge pages asked for where the host has them (madvise MADV_HUGEPAGE),
+  /// not inherited by a child of fork() (MADV_DONTFORK).
+  /// Its pages cost nothing until touched. Why: cudaHostAlloc faults and
+  /// pins its pages itself, on one thread at a time; pages the caller faults
+  /// in on several threads and then registers (host_register_on) pin an
+  /// order of magnitude faster (docs/sleep-wake.md, "The first sleep, and pinning ahead").
+  /// cudaErrorMemoryAllocation when the host refuses the mapping (address
+  /// space, overcommit). Default: cudaErrorNotSupported (a pool then pins
+  /// with host_alloc_on).
+  virtual cudaError_t host_map(std::size_t bytes, void** out) noexcept;
+  /// Gives back what host_map gave, the whole of it (`bytes` as asked of
+  /// host_map; munmap): the process's
+  /// resident memory drops by its touched pages. Nothing in it may be
+  /// registered. Default: cudaErrorNotSupported.
+  virtual cudaError_t host_unmap(void* ptr, std::size_t bytes) noexcept;
+  /// Page-locks [ptr, ptr + bytes) of memory host_map gave, for every
+  /// device's copies (cudaHostRegister with cudaHostRegisterPortable), with
+  /// `device`'s context current from any thread (as host_alloc_on). The
+  /// driver's error when it refuses (cudaErrorMemoryAllocation: the host
+  /// cannot lock that much); on failure nothing is locked.
+  /// Default: cudaErrorNotSupported.
+  virtual cudaError_t host_register_on(int device, void* ptr, std::size_t bytes) noexcept;
+  /// Unlocks what host_register_on locked at `ptr` (cudaHostUnregister): no
+  /// copy may still use it; the memory stays mapped. Default:
+  /// cudaErrorNotSupported.
+  virtual cudaError_t host_unregister(void* ptr) noexcept;
   /// Copies `bytes` from `src` to `dst` in the order of `stream`
   /// (cudaMemcpyAsync, cudaMemcpyDefault: unified addressing says which side
   /// is the device's). Returns once enqueued; a failed call enqueued nothing.

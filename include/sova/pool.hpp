@@ -233,6 +233,11 @@ class SOVA_API Pool {
   /// more without a budget, refused too (more than a pool holds). Asleep or awake; release_sleep_host_memory frees it. PoolOptions::
   /// sleep_pin_ahead does this in the background, without holding growth back.
   cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
+  /// What refused host memory in the last sleep or reserve_sleep_backup that
+  /// pinned any (SleepPinRefusal::none where it succeeded): after one of
+  /// them failed with cudaErrorMemoryAllocation, which limit to raise. Any
+  /// thread; the C API's message says it in words.
+  SleepPinRefusal sleep_pin_refusal() const noexcept;
 
   /// Walks every structure and throws Error describing the first broken
   /// invariant: live blocks do not overlap, every live or cached block is

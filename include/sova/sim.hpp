@@ -66,9 +66,10 @@ struct SimConfig {
   /// false: they are "potentially unsafe" calls under the calling thread's
   /// capture mode, as raw cuMemCreate/cuMemMap are.
   bool relax_vmm_calls = true;
-  /// Pinned host memory host_alloc gives in all (the host RAM backups may
-  /// lock): beyond, host_alloc fails with cudaErrorMemoryAllocation, as
-  /// cudaHostAlloc does on a host without that much. 0: no limit.
+  /// Pinned host memory host_alloc gives and host_register_on locks in all
+  /// (the host RAM backups may lock): beyond, they fail with
+  /// cudaErrorMemoryAllocation, as cudaHostAlloc and cudaHostRegister do on
+  /// a host without that much. 0: no limit.
   std::size_t pinned_host_memory = std::size_t{64} << 30;
   /// A device fault of a copy or a checked kernel (launch_touching) aborts
   /// the process with what faulted (true), or is recorded, the faulting work
@@ -121,6 +122,10 @@ enum class SimCall : unsigned char {
   host_alloc,
   host_alloc_on,
   host_free,
+  host_map,
+  host_unmap,
+  host_register_on,
+  host_unregister,
   memcpy_async,
   memset_async,
   kinds  ///< how many there are (not a call)
@@ -152,9 +157,13 @@ struct SimCounters {
   std::size_t stream_queries = 0;
   std::size_t stream_waits = 0;
   std::size_t device_synchronizes = 0;
-  std::size_t pinned_host_bytes = 0;  ///< host_alloc memory not yet freed
-  std::size_t host_alloc_calls = 0;   ///< host_alloc calls begun, ever (counted on entry, before any delay)
-  std::size_t host_allocs = 0;        ///< host_alloc calls that pinned memory, ever
+  /// host_alloc memory not yet freed, and host_register_on ranges not yet unregistered
+  std::size_t pinned_host_bytes = 0;
+  std::size_t host_alloc_calls = 0;     ///< host_alloc calls begun, ever (counted on entry, before any delay)
+  std::size_t host_allocs = 0;          ///< host_alloc calls that pinned memory, ever
+  std::size_t host_register_calls = 0;  ///< host_register_on calls begun, ever (on entry, before any delay)
+  std::size_t host_registers = 0;       ///< host_register_on calls that locked memory, ever
+  std::size_t host_mapped_bytes = 0;    ///< host_map memory not yet unmapped (registered or not)
   std::size_t copies = 0;             ///< memcpy_async calls enqueued
   std::size_t bytes_copied = 0;       ///< their bytes
   std::size_t memsets = 0;            ///< memset_async calls enqueued
@@ -195,10 +204,10 @@ class SOVA_API SimDriver final : public Driver {
   /// before it runs (a slow link): the host work that follows a call that
   /// enqueues copies then runs before them, as it may on a GPU. 0: none.
   void delay_copies(std::chrono::microseconds duration);
-  /// Every host_alloc from now on takes `duration` before it returns (pinning
-  /// runs at a few GiB/s on a real host), on the calling thread, holding no
-  /// lock of the simulation's. 0: none.
-  void delay_host_allocs(std::chrono::microseconds duration);
+  /// Every pin from now on (host_alloc, host_register_on) takes `duration`
+  /// before it returns (pinning runs at a few GiB/s on a real host), on the
+  /// calling thread, holding no lock of the simulation's. 0: none.
+  void delay_host_pins(std::chrono::microseconds duration);
   /// Runs `hook` once, on the thread that makes the next map call, before
   /// that call maps anything and holding no lock of the simulation's (so it
   /// may call the pool or the driver): a test's way to act while a pool is
@@ -213,6 +222,12 @@ class SOVA_API SimDriver final : public Driver {
   void fail_set_access_at(int n, cudaError_t error = cudaErrorUnknown);
   /// The next `n`-th host_alloc, memcpy_async or unmap call fails with `error`.
   void fail_host_alloc_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
+  /// The next `n`-th host_map call fails with `error` (the host refusing the
+  /// mapping), mapping nothing.
+  void fail_host_map_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
+  /// The next `n`-th host_register_on call fails with `error` (the driver
+  /// refusing to lock the pages), locking nothing.
+  void fail_host_register_at(int n, cudaError_t error = cudaErrorMemoryAllocation);
   void fail_memcpy_at(int n, cudaError_t error = cudaErrorUnknown);
   /// The next `n`-th memset_async call (a pool's 0-byte probe at sleep
   /// included) fails with `error`, enqueuing nothing: cudaErrorNotSupported
@@ -301,6 +316,16 @@ class SOVA_API SimDriver final : public Driver {
   /// As host_alloc (the simulation's host memory is one), counted as itself.
   cudaError_t host_alloc_on(int device, std::size_t bytes, void** out) noexcept override;
   cudaError_t host_free(void* ptr) noexcept override;
+  /// Real anonymous memory, mapped as the CUDA driver maps it
+  /// (lib/driver/sim/sim_host_maps.hpp), counted (host_mapped_bytes).
+  cudaError_t host_map(std::size_t bytes, void** out) noexcept override;
+  /// cudaErrorInvalidValue, nothing unmapped, for a range still registered
+  /// (a real host would keep its pages locked) or not one whole mapping.
+  cudaError_t host_unmap(void* ptr, std::size_t bytes) noexcept override;
+  /// Counted in pinned_host_bytes; cudaErrorInvalidValue for a range not
+  /// inside one host_map mapping.
+  cudaError_t host_register_on(int device, void* ptr, std::size_t bytes) noexcept override;
+  cudaError_t host_unregister(void* ptr) noexcept override;
   cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept override;
   /// A memset run in stream order, faulting as a copy's write does.
   cudaError_t memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept override;

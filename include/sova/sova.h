@@ -173,7 +173,12 @@ typedef enum sovaSleepMode {
  * the pool awake as it was. A backup needing more pinned host memory than the
  * pool's sleepHostBudget: cudaErrorMemoryAllocation before anything is
  * copied or released, the pool awake (the message says so; counted in
- * sleepBudgetRefusals). Must not race with allocations from the pool. */
+ * sleepBudgetRefusals). Host memory for the backup refused part-way (the
+ * host refusing the mapping, the driver the lock: the locked-memory limit,
+ * ulimit -l, or the host's memory): cudaErrorMemoryAllocation (or the
+ * driver's error) before anything is released, the pool awake as it was,
+ * what the sleep pinned given back; the message says which limit.
+ * Must not race with allocations from the pool. */
 SOVA_API cudaError_t sovaMemPoolSleep(sovaMemPool_t pool, sovaSleepMode mode, cudaStream_t stream);
 /** Makes the memory anew under the same addresses with the access granted
  * before, restores backed-up contents (sovaSleepDiscardZeroed: zeroes the
@@ -200,7 +205,8 @@ SOVA_API cudaError_t sovaMemPoolIsAsleep(sovaMemPool_t pool, int* asleep);
 SOVA_API cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool);
 /** Pins host memory for backups ahead, until the pool holds at least `bytes`
  * of it: a sleep backing up no more pins nothing (its reservedCurrent is
- * always enough). On failure the memory held is as before; beyond the pool's
+ * always enough). On failure the memory held is as before, and the message
+ * says which limit refused (as for sovaMemPoolSleep); beyond the pool's
  * sleepHostBudget, whatever the size: cudaErrorMemoryAllocation, nothing
  * pinned, counted in sleepBudgetRefusals, the message the budget's; 64 TiB or
  * more without a budget: the same code, the message says so. */

@@ -15,6 +15,9 @@
 
 #include <sova/sova.h>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 
@@ -71,6 +74,54 @@ bool note_budget_refusal(sova::Pool& pool, cudaError_t error, std::uint64_t refu
   return true;
 }
 
+/// The host's free memory in MiB (sysconf), for a refusal's words.
+unsigned long long host_free_mib() noexcept {
+  const long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  return pages > 0 && page > 0 ? static_cast<unsigned long long>(pages) * static_cast<unsigned long long>(page) >> 20
+                               : 0;
+}
+
+/// "unlimited" or "N KiB": the process's locked-memory limit (RLIMIT_MEMLOCK, `ulimit -l`).
+void locked_memory_limit(char* out, std::size_t size) noexcept {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_MEMLOCK, &limit) != 0) {
+    std::snprintf(out, size, "unknown");
+  } else if (limit.rlim_cur == RLIM_INFINITY) {
+    std::snprintf(out, size, "unlimited");
+  } else {
+    std::snprintf(out, size, "%llu KiB", static_cast<unsigned long long>(limit.rlim_cur) >> 10);
+  }
+}
+
+/// Notes which limit refused the backup's host memory, when a refused pin
+/// is why `error` came (Pool::sleep_pin_refusal): `outcome` says what was left.
+bool note_pin_refusal(sova::Pool& pool, cudaError_t error, const char* outcome) noexcept {
+  const sova::SleepPinRefusal why = pool.sleep_pin_refusal();
+  if (error == cudaSuccess || why == sova::SleepPinRefusal::none) return false;
+  char text[400];
+  const unsigned long long free_mib = host_free_mib();
+  if (why == sova::SleepPinRefusal::host_memory) {
+    std::snprintf(text, sizeof text,
+                  "the host refused memory for the backup (mmap: out of host memory or address space; %llu MiB "
+                  "free); %s",
+                  free_mib, outcome);
+  } else if (why == sova::SleepPinRefusal::lock) {
+    char limit[48];
+    locked_memory_limit(limit, sizeof limit);
+    std::snprintf(text, sizeof text,
+                  "the driver refused to lock the backup's host memory (cudaHostRegister: %s): the locked-memory "
+                  "limit (ulimit -l: %s) or the host's memory (%llu MiB free); %s",
+                  cudaGetErrorName(error), limit, free_mib, outcome);
+  } else {
+    std::snprintf(text, sizeof text,
+                  "cudaHostAlloc refused the backup's host memory (%s): the host's pinnable memory (%llu MiB free); "
+                  "%s",
+                  cudaGetErrorName(error), free_mib, outcome);
+  }
+  note_detail(error, text);
+  return true;
+}
+
 /// The pool's budget refusals so far (0 where its statistics cannot be read).
 std::uint64_t budget_refusals(sova::Pool& pool) noexcept {
   try {
@@ -113,6 +164,10 @@ static cudaError_t sovaMemPoolSleep_unchecked(sovaMemPool_t pool, sovaSleepMode 
   const cudaError_t error = e->pool.sleep(sleep_mode(raw), stream);
   if (note_budget_refusal(e->pool, error, refusals, "the backup needs",
                           "nothing was copied or released, the pool is awake as it was")) {
+    return error;
+  }
+  if (!e->pool.asleep() &&
+      note_pin_refusal(e->pool, error, "nothing was copied or released, the pool is awake as it was")) {
     return error;
   }
   if (error != cudaSuccess) {
@@ -191,6 +246,7 @@ static cudaError_t sovaMemPoolReserveSleepBackup_unchecked(sovaMemPool_t pool, s
     note_detail(error, text);
     return error;
   }
+  if (note_pin_refusal(e->pool, error, "the memory held is as before")) return error;
   if (error != cudaSuccess) note_detail(error, "pinning host memory failed; the memory held is as before");
   return error;
 }

@@ -154,6 +154,7 @@ class PoolCore {
   bool asleep() const noexcept { return sleep_.asleep(); }
   cudaError_t release_sleep_host_memory() noexcept;
   cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
+  PinStep sleep_pin_refusal() const noexcept { return sleep_.pin_refusal(); }
 
  private:
   /// cudaErrorStreamCaptureUnsupported when `stream` is being captured (a

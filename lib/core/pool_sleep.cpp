@@ -28,7 +28,7 @@ PoolSleep::~PoolSleep() {
   }
   if (caller_event_ != nullptr) (void)driver_.event_destroy(caller_event_);
   if (copy_event_ != nullptr) (void)driver_.event_destroy(copy_event_);
-  for (const Slab& s : slabs_) (void)driver_.host_free(s.ptr);
+  for (const PinnedSlab& s : slabs_) unpin_host_slab(driver_, s);
 }
 
 std::unique_lock<std::mutex> PoolSleep::settle_pin_ahead() noexcept {
@@ -62,13 +62,14 @@ PoolSleep::PinAhead PoolSleep::pin_ahead_once(std::size_t target, std::uint64_t 
     }
     pin_in_flight_ = true;
   }
-  void* ptr = nullptr;
-  const cudaError_t error = driver_.host_alloc_on(device_, bytes, &ptr);  // seconds per GiB: no lock held
+  PinnedSlab slab;
+  // Alone on this thread: its pages touched by a few (sleep_host_slab.hpp); no lock held.
+  const cudaError_t error = pin_host_slab(driver_, device_, bytes, kPinAheadTouchThreads, &slab);
   {
     const std::lock_guard lock(host_mu_);
     pin_in_flight_ = false;
     if (error == cudaSuccess) {
-      slabs_.push_back(Slab{ptr, bytes});
+      slabs_.push_back(slab);
       host_bytes_.fetch_add(bytes, std::memory_order_relaxed);
       pinned_ahead_bytes_.fetch_add(bytes, std::memory_order_relaxed);
     }
@@ -126,7 +127,7 @@ void PoolSleep::plan_copies(const std::vector<Range>& live, std::vector<std::siz
   slab_sizes_to_pin(total, new_slabs);
   std::vector<std::size_t> sizes;
   sizes.reserve(slabs_.size() + new_slabs.size());
-  for (const Slab& s : slabs_) sizes.push_back(s.bytes);
+  for (const PinnedSlab& s : slabs_) sizes.push_back(s.bytes);
   sizes.insert(sizes.end(), new_slabs.begin(), new_slabs.end());
   copies_.clear();
   std::size_t slab = 0, used = 0;
@@ -188,33 +189,40 @@ cudaError_t PoolSleep::pin_more(const std::vector<std::size_t>& sizes,
                                 const std::function<cudaError_t(std::size_t slab)>& on_pinned) noexcept {
   if (sizes.empty()) return cudaSuccess;
   const std::size_t held = slabs_.size();
-  std::vector<void*> pinned;
+  std::vector<PinnedSlab> pinned;
   try {
     slabs_.reserve(held + sizes.size());
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;
   }
-  for (std::size_t bytes : sizes) slabs_.push_back(Slab{nullptr, bytes});  // reserved: no throw
-  const cudaError_t error = pin_slabs(driver_, device_, sizes, pinned, [&](std::size_t i) {
-    slabs_[held + i].ptr = pinned[i];
-    return on_pinned(held + i);
-  });
+  for (std::size_t bytes : sizes) slabs_.push_back(PinnedSlab{nullptr, bytes});  // reserved: no throw
+  PinStep refused = PinStep::none;
+  const cudaError_t error = pin_slabs(
+      driver_, device_, sizes, pinned,
+      [&](std::size_t i) {
+        slabs_[held + i] = pinned[i];
+        return on_pinned(held + i);
+      },
+      &refused);
+  pin_refusal_.store(refused, std::memory_order_relaxed);
   if (error != cudaSuccess) {
     // All or nothing: the slabs this call pinned go again (after any copy
-    // into them), and the pool keeps the host memory it had.
+    // into them), unlocked and unmapped, and the pool keeps the host memory
+    // it had.
     if (copy_stream_ != nullptr) (void)drain_copies();
-    for (void* p : pinned) (void)driver_.host_free(p);
+    for (const PinnedSlab& p : pinned) unpin_host_slab(driver_, p);
     slabs_.resize(held);
     return error;
   }
   std::size_t capacity = 0;
-  for (const Slab& s : slabs_) capacity += s.bytes;
+  for (const PinnedSlab& s : slabs_) capacity += s.bytes;
   host_bytes_.store(capacity, std::memory_order_relaxed);
   return cudaSuccess;
 }
 
 cudaError_t PoolSleep::reserve_host_memory(std::size_t bytes) noexcept {
   const std::unique_lock host = settle_pin_ahead();
+  pin_refusal_.store(PinStep::none, std::memory_order_relaxed);  // this call's, if it pins
   // The budget first, on the capped size: any size beyond it is the budget's
   // refusal (counted), before slab sizes are laid out (which may fail).
   if (!within_budget(bytes_to_pin(bytes))) return cudaErrorMemoryAllocation;
@@ -302,6 +310,7 @@ cudaError_t PoolSleep::sleep(SleepMode mode, cudaStream_t stream,
   const std::unique_lock host = settle_pin_ahead();  // a slab being pinned ahead is waited for, then used
   if (slept_) return release_chunks();               // idempotent; finishes a sleep a failure cut short
   asleep_.store(true, std::memory_order_seq_cst);  // allocations refused from here on
+  pin_refusal_.store(PinStep::none, std::memory_order_relaxed);  // this sleep's, if it pins
   const cudaError_t error = back_up(mode, stream, gather_live);
   if (error != cudaSuccess) {
     copies_.clear();
@@ -461,7 +470,7 @@ cudaError_t PoolSleep::release_host_memory() noexcept {
   if (copy_stream_ != nullptr) {
     if (const cudaError_t e = drain_copies(); e != cudaSuccess) return e;
   }
-  for (const Slab& s : slabs_) (void)driver_.host_free(s.ptr);
+  for (const PinnedSlab& s : slabs_) unpin_host_slab(driver_, s);  // unlocked and unmapped: RSS drops
   slabs_.clear();
   host_bytes_.store(0, std::memory_order_relaxed);
   pinned_ahead_bytes_.store(0, std::memory_order_relaxed);

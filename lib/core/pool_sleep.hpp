@@ -46,6 +46,7 @@
 #pragma once
 
 #include "arena/arena.hpp"
+#include "core/sleep_host_slab.hpp"
 
 #include <sova/driver.hpp>
 #include <sova/sleep.hpp>
@@ -177,6 +178,10 @@ class PoolSleep {
   /// `releases_seen`: releases() read before `target` was decided; where a
   /// release came since, nothing is pinned (that target predates it).
   PinAhead pin_ahead_once(std::size_t target, std::uint64_t releases_seen) noexcept;
+  /// The step that refused in the last pin_more that pinned any (a sleep's
+  /// or reserve_host_memory's; PinStep::none when it succeeded, or failed
+  /// for another reason): which limit the host hit. Any thread.
+  PinStep pin_refusal() const noexcept { return pin_refusal_.load(std::memory_order_relaxed); }
   /// How many release_host_memory calls gave the slabs back so far.
   std::uint64_t releases() const noexcept { return releases_.load(std::memory_order_acquire); }
 
@@ -194,10 +199,6 @@ class PoolSleep {
   struct Saved {
     Range block;
     std::size_t range = 0;
-  };
-  struct Slab {
-    void* ptr = nullptr;
-    std::size_t bytes = 0;
   };
   /// host_mu_, once no pin is in flight (a slab pin_ahead_once is pinning
   /// is adopted first). Taken by every call made under the heap lock.
@@ -258,12 +259,12 @@ class PoolSleep {
   /// pin-ahead thread. After the heap lock, never before it.
   std::mutex host_mu_;
   std::condition_variable pin_settled_;  ///< pin_in_flight_ went false
-  bool pin_in_flight_ = false;           ///< pin_ahead_once is in the driver's host_alloc
+  bool pin_in_flight_ = false;           ///< pin_ahead_once is pinning a slab (pin_host_slab)
   std::atomic<std::uint64_t> releases_{0};  ///< written under host_mu_ (release_host_memory)
   cudaStream_t copy_stream_ = nullptr;
   EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream
-  std::vector<Slab> slabs_;
+  std::vector<PinnedSlab> slabs_;
   std::vector<Copy> copies_;  ///< the backup of the current sleep
   std::vector<Saved> saved_;  ///< the blocks of the current sleep's backup (or zeroing)
   /// The current sleep is discard_zeroed: wake zeroes saved_'s live blocks
@@ -289,6 +290,7 @@ class PoolSleep {
   std::atomic<std::size_t> host_bytes_{0};
   std::atomic<std::size_t> pinned_ahead_bytes_{0};
   std::atomic<std::uint64_t> budget_refusals_{0};
+  std::atomic<PinStep> pin_refusal_{PinStep::none};
 };
 
 }  // namespace sova::detail

@@ -12,4 +12,14 @@ bool Pool::asleep() const noexcept { return core_->asleep(); }
 cudaError_t Pool::release_sleep_host_memory() noexcept { return core_->release_sleep_host_memory(); }
 cudaError_t Pool::reserve_sleep_backup(std::size_t bytes) noexcept { return core_->reserve_sleep_backup(bytes); }
 
+SleepPinRefusal Pool::sleep_pin_refusal() const noexcept {
+  switch (core_->sleep_pin_refusal()) {
+    case detail::PinStep::none: return SleepPinRefusal::none;
+    case detail::PinStep::map: return SleepPinRefusal::host_memory;
+    case detail::PinStep::register_: return SleepPinRefusal::lock;
+    case detail::PinStep::alloc: return SleepPinRefusal::pinned_alloc;
+  }
+  return SleepPinRefusal::none;
+}
+
 }  // namespace sova

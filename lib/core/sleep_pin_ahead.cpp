@@ -2,6 +2,8 @@
 // works towards.
 #include "core/sleep_pin_ahead.hpp"
 
+#include "core/thread_name.hpp"
+
 #include <algorithm>
 #include <system_error>
 
@@ -10,7 +12,10 @@ namespace sova::detail {
 SleepPinAhead::SleepPinAhead(PoolSleep& sleep, bool enabled) noexcept : sleep_(sleep), enabled_(enabled) {
   if (!enabled_) return;
   try {
-    thread_ = std::thread([this] { run(); });
+    thread_ = std::thread([this] {
+      name_this_thread("sova-pin-ahead");
+      run();
+    });
   } catch (const std::system_error&) {
     failures_.fetch_add(1, std::memory_order_relaxed);  // no thread: the first sleep pins, as without pin-ahead
   }

@@ -2,11 +2,14 @@
 // ahead of the first sleep (PoolOptions::sleep_pin_ahead; docs/sleep-wake.md,
 // "Pinning ahead").
 //
-// Why: pinning host memory (cudaHostAlloc) runs at 2-3 GiB/s on the hosts
-// measured, and not faster on several threads; the copies run at the link's
-// ~45 GiB/s. A first sleep that pins its backup runs at the pinning rate.
-// Pinned while the pool grows (loading weights, warming up), the slabs are
-// there when the first sleep comes.
+// Why: pinning host memory runs below the link even pinned in place
+// (sleep_host_slab.hpp: 14.5-19.2 GiB/s in issue 45's probe on an H200 host,
+// against copies at ~51 GiB/s there; cudaHostAlloc, used before, 2-3 GiB/s).
+// A first sleep that pins its backup runs at the pinning rate. Pinned while
+// the pool grows (loading weights, warming up), the slabs are there when the
+// first sleep comes. Each slab is pinned by pin_host_slab, its pages touched
+// by kPinAheadTouchThreads threads, started and joined by that pin: between
+// pins only this thread runs.
 //
 // What: the target is min(the budget, the most a successful growth left the
 // pool reserving): a backup never needs more than the pool reserves (live

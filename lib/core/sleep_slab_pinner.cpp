@@ -1,6 +1,9 @@
 // pin_slabs (sleep_slab_pinner.hpp): workers take the next slab to pin from
-// a shared index; the calling thread hands each pinned slab to on_pinned.
+// a shared index and pin it (pin_host_slab); the calling thread hands each
+// pinned slab to on_pinned.
 #include "core/sleep_slab_pinner.hpp"
+
+#include "core/thread_name.hpp"
 
 #include <algorithm>
 #include <condition_variable>
@@ -11,23 +14,31 @@
 
 namespace sova::detail {
 
+std::size_t touch_threads_per_slab() noexcept {
+  // hardware_concurrency may say 0 (unknown): then one per slab.
+  return std::thread::hardware_concurrency() >= kMaxPinThreads * kSleepTouchThreadsPerSlab ? kSleepTouchThreadsPerSlab
+                                                                                            : 1;
+}
+
 namespace {
 
 /// What the pinning threads and the calling thread share, under `mu`.
 struct PinWork {
-  PinWork(Driver& dr, int dev, const std::vector<std::size_t>& s, std::vector<void*>& p)
+  PinWork(Driver& dr, int dev, const std::vector<std::size_t>& s, std::vector<PinnedSlab>& p)
       : driver(dr), device(dev), sizes(s), pinned(p) {}
 
   Driver& driver;
   const int device;
   const std::vector<std::size_t>& sizes;
-  std::vector<void*>& pinned;
+  std::vector<PinnedSlab>& pinned;
+  const std::size_t touchers = touch_threads_per_slab();  ///< threads touching each slab
   std::mutex mu;
   std::condition_variable changed;
   std::size_t next = 0;             ///< the next slab to take
-  std::size_t settled = 0;          ///< slabs taken whose host_alloc has returned
+  std::size_t settled = 0;          ///< slabs taken whose pin has returned
   std::vector<std::size_t> ready;   ///< slabs pinned, in the order they came (reserved: no throw)
   cudaError_t error = cudaSuccess;  ///< the first failure; no slab is taken after it
+  PinStep failed_step = PinStep::none;  ///< the step of the first failure, where a pin failed
 
   /// Takes slabs until none is left or one has failed.
   void pin_until_done() noexcept {
@@ -35,8 +46,11 @@ struct PinWork {
     while (error == cudaSuccess && next < sizes.size()) {
       const std::size_t slab = next++;
       lock.unlock();
-      void* p = nullptr;
-      const cudaError_t e = driver.host_alloc_on(device, sizes[slab], &p);
+      // Each thread touches its own slab (with touchers - 1 helpers): the
+      // threads fault pages in parallel.
+      PinnedSlab p;
+      PinStep step = PinStep::none;
+      const cudaError_t e = pin_host_slab(driver, device, sizes[slab], touchers, &p, &step);
       lock.lock();
       ++settled;
       if (e == cudaSuccess) {
@@ -44,6 +58,7 @@ struct PinWork {
         ready.push_back(slab);
       } else if (error == cudaSuccess) {
         error = e;
+        failed_step = step;
       }
       changed.notify_all();
     }
@@ -54,10 +69,12 @@ struct PinWork {
 
 }  // namespace
 
-cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>& sizes, std::vector<void*>& pinned,
-                      const std::function<cudaError_t(std::size_t)>& on_pinned) noexcept {
+cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>& sizes,
+                      std::vector<PinnedSlab>& pinned, const std::function<cudaError_t(std::size_t)>& on_pinned,
+                      PinStep* failed) noexcept {
+  if (failed != nullptr) *failed = PinStep::none;
   try {
-    pinned.assign(sizes.size(), nullptr);
+    pinned.assign(sizes.size(), PinnedSlab{});
     if (sizes.empty()) return cudaSuccess;
     PinWork work(driver, device, sizes, pinned);
     work.ready.reserve(sizes.size());
@@ -67,9 +84,12 @@ cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>
       threads.reserve(wanted);
       for (std::size_t i = 0; i < wanted; ++i) {
         try {
-          threads.emplace_back([&work] { work.pin_until_done(); });
-        } catch (const std::system_error&) {
-          break;  // fewer threads: the ones started (or this one) pin the rest
+          threads.emplace_back([&work] {
+            name_this_thread("sova-pin");
+            work.pin_until_done();
+          });
+        } catch (const std::exception&) {
+          break;  // system_error or bad_alloc: fewer threads, the ones started (or this one) pin the rest
         }
       }
     }
@@ -90,6 +110,7 @@ cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>
     }
     lock.unlock();
     for (std::thread& t : threads) t.join();
+    if (failed != nullptr) *failed = work.failed_step;
     return work.error;
   } catch (const std::bad_alloc&) {
     return cudaErrorMemoryAllocation;  // before any thread started (the vectors)

@@ -1,16 +1,30 @@
-// pin_slabs: pinned host memory for a sleep's backup, taken on several host
-// threads at once.
+// pin_slabs: the slabs of a sleep's backup that are not held yet, pinned on
+// several host threads at once, each handed on as soon as it is pinned.
 //
-// Why: pinning (cudaHostAlloc) runs at 2-3 GiB/s, far below the link (about
-// 50 GiB/s): a first sleep that pins its slabs one after another runs at the
-// pinning rate. Pinning on several threads, and copying into each slab as
-// soon as it is pinned, overlaps pinning with pinning and pinning with
-// copying. Measured on an H200 host, the driver's pinning did not scale with
-// threads (the first sleep stayed at 2.2-2.4 GiB/s, docs/benchmarks.md): only
-// the copies' overlap remains there; pinning ahead (Pool::reserve_sleep_backup,
-// or PoolOptions::sleep_pin_ahead's thread, sleep_pin_ahead.hpp) is what keeps
-// the cost off a step.
+// How a slab is pinned (sleep_host_slab.hpp): mapped, its pages touched by
+// the thread that pins it (and a helper where the host has the cores), then
+// registered with the driver. Several threads
+// each pinning a slab of their own fault pages in parallel; cudaHostAlloc
+// did not scale so (issue 45's probe on an H200 host: 1.7 GiB/s from one
+// thread, 2.0 GiB/s from eight, against 14.5 GiB/s for eight threads
+// touching mapped memory that is then registered). The caller copies into
+// each slab as soon as it is pinned (on_pinned), so that the copies of slab
+// i overlap the pinning of the slabs after it: a first sleep is bounded by
+// the pinning, not by pinning plus copying.
+//
+// Limits it can hit, each leaving nothing pinned by this call once it
+// returns (the caller frees the slabs handed back): the host refusing the
+// mapping (out of memory or address space: PinStep::map), the driver
+// refusing to lock it (the locked-memory limit, `ulimit -l`, or the host's
+// memory: PinStep::register_), or host_alloc_on refusing on a driver without
+// host_map (PinStep::alloc).
+//
+// Threads: at most kMaxPinThreads, named "sova-pin", each with at most
+// kSleepTouchThreadsPerSlab - 1 helpers ("sova-touch"), all started by the
+// call and joined before it returns: none is left running between sleeps.
 #pragma once
+
+#include "core/sleep_host_slab.hpp"
 
 #include <sova/driver.hpp>
 
@@ -20,22 +34,37 @@
 
 namespace sova::detail {
 
-/// At most this many threads pin at once: the bound on the threads one
-/// sleep starts (each pins a slab at a time).
+/// At most this many threads pin at once (each pins a slab at a time).
 inline constexpr std::size_t kMaxPinThreads = 8;
+/// Each pinning thread touches its slab's pages with this many threads in
+/// all (itself and helpers named "sova-touch", started and joined by each
+/// pin), where the host has at least kMaxPinThreads times as many hardware
+/// threads; else alone. So a sleep runs at most 16 threads at once: issue
+/// 45's probe touched 8 GiB at 14.5 GiB/s on 8 threads and 19.2 GiB/s on 16.
+inline constexpr std::size_t kSleepTouchThreadsPerSlab = 2;
 
-/// Pins one slab of each of `sizes` through `driver.host_alloc_on(device)`, on up to
-/// kMaxPinThreads threads (on the calling thread alone for a single slab, or
-/// when no thread can be started). `pinned` is resized to sizes.size() and
-/// gets each slab's pointer (nullptr for a slab not pinned).
+/// The threads that touch each slab of a sleep: kSleepTouchThreadsPerSlab,
+/// or 1 on a host with fewer than kMaxPinThreads * kSleepTouchThreadsPerSlab
+/// hardware threads.
+std::size_t touch_threads_per_slab() noexcept;
+
+/// Pins one slab of each of `sizes` (pin_host_slab, its pages touched by the
+/// thread pinning it and touch_threads_per_slab() - 1 helpers), on up to
+/// kMaxPinThreads threads (on the calling
+/// thread alone for a single slab, or when no thread can be started).
+/// `pinned` is resized to sizes.size() and gets each slab (ptr nullptr for
+/// a slab not pinned).
 /// `on_pinned(i)` is called on the calling thread for each slab pinned, in
 /// the order they come ready, while the others are still being pinned; an
-/// error it returns stops the pinning as a failed host_alloc does. It must
-/// not throw.
-/// Returns the first error, once every thread has stopped; the slabs pinned
-/// are then still in `pinned`, for the caller to free. Thread safety: the
-/// driver's host_alloc is called from several threads at once.
-cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>& sizes, std::vector<void*>& pinned,
-                      const std::function<cudaError_t(std::size_t slab)>& on_pinned) noexcept;
+/// error it returns stops the pinning as a failed pin does. It must not
+/// throw.
+/// Returns the first error, once every thread has stopped, and (`failed`,
+/// when not null) the step of pinning that refused (PinStep::none when the
+/// error came from on_pinned, or nothing failed); the slabs pinned are then
+/// still in `pinned`, for the caller to give back (unpin_host_slab).
+/// Thread safety: the driver is called from several threads at once.
+cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>& sizes,
+                      std::vector<PinnedSlab>& pinned, const std::function<cudaError_t(std::size_t slab)>& on_pinned,
+                      PinStep* failed = nullptr) noexcept;
 
 }  // namespace sova::detail

@@ -75,6 +75,10 @@ namespace sova {
 cudaError_t Driver::host_alloc(std::size_t, void**) noexcept { return cudaErrorNotSupported; }
 cudaError_t Driver::host_alloc_on(int, std::size_t bytes, void** out) noexcept { return host_alloc(bytes, out); }
 cudaError_t Driver::host_free(void*) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::host_map(std::size_t, void**) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::host_unmap(void*, std::size_t) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::host_register_on(int, void*, std::size_t) noexcept { return cudaErrorNotSupported; }
+cudaError_t Driver::host_unregister(void*) noexcept { return cudaErrorNotSupported; }
 cudaError_t Driver::memcpy_async(void*, const void*, std::size_t, cudaStream_t) noexcept {
   return cudaErrorNotSupported;
 }

@@ -1466,7 +1466,7 @@ class Actor {
   void disarm() {
     w_.sim.fail_unmap_at(0);
     w_.sim.fail_memcpy_at(0);
-    w_.sim.fail_host_alloc_at(0);
+    w_.sim.fail_host_register_at(0);
     w_.sim.fail_physical_create_at(0);
     w_.sim.fail_map_at(0);
     w_.sim.fail_set_access_at(0);
@@ -1503,7 +1503,7 @@ class Actor {
     switch (in_.below(6)) {  // a failure at one of sleep's driver calls, or none
       case 0: w_.sim.fail_unmap_at(1 + static_cast<int>(in_.below(3))); break;
       case 1: w_.sim.fail_memcpy_at(1 + static_cast<int>(in_.below(3))); break;
-      case 2: w_.sim.fail_host_alloc_at(1); break;
+      case 2: w_.sim.fail_host_register_at(1); break;
       default: break;
     }
     order_everything_before(s);
@@ -1561,8 +1561,8 @@ class Actor {
     const std::size_t budget = w_.pools[index].host_budget;
     if (in_.flag()) {
       const std::size_t bytes = pick_reserve_size(budget);
-      if (in_.below(4) == 0) w_.sim.fail_host_alloc_at(1 + static_cast<int>(in_.below(3)));
-      const std::size_t pins = w_.sim.counters().host_alloc_calls;
+      if (in_.below(4) == 0) w_.sim.fail_host_register_at(1 + static_cast<int>(in_.below(3)));
+      const std::size_t pins = w_.sim.counters().host_register_calls;
       const cudaError_t error = pool->reserve_sleep_backup(bytes);
       disarm();
       if (trace_) op_detail_ = " reserve " + std::to_string(bytes) + ": " + cudaGetErrorName(error);
@@ -1584,7 +1584,7 @@ class Actor {
         bump(g_counts.huge_reserves);
         FUZZ_CHECK(error == cudaErrorMemoryAllocation, "a reserve beyond the budget or of 64 TiB succeeded");
         // Refused before any pin (the pin-ahead thread may pin meanwhile).
-        FUZZ_CHECK(w_.pools[index].pin_ahead || w_.sim.counters().host_alloc_calls == pins,
+        FUZZ_CHECK(w_.pools[index].pin_ahead || w_.sim.counters().host_register_calls == pins,
                    "a reserve beyond the budget or of 64 TiB tried to pin");
         FUZZ_CHECK(after.sleep_budget_refusals == before.sleep_budget_refusals + (beyond_budget ? 1 : 0),
                    beyond_budget ? "a reserve beyond the budget was not counted as the budget's refusal"
@@ -1941,6 +1941,7 @@ void finish_world(World& w) {
   FUZZ_CHECK(c.physical_bytes == 0, "physical memory leaked past the pools' destruction");
   FUZZ_CHECK(c.reservations == 0, "VA leaked past the pools' destruction");
   FUZZ_CHECK(c.pinned_host_bytes == 0, "pinned host memory (sleep backups) leaked past the pools' destruction");
+  FUZZ_CHECK(c.host_mapped_bytes == 0, "host memory mapped for sleep backups leaked past the pools' destruction");
   FUZZ_CHECK(w.sim.faults() == 0, "a device fault: " + w.sim.first_fault());
 }
 

@@ -49,7 +49,7 @@ inline void free_blocks_and_stream(Pool& pool, SimDriver& sim, cudaStream_t stre
 
 /// Nothing of the pools made on `sim` is left with the driver once they are
 /// destroyed: no device memory, mapping, address reservation or pinned host
-/// memory (a sleep's backup).
+/// memory (a sleep's backup: locked, or mapped).
 inline void check_nothing_left_with_driver(const SimDriver& sim,
                                            std::source_location where = std::source_location::current()) {
   INFO("checked at " << where.file_name() << ":" << where.line());
@@ -58,6 +58,7 @@ inline void check_nothing_left_with_driver(const SimDriver& sim,
   CHECK(left.mappings == 0);
   CHECK(left.reservations == 0);
   CHECK(left.pinned_host_bytes == 0);
+  CHECK(left.host_mapped_bytes == 0);
 }
 
 }  // namespace sova::sleep_test

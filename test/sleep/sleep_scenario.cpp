@@ -216,7 +216,8 @@ class Scenario {
   void sleep(PoolUnderTest& p) {
     const bool was_asleep = p.pool->asleep();
     const bool backup = chance(0.8);
-    arm({FailingCall::unmap, FailingCall::memcpy, FailingCall::host_alloc}, 6);  // one of sleep's calls fails, or none
+    // One of sleep's calls fails, or none.
+    arm({FailingCall::unmap, FailingCall::memcpy, FailingCall::host_register, FailingCall::host_map}, 8);
     join(p, 0);  // every stream's work on the pool before the sleep's stream
     const cudaError_t error = p.pool->sleep(backup ? SleepMode::backup : SleepMode::discard, p.streams[0]);
     dev_.disarm();

@@ -30,7 +30,7 @@ struct ScenarioCounts {
 };
 
 /// Driver calls a device can be told to fail (the simulation can).
-enum class FailingCall { unmap, memcpy, host_alloc, physical_create, map, set_access };
+enum class FailingCall { unmap, memcpy, host_register, host_map, physical_create, map, set_access };
 
 /// What the scenario needs from a device. Work is stream-ordered: fill,
 /// count_wrong and touch are enqueued on the stream, as kernels.

@@ -66,7 +66,8 @@ class SimSleepDevice final : public SleepScenarioDevice {
     switch (call) {
       case FailingCall::unmap: sim_.fail_unmap_at(nth); break;
       case FailingCall::memcpy: sim_.fail_memcpy_at(nth); break;
-      case FailingCall::host_alloc: sim_.fail_host_alloc_at(nth); break;
+      case FailingCall::host_register: sim_.fail_host_register_at(nth); break;
+      case FailingCall::host_map: sim_.fail_host_map_at(nth); break;
       case FailingCall::physical_create: sim_.fail_physical_create_at(nth); break;
       case FailingCall::map: sim_.fail_map_at(nth); break;
       case FailingCall::set_access: sim_.fail_set_access_at(nth); break;
@@ -76,7 +77,8 @@ class SimSleepDevice final : public SleepScenarioDevice {
   void disarm() override {
     sim_.fail_unmap_at(0);
     sim_.fail_memcpy_at(0);
-    sim_.fail_host_alloc_at(0);
+    sim_.fail_host_register_at(0);
+    sim_.fail_host_map_at(0);
     sim_.fail_physical_create_at(0);
     sim_.fail_map_at(0);
     sim_.fail_set_access_at(0);
@@ -91,7 +93,8 @@ class SimSleepDevice final : public SleepScenarioDevice {
 
   std::string leftovers() override {
     const SimCounters left = sim_.counters();
-    if (left.physical_bytes != 0 || left.mappings != 0 || left.reservations != 0 || left.pinned_host_bytes != 0) {
+    if (left.physical_bytes != 0 || left.mappings != 0 || left.reservations != 0 || left.pinned_host_bytes != 0 ||
+        left.host_mapped_bytes != 0) {
       return "memory left with the driver";
     }
     return {};

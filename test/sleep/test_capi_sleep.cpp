@@ -226,3 +226,45 @@ TEST_CASE("capi: sleepHostBudget and sovaMemPoolSleepPinAhead: pinned ahead, a s
   CHECK(stats_of(pool).sleepPinAheadTarget == 0);  // held until the pool grows
   REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
 }
+
+TEST_CASE("capi: a sleep or a reservation whose host memory is refused says which limit, the pool awake",
+          "[capi][sleep]") {
+  struct Refusal {
+    const char* what;
+    void (*arm)(int n);
+    const char* words;
+  };
+  const Refusal refusals[] = {
+      {"a mapping refused", [](int n) { sim().fail_host_map_at(n); }, "the host refused memory for the backup"},
+      {"a lock refused", [](int n) { sim().fail_host_register_at(n); }, "ulimit -l: "},
+  };
+  for (const Refusal& r : refusals) {
+    DYNAMIC_SECTION(r.what) {
+      ScopedPool pool;
+      ScopedStream stream;
+      void* p = nullptr;
+      REQUIRE(sovaMallocFromPoolAsync(&p, 3 * MiB, pool, stream) == cudaSuccess);
+      std::memset(p, 0x3c, 3 * MiB);
+      r.arm(1);
+      CHECK(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaErrorMemoryAllocation);
+      r.arm(0);
+      CHECK(last_error_says(r.words));
+      CHECK(last_error_says("the pool is awake as it was"));
+      CHECK(asleep(pool) == 0);
+      CHECK(stats_of(pool).sleepHostBytes == 0);
+      r.arm(1);
+      CHECK(sovaMemPoolReserveSleepBackup(pool, 3 * MiB) == cudaErrorMemoryAllocation);
+      r.arm(0);
+      CHECK(last_error_says(r.words));
+      CHECK(last_error_says("the memory held is as before"));
+      // Not refused: the sleep goes through, the contents come back.
+      REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
+      REQUIRE(sovaMemPoolWakeSynchronize(pool, stream) == cudaSuccess);
+      const auto* bytes = static_cast<const unsigned char*>(p);
+      bool same = true;
+      for (std::size_t i = 0; i < 3 * MiB; ++i) same = same && bytes[i] == 0x3c;
+      CHECK(same);
+      REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+    }
+  }
+}

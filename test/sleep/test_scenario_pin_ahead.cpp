@@ -102,9 +102,9 @@ sovaMemPoolStats wait_pin_ahead_at_target(sovaMemPool_t pool) {
 std::uint64_t pinned_in_sim() { return sim().counters().pinned_host_bytes; }
 
 /// Holds every host_alloc of the simulation for `d` while alive.
-struct DelayHostAllocs {
-  explicit DelayHostAllocs(std::chrono::microseconds d) { sim().delay_host_allocs(d); }
-  ~DelayHostAllocs() { sim().delay_host_allocs(std::chrono::microseconds(0)); }
+struct DelayHostPins {
+  explicit DelayHostPins(std::chrono::microseconds d) { sim().delay_host_pins(d); }
+  ~DelayHostPins() { sim().delay_host_pins(std::chrono::microseconds(0)); }
 };
 
 /// A sim stream of any device, synchronized and destroyed at scope exit.
@@ -303,7 +303,7 @@ void step_sleep_backup(Subject& s, std::vector<Subject*>& all, std::mt19937_64& 
     CHECK(after.sleepBudgetRefusals == before.sleepBudgetRefusals);
     if (needs_no_pin && quiet) {
       // "A sleep backing up no more than the bytes reserved pins nothing"
-      CHECK(sim().counters().host_alloc_calls == counters.host_alloc_calls);
+      CHECK(sim().counters().host_register_calls == counters.host_register_calls);
       CHECK(after.sleepHostBytes == before.sleepHostBytes);
     }
   } else {
@@ -546,7 +546,7 @@ TEST_CASE("pin-ahead scenario: the pool grows, pin-ahead follows within the budg
   if (budget == 0) {
     // "the first sleep after the pool stopped growing pins nothing"
     REQUIRE(rc == cudaSuccess);
-    CHECK(sim().counters().host_alloc_calls == counters.host_alloc_calls);
+    CHECK(sim().counters().host_register_calls == counters.host_register_calls);
     CHECK(stats_of(pool).sleepHostBytes == before.sleepHostBytes);
     s.asleep = true;
     check_subject(s);
@@ -570,7 +570,7 @@ TEST_CASE("pin-ahead scenario: the pool grows, pin-ahead follows within the budg
     CHECK(trimmed.sleepHostBytes >= trimmed.reservedCurrent);
     const auto c2 = sim().counters();
     REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
-    CHECK(sim().counters().host_alloc_calls == c2.host_alloc_calls);
+    CHECK(sim().counters().host_register_calls == c2.host_register_calls);
     s.asleep = true;
     check_subject(s);
     step_wake(s, trimmed.reservedCurrent);
@@ -586,11 +586,11 @@ TEST_CASE("pin-ahead scenario: frees and allocations while pin-ahead is still pi
   {
     // A slow pin (2 s a slab), so that the frees and allocations below finish
     // while one is in flight, however loaded the machine.
-    DelayHostAllocs slow(std::chrono::milliseconds(2000));
+    DelayHostPins slow(std::chrono::milliseconds(2000));
     ScopedPool pool(pin_props(0, 0, true));
     Subject s = make_subject("pinning", 0, 0, true, pool, stream);
     s.cap = 1024 * MiB;
-    const auto calls0 = sim().counters().host_alloc_calls;
+    const auto calls0 = sim().counters().host_register_calls;
     for (int i = 0; i < 8; ++i) {
       void* p = nullptr;
       const std::size_t n = 32 * MiB - 4096;
@@ -600,15 +600,15 @@ TEST_CASE("pin-ahead scenario: frees and allocations while pin-ahead is still pi
     }
     // wait (bounded) for the thread to begin a pin
     const auto deadline = Clock::now() + kPollLimit;
-    while (sim().counters().host_alloc_calls == calls0 && Clock::now() < deadline)
+    while (sim().counters().host_register_calls == calls0 && Clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    REQUIRE(sim().counters().host_alloc_calls > calls0);
+    REQUIRE(sim().counters().host_register_calls > calls0);
     const sovaMemPoolStats mid = stats_of(pool);
     INFO("while pinning: " << describe(mid));
     CHECK(mid.sleepPinAheadTarget == mid.reservedHigh);
 
     // frees and new allocations while the thread pins ("never on an allocation's path")
-    const auto pins_done = sim().counters().host_allocs;
+    const auto pins_done = sim().counters().host_registers;
     for (int i = 0; i < 8; i += 2) REQUIRE(sovaFreeAsync(s.blocks[static_cast<std::size_t>(i)].p, stream) == cudaSuccess);
     for (int i = 6; i >= 0; i -= 2) s.blocks.erase(s.blocks.begin() + i);
     for (int i = 0; i < 3; ++i) {
@@ -619,7 +619,7 @@ TEST_CASE("pin-ahead scenario: frees and allocations while pin-ahead is still pi
       fill_pattern(stream, p, n, s.blocks.back().id);
     }
     // They did not wait for the pin in flight: it is still not done.
-    CHECK(sim().counters().host_allocs == pins_done);
+    CHECK(sim().counters().host_registers == pins_done);
     check_subject(s);
 
     // a free right before the sleep, on the sleep's stream
@@ -636,9 +636,9 @@ TEST_CASE("pin-ahead scenario: frees and allocations while pin-ahead is still pi
     check_subject(s);
 
     // "A pool asleep pins nothing ahead": wait past the thread's 50 ms look, twice
-    const auto calls_asleep = sim().counters().host_alloc_calls;
+    const auto calls_asleep = sim().counters().host_register_calls;
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
-    CHECK(sim().counters().host_alloc_calls == calls_asleep);
+    CHECK(sim().counters().host_register_calls == calls_asleep);
     CHECK(stats_of(pool).sleepHostBytes == slept.sleepHostBytes);
 
     // frees while asleep: accepted and final
@@ -788,7 +788,7 @@ TEST_CASE("pin-ahead scenario: release gives back and holds until the pool grows
   const auto counters = sim().counters();
   const std::uint64_t reserved = st.reservedCurrent;
   REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
-  CHECK(sim().counters().host_alloc_calls == counters.host_alloc_calls);
+  CHECK(sim().counters().host_register_calls == counters.host_register_calls);
   s.asleep = true;
   // release while asleep: refused, the backups are in it
   CHECK(sovaMemPoolReleaseSleepHostMemory(pool) == cudaErrorNotPermitted);
@@ -806,7 +806,7 @@ TEST_CASE("pin-ahead scenario: a background pin the host refuses is counted, the
   ScopedPool pool(pin_props(0, 0, true));
   ScopedStream stream;
   Subject s = make_subject("refused pin", 0, 0, true, pool, stream);
-  sim().fail_host_alloc_at(1);  // the thread's first pin fails
+  sim().fail_host_register_at(1);  // the thread's first pin fails
   void* p = nullptr;
   REQUIRE(sovaMallocFromPoolAsync(&p, 24 * MiB, pool, stream) == cudaSuccess);
   s.blocks.push_back({p, 24 * MiB, s.next_id++, true});
@@ -944,7 +944,7 @@ TEST_CASE("pin-ahead scenario: destroying a pool while it pins ahead", "[scenari
   INFO((free_first ? "blocks freed before destroy" : "blocks freed after destroy"));
   const std::uint64_t pinned0 = pinned_in_sim();
   ScopedStream stream;
-  DelayHostAllocs slow(std::chrono::milliseconds(1000));  // 3 slabs: 3 s of pinning in all
+  DelayHostPins slow(std::chrono::milliseconds(1000));  // 3 slabs: 3 s of pinning in all
   sovaMemPool_t pool = nullptr;
   const sovaMemPoolProps props = pin_props(0, 0, true);
   REQUIRE(sovaMemPoolCreate(&pool, &props) == cudaSuccess);
@@ -954,9 +954,9 @@ TEST_CASE("pin-ahead scenario: destroying a pool while it pins ahead", "[scenari
     REQUIRE(sovaMallocFromPoolAsync(&p, 32 * MiB, pool, stream) == cudaSuccess);
     blocks.push_back(p);
   }
-  const auto calls0 = sim().counters().host_alloc_calls;
+  const auto calls0 = sim().counters().host_register_calls;
   const auto deadline = Clock::now() + kPollLimit;
-  while (sim().counters().host_alloc_calls == calls0 && Clock::now() < deadline)
+  while (sim().counters().host_register_calls == calls0 && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   // a pin is (very likely) in flight now, whatever the count
   if (free_first) {
@@ -1022,7 +1022,7 @@ TEST_CASE("pin-ahead scenario: bad and extreme arguments", "[scenario][sleep]") 
     CHECK(st.sleepPinAheadTarget == st.reservedHigh);
     const auto counters = sim().counters();
     REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
-    CHECK(sim().counters().host_alloc_calls == counters.host_alloc_calls);
+    CHECK(sim().counters().host_register_calls == counters.host_register_calls);
     s.asleep = true;
     step_wake(s, st.reservedCurrent);
     check_subject(s);
@@ -1226,15 +1226,15 @@ TEST_CASE("pin-ahead scenario: a release right after a growth gives everything b
 TEST_CASE("pin-ahead scenario: a release while the thread pins gives back its slab too",
           "[scenario][sleep]") {  const std::uint64_t pinned0 = pinned_in_sim();
   ScopedStream stream;
-  DelayHostAllocs slow(std::chrono::milliseconds(100));
+  DelayHostPins slow(std::chrono::milliseconds(100));
   ScopedPool pool(pin_props(0, 0, true));
-  const auto calls0 = sim().counters().host_alloc_calls;
+  const auto calls0 = sim().counters().host_register_calls;
   void* p = nullptr;
   REQUIRE(sovaMallocFromPoolAsync(&p, 34 * MiB, pool, stream) == cudaSuccess);
   const auto deadline = Clock::now() + kPollLimit;
-  while (sim().counters().host_alloc_calls == calls0 && Clock::now() < deadline)
+  while (sim().counters().host_register_calls == calls0 && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::microseconds(200));
-  REQUIRE(sim().counters().host_alloc_calls > calls0);  // the thread's pin is in flight (100 ms)
+  REQUIRE(sim().counters().host_register_calls > calls0);  // the thread's pin is in flight (100 ms)
   REQUIRE(sovaMemPoolReleaseSleepHostMemory(pool) == cudaSuccess);
   sovaMemPoolStats st = stats_of(pool);
   INFO("right after the release: " << describe(st) << "; simulation pinned " << pinned_in_sim() - pinned0);

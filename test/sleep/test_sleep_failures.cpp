@@ -20,7 +20,8 @@ struct FailureKind {
 };
 
 const FailureKind kKinds[] = {
-    {"host_alloc", [](SimDriver& s, int n) { s.fail_host_alloc_at(n); }, true, false},
+    {"host_register_on", [](SimDriver& s, int n) { s.fail_host_register_at(n); }, true, false},
+    {"host_map", [](SimDriver& s, int n) { s.fail_host_map_at(n); }, true, false},
     {"memcpy_async", [](SimDriver& s, int n) { s.fail_memcpy_at(n); }, true, true},
     {"unmap", [](SimDriver& s, int n) { s.fail_unmap_at(n); }, true, false},
     {"physical_create", [](SimDriver& s, int n) { s.fail_physical_create_at(n); }, false, true},
@@ -121,11 +122,11 @@ TEST_CASE("a driver failure at any step of wake leaves the pool asleep with noth
 
 TEST_CASE("sleep with backup where the driver has no host copies is refused and changes nothing", "[sleep]") {
   // A driver written before sleep answers cudaErrorNotSupported (the Driver
-  // defaults): as the sim's host_alloc failing so.
+  // defaults): as the sim's host_register_on failing so.
   SimDriver sim(sim_config());
   FilledPool start(sim);
   auto& [pool, stream, blocks, reserved] = start;
-  sim.fail_host_alloc_at(1, cudaErrorNotSupported);
+  sim.fail_host_register_at(1, cudaErrorNotSupported);
   CHECK(pool.sleep(SleepMode::backup, stream) == cudaErrorNotSupported);
   CHECK_FALSE(pool.asleep());
   check_intact(blocks);

@@ -47,7 +47,7 @@ TEST_CASE("reserve_sleep_backup of 64 TiB or more against a budget is the budget
   }
   CHECK(pool.reserve_sleep_backup(16 * MiB) == cudaErrorMemoryAllocation);  // as a size just beyond it
   CHECK(pool.stats().sleep_budget_refusals == ++refusals);
-  CHECK(sim.counters().host_alloc_calls == 0);
+  CHECK(sim.counters().host_register_calls == 0);
   CHECK(pool.stats().sleep_host_bytes == 0);
   REQUIRE(pool.reserve_sleep_backup(8 * MiB) == cudaSuccess);  // within it: pinned
   CHECK(pool.stats().sleep_host_bytes == 8 * MiB);
@@ -64,19 +64,19 @@ TEST_CASE("reserve_sleep_backup of 64 TiB or more without a budget is refused, n
     INFO("bytes " << bytes);
     CHECK(pool.reserve_sleep_backup(bytes) == cudaErrorMemoryAllocation);
   }
-  CHECK(sim.counters().host_alloc_calls == 0);  // refused before any pin was tried
+  CHECK(sim.counters().host_register_calls == 0);  // refused before any pin was tried
   const PoolStats s = pool.stats();
   CHECK(s.sleep_budget_refusals == 0);  // no budget to refuse it
   CHECK(s.sleep_host_bytes == 0);
 
   // With memory held, what is left to pin is under 64 TiB: the size asked still is not.
   REQUIRE(pool.reserve_sleep_backup(8 * MiB) == cudaSuccess);
-  const std::size_t pins = sim.counters().host_alloc_calls;
+  const std::size_t pins = sim.counters().host_register_calls;
   for (const std::size_t bytes : kHugeSizes) {
     INFO("bytes " << bytes);
     CHECK(pool.reserve_sleep_backup(bytes) == cudaErrorMemoryAllocation);
   }
-  CHECK(sim.counters().host_alloc_calls == pins);
+  CHECK(sim.counters().host_register_calls == pins);
   CHECK(pool.stats().sleep_host_bytes == 8 * MiB);
 }
 

@@ -80,39 +80,45 @@ constexpr std::size_t kBackupSlabs = 12;
 TEST_CASE("pin_slabs: every slab pinned once, each handed on on the calling thread", "[sleep][pin]") {
   SimDriver sim(sim_config());
   const std::vector<std::size_t> sizes(13, 64 * KiB);
-  std::vector<void*> pinned;
+  std::vector<PinnedSlab> pinned;
   std::vector<int> handed(sizes.size(), 0);
   bool on_caller = true;
   const std::thread::id caller = std::this_thread::get_id();
   REQUIRE(pin_slabs(sim, 0, sizes, pinned, [&](std::size_t slab) {
             on_caller = on_caller && std::this_thread::get_id() == caller;
             ++handed[slab];
-            return pinned[slab] != nullptr ? cudaSuccess : cudaErrorUnknown;
+            return pinned[slab].ptr != nullptr ? cudaSuccess : cudaErrorUnknown;
           }) == cudaSuccess);
   CHECK(on_caller);
   CHECK(handed == std::vector<int>(sizes.size(), 1));
   CHECK(sim.counters().pinned_host_bytes == 13 * 64 * KiB);
-  for (void* p : pinned) CHECK(sim.host_free(p) == cudaSuccess);  // distinct pointers: each frees once
+  for (const PinnedSlab& p : pinned) {  // distinct slabs, each registered in a mapping of its own
+    CHECK(p.how == SlabPinning::registered);
+    CHECK(sim.host_unregister(p.ptr) == cudaSuccess);
+    CHECK(sim.host_unmap(p.ptr, p.bytes) == cudaSuccess);
+  }
   CHECK(sim.counters().pinned_host_bytes == 0);
+  CHECK(sim.counters().host_mapped_bytes == 0);
 }
 
 TEST_CASE("pin_slabs: an error from on_pinned stops the pinning; the slabs pinned are returned", "[sleep][pin]") {
   SimDriver sim(sim_config());
   const std::vector<std::size_t> sizes(20, 64 * KiB);
-  std::vector<void*> pinned;
+  std::vector<PinnedSlab> pinned;
   int calls = 0;
   CHECK(pin_slabs(sim, 0, sizes, pinned, [&](std::size_t) {
           return ++calls == 2 ? cudaErrorInvalidValue : cudaSuccess;
         }) == cudaErrorInvalidValue);
   CHECK(calls == 2);  // none handed on after the error
   std::size_t held = 0;
-  for (void* p : pinned) {
-    if (p == nullptr) continue;
-    held += 64 * KiB;
-    CHECK(sim.host_free(p) == cudaSuccess);
+  for (const PinnedSlab& p : pinned) {
+    if (p.ptr == nullptr) continue;
+    held += p.bytes;
+    unpin_host_slab(sim, p);
   }
   CHECK(held >= 2 * 64 * KiB);
   CHECK(sim.counters().pinned_host_bytes == 0);  // everything pinned was in `pinned`
+  CHECK(sim.counters().host_mapped_bytes == 0);
 }
 
 TEST_CASE("a first sleep over many slabs backs up and restores every byte; later ones pin nothing", "[sleep][pin]") {
@@ -125,9 +131,9 @@ TEST_CASE("a first sleep over many slabs backs up and restores every byte; later
   REQUIRE(b.wake() == cudaSuccess);
   check_intact(b.blocks);
   for (int cycle = 0; cycle < 3; ++cycle) {
-    b.sim.fail_host_alloc_at(1);  // a pin would fail the sleep: there is none
+    b.sim.fail_host_register_at(1);  // a pin would fail the sleep: there is none
     REQUIRE(b.sleep_backup() == cudaSuccess);
-    b.sim.fail_host_alloc_at(0);
+    b.sim.fail_host_register_at(0);
     REQUIRE(b.wake() == cudaSuccess);
     check_intact(b.blocks);
     CHECK(b.sim.counters().pinned_host_bytes == kBackupSlabs * kSlab);
@@ -143,9 +149,9 @@ TEST_CASE("a failure of any host_alloc of a parallel pin leaves the pool awake, 
         Backed b;
         REQUIRE(b.sleep->reserve_host_memory(held) == cudaSuccess);
         CHECK(b.sleep->host_bytes() == held);
-        b.sim.fail_host_alloc_at(n);
+        b.sim.fail_host_register_at(n);
         CHECK(b.sleep_backup() == cudaErrorMemoryAllocation);
-        b.sim.fail_host_alloc_at(0);
+        b.sim.fail_host_register_at(0);
         b.check_awake_intact();
         CHECK(b.sleep->host_bytes() == held);  // what this sleep pinned is freed
         CHECK(b.sim.counters().pinned_host_bytes == held);
@@ -191,21 +197,21 @@ TEST_CASE("reserve_host_memory pins ahead, all or nothing", "[sleep][pin]") {
   REQUIRE(b.sleep->reserve_host_memory(5 * MiB) == cudaSuccess);  // held already: nothing
   CHECK(b.sim.counters().pinned_host_bytes == 8 * MiB);
   for (int n = 1; n <= 8; ++n) {
-    b.sim.fail_host_alloc_at(n);
+    b.sim.fail_host_register_at(n);
     CHECK(b.sleep->reserve_host_memory(24 * MiB) == cudaErrorMemoryAllocation);
     CHECK(b.sleep->host_bytes() == 8 * MiB);
     CHECK(b.sim.counters().pinned_host_bytes == 8 * MiB);
   }
-  b.sim.fail_host_alloc_at(0);
+  b.sim.fail_host_register_at(0);
   // More than any host has: refused before anything is pinned.
   CHECK(b.sleep->reserve_host_memory(std::numeric_limits<std::size_t>::max()) == cudaErrorMemoryAllocation);
   CHECK(b.sim.counters().pinned_host_bytes == 8 * MiB);
   REQUIRE(b.sleep->reserve_host_memory(kBacked) == cudaSuccess);
   CHECK(b.sleep->host_bytes() == kBacked);
   // The whole backup is held: the sleep pins nothing.
-  b.sim.fail_host_alloc_at(1);
+  b.sim.fail_host_register_at(1);
   REQUIRE(b.sleep_backup() == cudaSuccess);
-  b.sim.fail_host_alloc_at(0);
+  b.sim.fail_host_register_at(0);
   REQUIRE(b.wake() == cudaSuccess);
   check_intact(b.blocks);
   CHECK(b.sim.counters().pinned_host_bytes == kBacked);
@@ -221,9 +227,9 @@ TEST_CASE("Pool::reserve_sleep_backup pins ahead: the first sleep pins nothing",
   const std::uint64_t reserved = pool.stats().reserved_current;
   REQUIRE(pool.reserve_sleep_backup(reserved) == cudaSuccess);
   CHECK(pool.stats().sleep_host_bytes >= reserved);
-  sim.fail_host_alloc_at(1);
+  sim.fail_host_register_at(1);
   REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
-  sim.fail_host_alloc_at(0);
+  sim.fail_host_register_at(0);
   REQUIRE(pool.wake(stream) == cudaSuccess);
   check_intact_once_synchronized(sim, stream, blocks);
   free_blocks_and_stream(pool, sim, stream, blocks);
@@ -248,9 +254,9 @@ TEST_CASE("a pool's first sleep pins a backup over 64 MiB in 64 MiB slabs; any o
         fill(blocks.back());
       }
       const std::uint64_t reserved = pool.stats().reserved_current;
-      sim.fail_host_alloc_at(n);
+      sim.fail_host_register_at(n);
       const cudaError_t error = pool.sleep(SleepMode::backup, stream);
-      sim.fail_host_alloc_at(0);
+      sim.fail_host_register_at(0);
       if (n == 0) {
         REQUIRE(error == cudaSuccess);
         CHECK(pool.stats().sleep_host_bytes == 152 * MiB);

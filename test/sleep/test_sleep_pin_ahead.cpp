@@ -67,9 +67,9 @@ TEST_CASE("pin-ahead pins what a backup needs as the pool grows; the first sleep
   CHECK(pinned.sleep_pin_ahead_failures == 0);
   CHECK(sim.counters().pinned_host_bytes == reserved);
 
-  const std::size_t host_allocs = sim.counters().host_alloc_calls;
+  const std::size_t host_registers = sim.counters().host_register_calls;
   REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
-  CHECK(sim.counters().host_alloc_calls == host_allocs);  // the first sleep pinned nothing
+  CHECK(sim.counters().host_register_calls == host_registers);  // the first sleep pinned nothing
   CHECK(sim.counters().pinned_host_bytes == reserved);
   REQUIRE(pool.wake(stream) == cudaSuccess);
   check_intact_once_synchronized(sim, stream, blocks);
@@ -93,7 +93,7 @@ TEST_CASE("a pool without pin-ahead pins no host memory it was not asked to", "[
   CHECK(s.sleep_pin_ahead_target == 0);
   CHECK(s.sleep_pin_ahead_bytes == 0);
   CHECK(s.sleep_host_bytes == 0);
-  CHECK(sim.counters().host_alloc_calls == 0);
+  CHECK(sim.counters().host_register_calls == 0);
   free_blocks_and_stream(pool, sim, stream, blocks);
 }
 
@@ -115,7 +115,7 @@ TEST_CASE("pin-ahead stays within the budget; a sleep needing more is refused an
   REQUIRE_FALSE(pool.asleep());
   CHECK(after.copies == before.copies);  // nothing copied
   CHECK(after.unmaps == before.unmaps);  // nothing released
-  CHECK(after.host_alloc_calls == before.host_alloc_calls);
+  CHECK(after.host_register_calls == before.host_register_calls);
   const PoolStats refused = pool.stats();
   CHECK(refused.sleep_budget_refusals == 1);
   CHECK(refused.reserved_current == reserved);
@@ -187,7 +187,7 @@ TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[slee
   // first, however loaded the machine (at 1 s a slab, ThreadSanitizer on a
   // busy CI host let pin-ahead finish first). A slab still in flight at wake
   // ends within `eventually`'s 10 s.
-  sim.delay_host_allocs(3000ms);
+  sim.delay_host_pins(3000ms);
   Pool pool(pin_ahead_options(sim));
   cudaStream_t stream = sim.create_stream();
   void* big = pool.allocate(512 * MiB, stream);
@@ -198,7 +198,7 @@ TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[slee
   let_pin_ahead_look();
   CHECK(sim.counters().pinned_host_bytes == pinned_at_sleep);
   CHECK(pool.stats().sleep_host_bytes == pinned_at_sleep);
-  sim.delay_host_allocs(0ms);  // the rest at once, after wake
+  sim.delay_host_pins(0ms);  // the rest at once, after wake
   REQUIRE(pool.wake(stream) == cudaSuccess);
   REQUIRE(eventually([&] { return pool.stats().sleep_host_bytes == reserved; }));
   pool.deallocate(big, stream);
@@ -207,14 +207,14 @@ TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[slee
 
 TEST_CASE("a sleep waits for the slab being pinned ahead and uses it", "[sleep][pin_ahead]") {
   SimDriver sim;
-  sim.delay_host_allocs(1s);  // longer than filling the block takes, even under a sanitizer
+  sim.delay_host_pins(1s);  // longer than filling the block takes, even under a sanitizer
   Pool pool(pin_ahead_options(sim));
   cudaStream_t stream = sim.create_stream();
   std::vector<Filled> blocks = one_filled_block(pool, stream, 20 * MiB);
   const std::uint64_t reserved = pool.stats().reserved_current;  // one slab (under kPinAheadSlabBytes)
-  REQUIRE(eventually([&] { return sim.counters().host_alloc_calls == 1; }));  // in flight
+  REQUIRE(eventually([&] { return sim.counters().host_register_calls == 1; }));  // in flight
   REQUIRE(pool.sleep(SleepMode::backup, stream) == cudaSuccess);
-  CHECK(sim.counters().host_alloc_calls == 1);  // the sleep pinned nothing of its own
+  CHECK(sim.counters().host_register_calls == 1);  // the sleep pinned nothing of its own
   CHECK(sim.counters().pinned_host_bytes == reserved);
   CHECK(pool.stats().sleep_pin_ahead_bytes == reserved);
   REQUIRE(pool.wake(stream) == cudaSuccess);
@@ -224,23 +224,23 @@ TEST_CASE("a sleep waits for the slab being pinned ahead and uses it", "[sleep][
 
 TEST_CASE("a pool destroyed while a slab is being pinned ahead leaves nothing pinned", "[sleep][pin_ahead]") {
   SimDriver sim;
-  sim.delay_host_allocs(300ms);
+  sim.delay_host_pins(300ms);
   {
     Pool pool(pin_ahead_options(sim));
     cudaStream_t stream = sim.create_stream();
     void* block = pool.allocate(20 * MiB, stream);  // one growth: one pin, of 300 ms
-    REQUIRE(eventually([&] { return sim.counters().host_alloc_calls == 1; }));  // in flight
+    REQUIRE(eventually([&] { return sim.counters().host_register_calls == 1; }));  // in flight
     pool.deallocate(block, stream);
     sim.destroy_stream(stream);
   }  // joins the thread, then frees the slab it pinned
-  CHECK(sim.counters().host_allocs == sim.counters().host_alloc_calls);  // the pin in flight completed
+  CHECK(sim.counters().host_registers == sim.counters().host_register_calls);  // the pin in flight completed
   check_nothing_left_with_driver(sim);
 }
 
 TEST_CASE("a pin the host refuses in the background is counted, not an error; the sleep pins the rest",
           "[sleep][pin_ahead]") {
   SimDriver sim;
-  sim.fail_host_alloc_at(1);
+  sim.fail_host_register_at(1);
   Pool pool(pin_ahead_options(sim));
   cudaStream_t stream = sim.create_stream();
   std::vector<Filled> blocks = one_filled_block(pool, stream, 20 * MiB);

@@ -9,7 +9,7 @@
 // behave as one (cuda_driver() hands out a single one).
 //
 // Split by concern: cuda_driver.cpp (identity, cuda_driver()), devices.cpp,
-// vmm.cpp, streams.cpp, capture.cpp, copies.cpp.
+// vmm.cpp, streams.cpp, capture.cpp, copies.cpp, host_register.cpp.
 #pragma once
 
 #include <sova/driver.hpp>
@@ -71,6 +71,12 @@ class CudaDriver final : public Driver {
   cudaError_t host_alloc(std::size_t bytes, void** out) noexcept override;
   cudaError_t host_alloc_on(int device, std::size_t bytes, void** out) noexcept override;
   cudaError_t host_free(void* ptr) noexcept override;
+  // host_register.cpp
+  cudaError_t host_map(std::size_t bytes, void** out) noexcept override;
+  cudaError_t host_unmap(void* ptr, std::size_t bytes) noexcept override;
+  cudaError_t host_register_on(int device, void* ptr, std::size_t bytes) noexcept override;
+  cudaError_t host_unregister(void* ptr) noexcept override;
+  // copies.cpp
   cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept override;
   cudaError_t memset_async(void* ptr, int value, std::size_t bytes, cudaStream_t stream) noexcept override;
 };

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -42,15 +43,19 @@ SimCopies::~SimCopies() {
   for (const auto& [ptr, bytes] : held_) std::free(ptr);
 }
 
-cudaError_t SimCopies::host_alloc(std::size_t bytes, void** out) {
-  if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
+void SimCopies::pin_delay(std::size_t& calls) {
   std::chrono::microseconds delay{0};
   {
     std::lock_guard lock(mu_);
-    ++host_alloc_calls_;
-    delay = alloc_delay_;
+    ++calls;
+    delay = pin_delay_;
   }
   if (delay.count() != 0) std::this_thread::sleep_for(delay);  // pinning's time, outside the lock
+}
+
+cudaError_t SimCopies::host_alloc(std::size_t bytes, void** out) {
+  if (out == nullptr || bytes == 0) return cudaErrorInvalidValue;
+  pin_delay(host_alloc_calls_);
   std::lock_guard lock(mu_);
   cudaError_t error = cudaSuccess;
   if (fail_alloc_.fire(&error)) return error;
@@ -80,6 +85,50 @@ cudaError_t SimCopies::host_free(void* ptr) {
   return cudaSuccess;
 }
 
+cudaError_t SimCopies::host_register(void* ptr, std::size_t bytes) {
+  if (ptr == nullptr || bytes == 0) return cudaErrorInvalidValue;
+  pin_delay(host_register_calls_);
+  std::lock_guard lock(mu_);
+  cudaError_t error = cudaSuccess;
+  if (fail_register_.fire(&error)) return error;
+  const auto* p = static_cast<const char*>(ptr);
+  auto next = registered_.lower_bound(p);
+  if (next != registered_.end() && static_cast<std::size_t>(next->first - p) < bytes)
+    return cudaErrorHostMemoryAlreadyRegistered;
+  if (next != registered_.begin()) {
+    auto prev = std::prev(next);
+    if (static_cast<std::size_t>(p - prev->first) < prev->second) return cudaErrorHostMemoryAlreadyRegistered;
+  }
+  if (limit_ != 0 && (bytes > limit_ || host_bytes_ > limit_ - bytes)) return cudaErrorMemoryAllocation;
+  try {
+    registered_.emplace(p, bytes);
+  } catch (const std::bad_alloc&) {
+    return cudaErrorMemoryAllocation;
+  }
+  host_bytes_ += bytes;
+  ++host_registers_;
+  return cudaSuccess;
+}
+
+cudaError_t SimCopies::host_unregister(void* ptr) {
+  std::lock_guard lock(mu_);
+  const auto it = registered_.find(static_cast<const char*>(ptr));
+  if (it == registered_.end()) return cudaErrorHostMemoryNotRegistered;
+  host_bytes_ -= it->second;
+  registered_.erase(it);
+  return cudaSuccess;
+}
+
+bool SimCopies::registered_within(const void* ptr, std::size_t bytes) const {
+  const auto* p = static_cast<const char*>(ptr);
+  std::lock_guard lock(mu_);
+  auto next = registered_.lower_bound(p);
+  if (next != registered_.end() && static_cast<std::size_t>(next->first - p) < bytes) return true;
+  if (next == registered_.begin()) return false;
+  const auto prev = std::prev(next);
+  return static_cast<std::size_t>(p - prev->first) < prev->second;
+}
+
 cudaError_t SimCopies::before_copy(std::size_t bytes, std::chrono::microseconds* delay) {
   std::lock_guard lock(mu_);
   cudaError_t error = cudaSuccess;
@@ -106,14 +155,19 @@ void SimCopies::delay_copies(std::chrono::microseconds duration) {
   delay_ = duration;
 }
 
-void SimCopies::delay_host_allocs(std::chrono::microseconds duration) {
+void SimCopies::delay_host_pins(std::chrono::microseconds duration) {
   std::lock_guard lock(mu_);
-  alloc_delay_ = duration;
+  pin_delay_ = duration;
 }
 
 void SimCopies::fail_host_alloc_at(int n, cudaError_t error) {
   std::lock_guard lock(mu_);
   fail_alloc_.arm(n, error);
+}
+
+void SimCopies::fail_host_register_at(int n, cudaError_t error) {
+  std::lock_guard lock(mu_);
+  fail_register_.arm(n, error);
 }
 
 void SimCopies::fail_copy_at(int n, cudaError_t error) {
@@ -139,6 +193,16 @@ std::size_t SimCopies::host_alloc_calls() const {
 std::size_t SimCopies::host_allocs() const {
   std::lock_guard lock(mu_);
   return host_allocs_;
+}
+
+std::size_t SimCopies::host_register_calls() const {
+  std::lock_guard lock(mu_);
+  return host_register_calls_;
+}
+
+std::size_t SimCopies::host_registers() const {
+  std::lock_guard lock(mu_);
+  return host_registers_;
 }
 
 std::size_t SimCopies::copies() const {
@@ -179,6 +243,36 @@ cudaError_t SimDriver::host_free(void* ptr) noexcept {
   return sim::guarded([&] { return state_->copies.host_free(ptr); });
 }
 
+cudaError_t SimDriver::host_map(std::size_t bytes, void** out) noexcept {
+  state_->count(SimCall::host_map);
+  return sim::guarded([&] { return state_->host_maps.map(bytes, out); });
+}
+
+cudaError_t SimDriver::host_unmap(void* ptr, std::size_t bytes) noexcept {
+  state_->count(SimCall::host_unmap);
+  return sim::guarded([&] {
+    // Pages still locked stay locked on a real host after munmap: a leak
+    // the simulation refuses, so that a test sees the order broken.
+    if (state_->copies.registered_within(ptr, bytes)) return cudaErrorInvalidValue;
+    return state_->host_maps.unmap(ptr, bytes);
+  });
+}
+
+cudaError_t SimDriver::host_register_on(int device, void* ptr, std::size_t bytes) noexcept {
+  state_->count(SimCall::host_register_on);
+  if (!state_->valid_device(device)) return cudaErrorInvalidDevice;
+  return sim::guarded([&] {
+    // Only what host_map gave: the pool registers nothing else.
+    if (!state_->host_maps.contains(ptr, bytes)) return cudaErrorInvalidValue;
+    return state_->copies.host_register(ptr, bytes);
+  });
+}
+
+cudaError_t SimDriver::host_unregister(void* ptr) noexcept {
+  state_->count(SimCall::host_unregister);
+  return sim::guarded([&] { return state_->copies.host_unregister(ptr); });
+}
+
 cudaError_t SimDriver::memcpy_async(void* dst, const void* src, std::size_t bytes, cudaStream_t stream) noexcept {
   state_->count(SimCall::memcpy_async);
   if (dst == nullptr || src == nullptr) return cudaErrorInvalidValue;
@@ -214,9 +308,7 @@ cudaError_t SimDriver::memset_async(void* ptr, int value, std::size_t bytes, cud
 }
 
 void SimDriver::delay_copies(std::chrono::microseconds duration) { state_->copies.delay_copies(duration); }
-void SimDriver::delay_host_allocs(std::chrono::microseconds duration) {
-  state_->copies.delay_host_allocs(duration);
-}
+void SimDriver::delay_host_pins(std::chrono::microseconds duration) { state_->copies.delay_host_pins(duration); }
 
 void SimDriver::launch_touching(cudaStream_t stream, const void* ptr, std::size_t bytes, bool writes,
                                 std::function<void()> work) {
@@ -236,6 +328,10 @@ std::size_t SimDriver::faults() const { return state_->faults.count(); }
 std::string SimDriver::first_fault() const { return state_->faults.first(); }
 
 void SimDriver::fail_host_alloc_at(int n, cudaError_t error) { state_->copies.fail_host_alloc_at(n, error); }
+void SimDriver::fail_host_map_at(int n, cudaError_t error) { state_->host_maps.fail_map_at(n, error); }
+void SimDriver::fail_host_register_at(int n, cudaError_t error) {
+  state_->copies.fail_host_register_at(n, error);
+}
 void SimDriver::fail_memcpy_at(int n, cudaError_t error) { state_->copies.fail_copy_at(n, error); }
 void SimDriver::fail_memset_at(int n, cudaError_t error) { state_->copies.fail_memset_at(n, error); }
 void SimDriver::fail_unmap_at(int n, cudaError_t error) { state_->memory.fail_unmap_at(n, error); }

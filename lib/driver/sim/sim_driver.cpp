@@ -110,6 +110,10 @@ const char* sim_call_name(SimCall call) noexcept {
       "host_alloc",
       "host_alloc_on",
       "host_free",
+      "host_map",
+      "host_unmap",
+      "host_register_on",
+      "host_unregister",
       "memcpy_async",
       "memset_async",
   };
@@ -135,6 +139,9 @@ SimCounters SimDriver::counters() const {
   c.pinned_host_bytes = state_->copies.host_bytes();
   c.host_alloc_calls = state_->copies.host_alloc_calls();
   c.host_allocs = state_->copies.host_allocs();
+  c.host_register_calls = state_->copies.host_register_calls();
+  c.host_registers = state_->copies.host_registers();
+  c.host_mapped_bytes = state_->host_maps.mapped_bytes();
   c.copies = state_->copies.copies();
   c.bytes_copied = state_->copies.bytes_copied();
   c.memsets = state_->copies.memsets();

@@ -8,6 +8,7 @@
 #include "sim_events.hpp"
 #include "sim_faults.hpp"
 #include "sim_graphs.hpp"
+#include "sim_host_maps.hpp"
 #include "sim_memory.hpp"
 #include "sim_streams.hpp"
 
@@ -43,7 +44,8 @@ struct SimDriver::State {
   std::shared_ptr<sim::SimStreams> streams;
   sim::SimGraphs graphs;  // after streams: captures name them
   sim::SimEvents events;
-  sim::SimCopies copies;  // pinned host memory and memcpy_async
+  sim::SimHostMaps host_maps;  // host memory mapped to be registered
+  sim::SimCopies copies;        // pinned host memory and memcpy_async
   sim::SimFaults faults;  // what copies and checked kernels touched that was not mapped
   /// Driver calls by kind (SimCounters::calls), counted on entry; also into
   /// the calling thread's sink while it has one for this State
