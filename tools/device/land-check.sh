@@ -3,24 +3,27 @@
 # has device time for one call: the GPU test suite through the C API, the
 # Python package's default entry points on the device, compute-sanitizer on
 # the tests a change asks for, and the perf gate against the base — in one
-# call of at most TOTAL_S seconds (default 540), in order (correctness first,
-# then the A/B while the machine is idle, then the rest):
+# call of at most TOTAL_S seconds (default 540), in order (what every landing
+# needs first, each step within its own limit and the time left):
 #   build      at once: build/ for the GPU test suite (-Dgpu=enabled, no
 #              benchmarks), the Python package (pip install ., build dir
 #              /tmp/sova-pip-build) and the perf gate's two release trees
 #              (perf-gate.sh with no rounds; or this tree's alone where
 #              LAND_BASE_BUILD names the base's, built elsewhere as perf-gate.sh
-#              builds it: its bench/ programs and libsova.so, carried); nothing
+#              builds it: its bench/ programs, with any library they need on
+#              their run path, carried); nothing
 #              is measured meanwhile
-#   suite      tools/run-tests --gpu (its log in $OUT/testlog-gpu.txt)
+#   suite      tools/run-tests --gpu, within LAND_SUITE_S (default 260; its
+#              log in $OUT/testlog-gpu.txt)
+#   python     pytest of python/tests_gpu's LAND_PYTEST (within LAND_PYTHON_S,
+#              default 150; default files
+#              "test_torch_gpu.py test_sleep_gpu.py": sova.torch.enable() and
+#              sleep through the default entry points; the graph files compile
+#              models and take minutes: gpu-suite.sh's python step runs all)
 #   perf       the perf gate's rounds on the trees just built, within
 #              LAND_PERF_S (default 180) and the time left (PERF_GATE_STEPS
 #              default here "seed pair", PERF_GATE_ROUNDS "AB BA AA",
 #              PERF_GATE_REPS 3; perf-gate.sh reads the others)
-#   python     pytest of python/tests_gpu's LAND_PYTEST (default
-#              "test_torch_gpu.py test_sleep_gpu.py": sova.torch.enable() and
-#              sleep through the default entry points; the graph files compile
-#              models and take minutes: gpu-suite.sh's python step runs all)
 #   sanitizer  compute-sanitizer's memcheck over sova_gpu_tests LAND_SANITIZE
 #              (default "[wake_race]"; empty: none)
 # Each step is limited to the time left; a closing summary says which passed.
@@ -93,8 +96,11 @@ wait $perf_build
 echo "builds done in $((SECONDS - build_start)) s"
 
 # shellcheck disable=SC2016  # expanded by the step's own shell
-step suite 260 'tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -30; rc=${PIPESTATUS[0]};
+step suite "${LAND_SUITE_S:-260}" 'tools/run-tests --gpu 2>&1 | grep -vE "^\[[0-9]+/|Compiling|Linking" | tail -30; rc=${PIPESTATUS[0]};
   cp build/meson-logs/testlog-gpu.txt "$OUT/" 2>/dev/null; exit $rc'
+files=""
+for f in ${LAND_PYTEST:-test_torch_gpu.py test_sleep_gpu.py}; do files+=" $PWD/python/tests_gpu/$f"; done
+step python "${LAND_PYTHON_S:-150}" "cd /tmp && python3 -m pytest -v -p no:cacheprovider $files -rfE 2>&1 | grep -E 'PASSED|FAILED|ERROR|SKIPPED|passed|failed'"
 perf_limit=${LAND_PERF_S:-180}
 [ "$perf_limit" -gt "$(($(left) - 5))" ] && perf_limit=$(($(left) - 5))
 echo "=== perf gate (the trees built above, $perf_limit s)"
@@ -106,9 +112,6 @@ rc=$?
 tail -n 40 "$OUT/perf.log"
 [ $rc = 0 ] && results+=("perf: the table in $OUT/perf/") || results+=("perf: failed (exit $rc)")
 
-files=""
-for f in ${LAND_PYTEST:-test_torch_gpu.py test_sleep_gpu.py}; do files+=" $PWD/python/tests_gpu/$f"; done
-step python 200 "cd /tmp && python3 -m pytest -v -p no:cacheprovider $files -rfE 2>&1 | grep -E 'PASSED|FAILED|ERROR|SKIPPED|passed|failed'"
 sanitize=${LAND_SANITIZE-[wake_race]}
 [ -n "$sanitize" ] && step sanitizer 120 \
   "compute-sanitizer --tool memcheck --report-api-errors no build/test/sova_gpu_tests '$sanitize' 2>&1 | tail -6"
