@@ -76,8 +76,12 @@ gpu_build=$!
 pip_install_sova 300 >"$OUT/pip.log" 2>&1 &
 pip_build=$!
 perf_targets=(bench/sova_bench bench/sova_driver_time bench/sova_sleep_wake)
-if [ -n "${LAND_BASE_BUILD:-}" ] && ! "$LAND_BASE_BUILD/bench/sova_bench" --benchmark_list_tests >/dev/null 2>&1; then
-  echo "LAND_BASE_BUILD: its sova_bench does not start here (a library it needs?): the base is built instead"
+# A carried base must start here and take the flags this machine's Google
+# Benchmark takes (perf-gate.sh writes --benchmark_min_time as this tree's
+# build accepts it: "0.1s" from version 1.8; a base built against 1.7 refuses).
+if [ -n "${LAND_BASE_BUILD:-}" ] &&
+  ! "$LAND_BASE_BUILD/bench/sova_bench" --benchmark_list_tests --benchmark_min_time=0.1s >/dev/null 2>&1; then
+  echo "LAND_BASE_BUILD: its sova_bench does not start here, or refuses --benchmark_min_time=0.1s: the base is built instead"
   unset LAND_BASE_BUILD
 fi
 if [ -n "${LAND_BASE_BUILD:-}" ]; then
