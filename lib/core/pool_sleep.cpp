@@ -33,7 +33,9 @@ PoolSleep::~PoolSleep() {
 
 std::unique_lock<std::mutex> PoolSleep::settle_pin_ahead() noexcept {
   std::unique_lock lock(host_mu_);
+  ++settling_;
   pin_settled_.wait(lock, [this] { return !pin_in_flight_; });
+  --settling_;
   return lock;
 }
 
@@ -51,7 +53,9 @@ PoolSleep::PinAhead PoolSleep::pin_ahead_once(std::size_t target, std::uint64_t 
     if (releases_.load(std::memory_order_relaxed) != releases_seen) return PinAhead::idle;
     const std::size_t held = host_bytes_.load(std::memory_order_relaxed);
     const std::size_t limit = host_budget_ == 0 ? target : std::min(target, host_budget_);
-    if (asleep() || pin_in_flight_ || held >= limit || slabs_.size() >= kMaxSlabs) return PinAhead::idle;
+    if (asleep() || pin_in_flight_ || settling_ != 0 || held >= limit || slabs_.size() >= kMaxSlabs) {
+      return PinAhead::idle;
+    }
     bytes = std::min(round_up_to_slab(limit - held), std::min(slab_bytes_, kPinAheadSlabBytes));
     if (host_budget_ != 0) bytes = std::min(bytes, (host_budget_ - held) / kSlabRounding * kSlabRounding);
     if (bytes == 0) return PinAhead::idle;  // less than a slab's rounding left in the budget

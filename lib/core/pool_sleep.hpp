@@ -260,6 +260,10 @@ class PoolSleep {
   std::mutex host_mu_;
   std::condition_variable pin_settled_;  ///< pin_in_flight_ went false
   bool pin_in_flight_ = false;           ///< pin_ahead_once is pinning a slab (pin_host_slab)
+  /// Callers waiting in settle_pin_ahead: while any waits, pin_ahead_once
+  /// starts no slab, so that a wait is one slab's pinning at most (the
+  /// pinning thread would otherwise take host_mu_ back first, slab after slab).
+  std::size_t settling_ = 0;
   std::atomic<std::uint64_t> releases_{0};  ///< written under host_mu_ (release_host_memory)
   cudaStream_t copy_stream_ = nullptr;
   EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream

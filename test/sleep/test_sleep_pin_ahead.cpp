@@ -183,15 +183,18 @@ TEST_CASE("release_sleep_host_memory gives pinned-ahead memory back; pin-ahead w
 
 TEST_CASE("a pool asleep never pins ahead; after wake pin-ahead goes on", "[sleep][pin_ahead]") {
   SimDriver sim;
-  // 4 slabs of 128 MiB, pinned one after another, take 12 s: the sleep comes
-  // first, however loaded the machine (at 1 s a slab, ThreadSanitizer on a
-  // busy CI host let pin-ahead finish first). A slab still in flight at wake
+  // 4 slabs of 128 MiB, pinned one after another at 3 s each. The sleep comes
+  // once the first is pinned: the second is then in flight (the sleep waits
+  // for it) and two are left, however long the 512 MiB growth took (a fixed
+  // window from the growth, 12 s, was not enough under ThreadSanitizer on a
+  // loaded host: pin-ahead finished first). A slab still in flight at wake
   // ends within `eventually`'s 10 s.
   sim.delay_host_pins(3000ms);
   Pool pool(pin_ahead_options(sim));
   cudaStream_t stream = sim.create_stream();
   void* big = pool.allocate(512 * MiB, stream);
   const std::uint64_t reserved = pool.stats().reserved_current;
+  REQUIRE(eventually([&] { return sim.counters().pinned_host_bytes >= 128 * MiB; }));
   REQUIRE(pool.sleep(SleepMode::discard, stream) == cudaSuccess);
   const std::size_t pinned_at_sleep = sim.counters().pinned_host_bytes;
   REQUIRE(pinned_at_sleep < reserved);
