@@ -7,7 +7,7 @@
 //
 // Why: cudaHostAlloc faults and pins its pages itself, serialized in the
 // driver: 1.7 GiB/s from one thread, 2.0 GiB/s from eight on an H200 host
-// (issue 45's probe). Pages faulted in by the kernel on several threads,
+// (a probe). Pages faulted in by the kernel on several threads,
 // then registered, pinned at 14.5 GiB/s (8 threads) and 19.2 GiB/s
 // (16 threads) on the same host (the same probe). MAP_POPULATE faults on one
 // thread (2.3 GiB/s there): the pages are touched here instead.

@@ -3,7 +3,7 @@
 // "Pinning ahead").
 //
 // Why: pinning host memory runs below the link even pinned in place
-// (sleep_host_slab.hpp: 14.5-19.2 GiB/s in issue 45's probe on an H200 host,
+// (sleep_host_slab.hpp: 14.5-19.2 GiB/s in a probe on an H200 host,
 // against copies at ~51 GiB/s there; cudaHostAlloc, used before, 2-3 GiB/s).
 // A first sleep that pins its backup runs at the pinning rate. Pinned while
 // the pool grows (loading weights, warming up), the slabs are there when the

@@ -5,7 +5,7 @@
 // the thread that pins it (and a helper where the host has the cores), then
 // registered with the driver. Several threads
 // each pinning a slab of their own fault pages in parallel; cudaHostAlloc
-// did not scale so (issue 45's probe on an H200 host: 1.7 GiB/s from one
+// did not scale so (a probe on an H200 host: 1.7 GiB/s from one
 // thread, 2.0 GiB/s from eight, against 14.5 GiB/s for eight threads
 // touching mapped memory that is then registered). The caller copies into
 // each slab as soon as it is pinned (on_pinned), so that the copies of slab

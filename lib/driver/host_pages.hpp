@@ -4,7 +4,7 @@
 //
 // Why not cudaHostAlloc: it faults and pins its pages itself, serialized in
 // the driver (1.7 GiB/s from one thread, 2.0 GiB/s from eight, on an H200
-// host: issue 45's probe). Memory mapped here, advised to huge pages, its
+// host, a probe). Memory mapped here, advised to huge pages, its
 // pages faulted in by several threads and then registered, pinned at
 // 14.5-19.2 GiB/s on the same host (the same probe).
 #pragma once
