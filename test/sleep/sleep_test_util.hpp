@@ -7,14 +7,28 @@
 #include <sova/pool.hpp>
 #include <sova/sim.hpp>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <thread>
 #include <vector>
 
 namespace sova::sleep_test {
 
 constexpr std::size_t KiB = std::size_t{1} << 10;
 constexpr std::size_t MiB = std::size_t{1} << 20;
+
+/// Polls `done` every millisecond for up to 10 s; true once it holds (for
+/// what a background thread does: pin-ahead, the release worker).
+inline bool eventually(const std::function<bool()>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return true;
+}
 
 struct Filled {
   void* ptr = nullptr;

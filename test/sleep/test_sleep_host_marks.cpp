@@ -34,15 +34,6 @@ PoolOptions pin_ahead_on(SimDriver& sim) {
   return o;
 }
 
-bool eventually(const std::function<bool()>& done) {
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
 /// Several of the thread's polls: for checks that it pinned nothing.
 void let_pin_ahead_look() { std::this_thread::sleep_for(3 * sova::detail::kPinAheadPoll); }
 

@@ -30,16 +30,6 @@ PoolOptions pin_ahead_options(SimDriver& sim, std::size_t budget = 0) {
   return o;
 }
 
-/// Polls `done` every millisecond for up to 10 s; true once it holds.
-bool eventually(const std::function<bool()>& done) {
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
 /// One block of `bytes`, filled: the pool grows once, so pin-ahead pins towards one target.
 std::vector<Filled> one_filled_block(Pool& pool, cudaStream_t stream, std::size_t bytes) {
   std::vector<Filled> blocks{Filled{pool.allocate(bytes, stream), bytes, 11}};

@@ -95,16 +95,6 @@ std::size_t resident_bytes() {
   return resident * static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 }
 
-/// Polls `done` every millisecond for up to 10 s; true once it holds.
-bool eventually(const std::function<bool()>& done) {
-  const auto give_up = std::chrono::steady_clock::now() + 10s;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() > give_up) return false;
-    std::this_thread::sleep_for(1ms);
-  }
-  return true;
-}
-
 }  // namespace
 
 TEST_CASE("a first sleep maps and registers each slab; release unregisters and unmaps every one", "[sleep][pin]") {

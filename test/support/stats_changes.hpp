@@ -30,6 +30,17 @@ inline bool moves_with_time(const char* name) {
          (n > 3 && std::strcmp(name + n - 3, "_ns") == 0) || (n > 2 && std::strcmp(name + n - 2, "Ns") == 0);
 }
 
+/// Appends "name: a -> b" to `changed` when the counter differs, moves with
+/// calls and is not in `allowed` (both stats_changes overloads compare so).
+inline void note_change(std::vector<std::string>& changed, const std::vector<std::string>& allowed, const char* name,
+                        std::uint64_t a, std::uint64_t b) {
+  if (a == b || moves_with_time(name)) return;
+  for (const std::string& skip : allowed) {
+    if (skip == name) return;
+  }
+  changed.push_back(std::string(name) + ": " + std::to_string(a) + " -> " + std::to_string(b));
+}
+
 /// "name: before -> after" for every counter that differs, in the list's
 /// order; the names in `allowed` are not reported (a count the call is meant
 /// to raise, such as failed_allocations for an allocation refused for
@@ -37,13 +48,7 @@ inline bool moves_with_time(const char* name) {
 inline std::vector<std::string> stats_changes(const PoolStats& before, const PoolStats& after,
                                               const std::vector<std::string>& allowed = {}) {
   std::vector<std::string> changed;
-  auto compare = [&](const char* name, std::uint64_t a, std::uint64_t b) {
-    if (a == b || moves_with_time(name)) return;
-    for (const std::string& skip : allowed) {
-      if (skip == name) return;
-    }
-    changed.push_back(std::string(name) + ": " + std::to_string(a) + " -> " + std::to_string(b));
-  };
+  auto compare = [&](const char* name, std::uint64_t a, std::uint64_t b) { note_change(changed, allowed, name, a, b); };
 #define SOVA_TEST_COMPARE(c_name, cpp_name) compare(#cpp_name, before.cpp_name, after.cpp_name);
   SOVA_POOL_STATS_FIELDS(SOVA_TEST_COMPARE)
 #undef SOVA_TEST_COMPARE
@@ -54,13 +59,7 @@ inline std::vector<std::string> stats_changes(const PoolStats& before, const Poo
 inline std::vector<std::string> stats_changes(const sovaMemPoolStats& before, const sovaMemPoolStats& after,
                                               const std::vector<std::string>& allowed = {}) {
   std::vector<std::string> changed;
-  auto compare = [&](const char* name, std::uint64_t a, std::uint64_t b) {
-    if (a == b || moves_with_time(name)) return;
-    for (const std::string& skip : allowed) {
-      if (skip == name) return;
-    }
-    changed.push_back(std::string(name) + ": " + std::to_string(a) + " -> " + std::to_string(b));
-  };
+  auto compare = [&](const char* name, std::uint64_t a, std::uint64_t b) { note_change(changed, allowed, name, a, b); };
 #define SOVA_TEST_COMPARE(c_name, cpp_name) compare(#c_name, before.c_name, after.c_name);
   SOVA_POOL_STATS_FIELDS(SOVA_TEST_COMPARE)
 #undef SOVA_TEST_COMPARE
