@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <new>
 #include <system_error>
@@ -14,24 +16,54 @@
 
 namespace sova::detail {
 
-std::size_t touch_threads_per_slab() noexcept {
-  // hardware_concurrency may say 0 (unknown): then one per slab.
-  return std::thread::hardware_concurrency() >= kMaxPinThreads * kSleepTouchThreadsPerSlab ? kSleepTouchThreadsPerSlab
-                                                                                            : 1;
+PinThreads pin_threads_for(std::size_t total) noexcept {
+  total = std::clamp<std::size_t>(total, 1, kMaxSleepPinThreadsSetting);
+  PinThreads t;
+  t.pinners = std::min(total, kMaxPinThreads);
+  t.touchers_per_slab = total / t.pinners;
+  return t;
+}
+
+std::size_t parse_sleep_pin_threads(const char* text) noexcept {
+  if (text == nullptr || *text == '\0') return 0;
+  std::size_t n = 0;
+  for (const char* c = text; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9') return 0;
+    n = n * 10 + static_cast<std::size_t>(*c - '0');
+    if (n > kMaxSleepPinThreadsSetting) return 0;
+  }
+  return n;
+}
+
+PinThreads sleep_pin_threads() noexcept {
+  static const PinThreads setting = [] {
+    const char* text = std::getenv("SOVA_SLEEP_PIN_THREADS");
+    if (text != nullptr) {
+      if (const std::size_t n = parse_sleep_pin_threads(text); n != 0) return pin_threads_for(n);
+      std::fprintf(stderr,
+                   "sova: SOVA_SLEEP_PIN_THREADS=\"%s\" is not a number of threads from 1 to %zu; "
+                   "using the default\n",
+                   text, kMaxSleepPinThreadsSetting);
+    }
+    // hardware_concurrency may say 0 (unknown): then one toucher per slab.
+    const bool many = std::thread::hardware_concurrency() >= kMaxPinThreads * kSleepTouchThreadsPerSlab;
+    return pin_threads_for(kMaxPinThreads * (many ? kSleepTouchThreadsPerSlab : 1));
+  }();
+  return setting;
 }
 
 namespace {
 
 /// What the pinning threads and the calling thread share, under `mu`.
 struct PinWork {
-  PinWork(Driver& dr, int dev, const std::vector<std::size_t>& s, std::vector<PinnedSlab>& p)
-      : driver(dr), device(dev), sizes(s), pinned(p) {}
+  PinWork(Driver& dr, int dev, const std::vector<std::size_t>& s, std::vector<PinnedSlab>& p, std::size_t t)
+      : driver(dr), device(dev), sizes(s), pinned(p), touchers(t) {}
 
   Driver& driver;
   const int device;
   const std::vector<std::size_t>& sizes;
   std::vector<PinnedSlab>& pinned;
-  const std::size_t touchers = touch_threads_per_slab();  ///< threads touching each slab
+  const std::size_t touchers;  ///< threads touching each slab
   std::mutex mu;
   std::condition_variable changed;
   std::size_t next = 0;             ///< the next slab to take
@@ -71,16 +103,16 @@ struct PinWork {
 
 cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>& sizes,
                       std::vector<PinnedSlab>& pinned, const std::function<cudaError_t(std::size_t)>& on_pinned,
-                      PinStep* failed) noexcept {
+                      PinStep* failed, PinThreads threads_wanted) noexcept {
   if (failed != nullptr) *failed = PinStep::none;
   try {
     pinned.assign(sizes.size(), PinnedSlab{});
     if (sizes.empty()) return cudaSuccess;
-    PinWork work(driver, device, sizes, pinned);
+    PinWork work(driver, device, sizes, pinned, std::max<std::size_t>(threads_wanted.touchers_per_slab, 1));
     work.ready.reserve(sizes.size());
     std::vector<std::thread> threads;
-    if (sizes.size() > 1) {
-      const std::size_t wanted = std::min(kMaxPinThreads, sizes.size());
+    if (sizes.size() > 1 && threads_wanted.pinners > 1) {
+      const std::size_t wanted = std::min({threads_wanted.pinners, kMaxPinThreads, sizes.size()});
       threads.reserve(wanted);
       for (std::size_t i = 0; i < wanted; ++i) {
         try {

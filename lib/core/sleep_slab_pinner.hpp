@@ -19,9 +19,11 @@
 // memory: PinStep::register_), or host_alloc_on refusing on a driver without
 // host_map (PinStep::alloc).
 //
-// Threads: at most kMaxPinThreads, named "sova-pin", each with at most
-// kSleepTouchThreadsPerSlab - 1 helpers ("sova-touch"), all started by the
-// call and joined before it returns: none is left running between sleeps.
+// Threads: sleep_pin_threads() says how many (SOVA_SLEEP_PIN_THREADS, or a
+// default from the host's hardware threads): pinning threads named
+// "sova-pin", each with touchers_per_slab - 1 helpers ("sova-touch"), all
+// started by the call and joined before it returns: none is left running
+// between sleeps.
 #pragma once
 
 #include "core/sleep_host_slab.hpp"
@@ -34,24 +36,49 @@
 
 namespace sova::detail {
 
-/// At most this many threads pin at once (each pins a slab at a time).
+/// At most this many threads pin at once (each pins a slab at a time); the
+/// slabs of a sleep are cut for this many (pool_sleep.cpp).
 inline constexpr std::size_t kMaxPinThreads = 8;
-/// Each pinning thread touches its slab's pages with this many threads in
-/// all (itself and helpers named "sova-touch", started and joined by each
-/// pin), where the host has at least kMaxPinThreads times as many hardware
-/// threads; else alone. So a sleep runs at most 16 threads at once: issue
-/// 45's probe touched 8 GiB at 14.5 GiB/s on 8 threads and 19.2 GiB/s on 16.
+/// By default each pinning thread touches its slab's pages with this many
+/// threads in all (itself and helpers named "sova-touch", started and
+/// joined by each pin), where the host has at least kMaxPinThreads times as
+/// many hardware threads; else alone. So a sleep runs at most 16 threads at
+/// once: a probe on an H200 host touched 8 GiB at 14.5 GiB/s on 8 threads
+/// and 19.2 GiB/s on 16.
 inline constexpr std::size_t kSleepTouchThreadsPerSlab = 2;
+/// The most threads SOVA_SLEEP_PIN_THREADS may ask for.
+inline constexpr std::size_t kMaxSleepPinThreadsSetting = 64;
 
-/// The threads that touch each slab of a sleep: kSleepTouchThreadsPerSlab,
-/// or 1 on a host with fewer than kMaxPinThreads * kSleepTouchThreadsPerSlab
-/// hardware threads.
-std::size_t touch_threads_per_slab() noexcept;
+/// The threads a sleep pins with: `pinners` threads (at most
+/// kMaxPinThreads) each pinning a slab at a time, its pages touched by
+/// `touchers_per_slab` threads (the pinner and touchers_per_slab - 1 helpers).
+struct PinThreads {
+  std::size_t pinners = kMaxPinThreads;
+  std::size_t touchers_per_slab = 1;
 
-/// Pins one slab of each of `sizes` (pin_host_slab, its pages touched by the
-/// thread pinning it and touch_threads_per_slab() - 1 helpers), on up to
-/// kMaxPinThreads threads (on the calling
-/// thread alone for a single slab, or when no thread can be started).
+  std::size_t total() const noexcept { return pinners * touchers_per_slab; }
+};
+
+/// What a setting of N threads in all gives: min(N, kMaxPinThreads) pinners,
+/// N / pinners touchers each (so never more than N threads at once). N is
+/// 1 to kMaxSleepPinThreadsSetting.
+PinThreads pin_threads_for(std::size_t total) noexcept;
+
+/// The process's setting, read once: SOVA_SLEEP_PIN_THREADS=N (1 to
+/// kMaxSleepPinThreadsSetting) when set, else kMaxPinThreads *
+/// kSleepTouchThreadsPerSlab on a host with at least that many hardware
+/// threads and kMaxPinThreads otherwise. A value that is not such a number
+/// is refused with a line on stderr naming it, and the default is used.
+PinThreads sleep_pin_threads() noexcept;
+
+/// Parses a SOVA_SLEEP_PIN_THREADS value: N when it is a decimal number of 1
+/// to kMaxSleepPinThreadsSetting, else 0.
+std::size_t parse_sleep_pin_threads(const char* text) noexcept;
+
+/// Pins one slab of each of `sizes` (pin_host_slab, its pages touched by
+/// `threads.touchers_per_slab` threads), on up to `threads.pinners` threads
+/// (on the calling thread alone for a single slab or a single pinner, or
+/// when no thread can be started).
 /// `pinned` is resized to sizes.size() and gets each slab (ptr nullptr for
 /// a slab not pinned).
 /// `on_pinned(i)` is called on the calling thread for each slab pinned, in
@@ -65,6 +92,6 @@ std::size_t touch_threads_per_slab() noexcept;
 /// Thread safety: the driver is called from several threads at once.
 cudaError_t pin_slabs(Driver& driver, int device, const std::vector<std::size_t>& sizes,
                       std::vector<PinnedSlab>& pinned, const std::function<cudaError_t(std::size_t slab)>& on_pinned,
-                      PinStep* failed = nullptr) noexcept;
+                      PinStep* failed = nullptr, PinThreads threads = sleep_pin_threads()) noexcept;
 
 }  // namespace sova::detail

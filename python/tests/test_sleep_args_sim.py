@@ -1,4 +1,4 @@
-"""Sleep and wake arguments that cannot lose data (issue 36), on the host
+"""Sleep and wake arguments that cannot lose data, on the host
 simulation: sova.Pool.sleep's backup is a bool and nothing else, wake()
 returns with the contents in place, a stream given makes wake stream-ordered,
 and every refused argument leaves the pool as it was. sova.torch's sleep and

@@ -1,4 +1,4 @@
-"""Sleep and wake on the GPU (issue 36): data written by PyTorch survives
+"""Sleep and wake on the GPU: data written by PyTorch survives
 sleep(backup=True) and is there for a read right after wake(), on any stream;
 wake(stream=s) orders the restore before later work on s; a backup that is
 not a bool is a TypeError that changes nothing. The reads are on a

@@ -18,7 +18,7 @@ namespace {
 
 constexpr std::size_t KiB = std::size_t{1} << 10;
 
-/// The RL loop's sizes (issue 36) over 512, the small ones as they are: a
+/// The RL loop's sizes (bench/torch/sleep_wake_rl.py) over 512, the small ones as they are: a
 /// 2 MiB granule becomes 4 KiB (or up to 64 KiB on the simulation), and
 /// SleepScenarioDevice::scale() brings them back up on a GPU.
 constexpr std::size_t kMix[] = {2048 * KiB, 512 * KiB, 192 * KiB + 4100, 4 * KiB, 777, 6 * KiB, 128 * KiB};

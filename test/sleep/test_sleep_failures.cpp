@@ -138,7 +138,7 @@ TEST_CASE("sleep with backup where the driver has no host copies is refused and 
 }
 
 TEST_CASE("pinning ahead more host memory than the host has is refused and changes nothing", "[sleep][pin]") {
-  // Issue 36: reserve_sleep_backup(2**40) succeeded on the simulation of a
+  // reserve_sleep_backup(2**40) once succeeded on the simulation of a
   // 24 GiB host. The simulation's host now has SimConfig::pinned_host_memory.
   SimConfig c = sim_config();
   c.pinned_host_memory = std::size_t{24} << 20;  // a 24 GiB host, scaled down

@@ -13,7 +13,10 @@
 #include "core/sleep_host_slab.hpp"
 #include "core/sleep_slab_pinner.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -263,15 +266,16 @@ TEST_CASE("pin-ahead pins in place too, and the pool's destruction unmaps it", "
   check_nothing_left_with_driver(sim);
 }
 
-TEST_CASE("a first sleep pins on at most kMaxPinThreads named threads, none left once it returns", "[sleep][pin]") {
+TEST_CASE("a first sleep pins on at most the setting's named threads, none left once it returns", "[sleep][pin]") {
   Backed b;
   b.sim.delay_host_pins(100ms);  // long enough to see the threads, pinning
   int most = 0, most_touching = 0;
   std::atomic<bool> done{false};
   std::thread watch([&] {
     while (!done.load()) {
-      most = std::max(most, threads_named("sova-pin"));
-      most_touching = std::max(most_touching, threads_named("sova-touch"));
+      const int touching = threads_named("sova-touch");
+      most = std::max(most, threads_named("sova-pin") + touching);
+      most_touching = std::max(most_touching, touching);
       std::this_thread::sleep_for(2ms);
     }
   });
@@ -280,16 +284,91 @@ TEST_CASE("a first sleep pins on at most kMaxPinThreads named threads, none left
   watch.join();
   b.sim.delay_host_pins(0ms);
   REQUIRE(error == cudaSuccess);
-  CHECK(most > 1);
-  CHECK(most <= static_cast<int>(kMaxPinThreads));
-  // The helpers touching beside them: one per pinning thread at most, none
-  // on a host with fewer than 16 hardware threads.
-  CHECK(touch_threads_per_slab() <= kSleepTouchThreadsPerSlab);
-  CHECK(most_touching <= static_cast<int>(kMaxPinThreads * (touch_threads_per_slab() - 1)));
+  // The pinning threads and the helpers touching beside them: as many as
+  // the process's setting gives (by default 8 pinning, one helper each, none
+  // on a host with fewer than 16 hardware threads). A helper carries its
+  // pinner's name until it names itself: the two names are bounded together.
+  const PinThreads setting = sleep_pin_threads();
+  if (setting.pinners > 1) {
+    CHECK(most > 1);
+  } else {
+    CHECK(most == 0);  // SOVA_SLEEP_PIN_THREADS=1: the sleeping thread alone
+  }
+  CHECK(most <= static_cast<int>(setting.total()));
+  CHECK(most_touching <= static_cast<int>(setting.pinners * (setting.touchers_per_slab - 1)));
   CHECK(threads_named("sova-pin") == 0);
   CHECK(threads_named("sova-touch") == 0);
   REQUIRE(b.wake() == cudaSuccess);
   check_intact(b.blocks);
+}
+
+TEST_CASE("SOVA_SLEEP_PIN_THREADS: a number of threads from 1 to 64, split into pinners and touchers",
+          "[sleep][pin]") {
+  CHECK(parse_sleep_pin_threads("1") == 1);
+  CHECK(parse_sleep_pin_threads("16") == 16);
+  CHECK(parse_sleep_pin_threads("64") == kMaxSleepPinThreadsSetting);
+  for (const char* bad : {"", "0", "65", "-4", "8x", " 8", "1e3", "99999999999999999999999"}) {
+    INFO(bad);
+    CHECK(parse_sleep_pin_threads(bad) == 0);  // refused: the default is used
+  }
+  CHECK(parse_sleep_pin_threads(nullptr) == 0);
+  // Never more threads at once than asked for; pinners first, then touchers.
+  for (std::size_t n = 1; n <= kMaxSleepPinThreadsSetting; ++n) {
+    INFO(n);
+    const PinThreads t = pin_threads_for(n);
+    CHECK(t.pinners == std::min(n, kMaxPinThreads));
+    CHECK(t.touchers_per_slab >= 1);
+    CHECK(t.total() <= n);
+    CHECK(t.total() > n - t.pinners);  // the rest is less than one more toucher each
+  }
+  CHECK(pin_threads_for(16).touchers_per_slab == 2);
+  CHECK(pin_threads_for(4).pinners == 4);
+  CHECK(pin_threads_for(4).touchers_per_slab == 1);
+  // The default: 16 threads where the host has them, else one per pinner.
+  const PinThreads d = sleep_pin_threads();
+  if (std::getenv("SOVA_SLEEP_PIN_THREADS") == nullptr) {
+    CHECK(d.pinners == kMaxPinThreads);
+    CHECK(d.touchers_per_slab == (std::thread::hardware_concurrency() >= 16 ? 2u : 1u));
+  }
+}
+
+TEST_CASE("pin_slabs runs on the threads it is given: 3 pinners of 2 touchers, or the caller alone", "[sleep][pin]") {
+  SimDriver sim(sim_config());
+  sim.delay_host_pins(50ms);  // long enough to see the threads, pinning
+  const std::vector<std::size_t> sizes(9, 64 * KiB);
+  // A helper a pinning thread starts carries its name until it names itself:
+  // so the threads are counted together.
+  const auto named = [] { return threads_named("sova-pin") + threads_named("sova-touch"); };
+  const int before = named();
+  for (const PinThreads wanted : {PinThreads{3, 2}, PinThreads{1, 1}}) {
+    INFO(wanted.pinners << " pinners, " << wanted.touchers_per_slab << " touchers each");
+    int most = 0;
+    std::atomic<bool> done{false};
+    std::thread watch([&] {
+      while (!done.load()) {
+        most = std::max(most, named() - before);
+        std::this_thread::sleep_for(2ms);
+      }
+    });
+    std::vector<PinnedSlab> pinned;
+    int handed = 0;
+    const cudaError_t error = pin_slabs(
+        sim, 0, sizes, pinned, [&](std::size_t) { return ++handed, cudaSuccess; }, nullptr, wanted);
+    done.store(true);
+    watch.join();
+    REQUIRE(error == cudaSuccess);
+    CHECK(handed == static_cast<int>(sizes.size()));
+    if (wanted.pinners == 1) {
+      CHECK(most == 0);  // the calling thread pinned every slab itself
+    } else {
+      CHECK(most > 1);  // several pinning at once (the pins are slow)
+      CHECK(most <= static_cast<int>(wanted.total()));
+    }
+    for (const PinnedSlab& p : pinned) unpin_host_slab(sim, p);
+  }
+  sim.delay_host_pins(0ms);
+  CHECK(sim.counters().pinned_host_bytes == 0);
+  CHECK(named() == before);
 }
 
 TEST_CASE("pin_host_slab touches on several threads and registers the whole slab", "[sleep][pin]") {
