@@ -32,10 +32,10 @@ using namespace sova::first_sleep;
 
 namespace {
 
-// About 160 MiB of live blocks in groups more than 1 MiB apart: a backup of
-// several 64 MiB slabs and several copies.
-const std::vector<std::size_t> kLayout = {40 * kMiB + 4100, 33 * kMiB + 777, 70 * kMiB, 17 * kMiB + 1,
-                                          64 * kKiB,        64 * kKiB,       5000,      2 * kMiB};
+// About 92 MiB of live blocks in groups more than 1 MiB apart: a backup of
+// two slabs or more ("64 MiB to 1 GiB each") and several copies.
+const std::vector<std::size_t> kLayout = {40 * kMiB + 4100, 33 * kMiB + 777, 17 * kMiB + 1, 64 * kKiB,
+                                          64 * kKiB,        5000,            2 * kMiB};
 // What a sleep that backs up more than the first adds.
 const std::vector<std::size_t> kMore = {90 * kMiB + 12, 45 * kMiB};
 
@@ -262,7 +262,7 @@ TEST_CASE("scenario: the locked-memory limit reached part-way through a first sl
           "[scenario][sleep][first_sleep]") {
   // SimConfig::pinned_host_memory: what host_register_on locks in all, as a
   // locked-memory limit (ulimit -l) allows; here below the backup.
-  Setup x(0, std::size_t{100} << 20);
+  Setup x(0, std::size_t{80} << 20);  // one slab fits, not the backup
   const std::size_t registers0 = x.sim->counters().host_registers;
   expect_failed_sleep_changed_nothing(x, Kind::lock);
   CHECK(x.sim->counters().host_registers > registers0);  // part-way: some slabs were locked, then given back

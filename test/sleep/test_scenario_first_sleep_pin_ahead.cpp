@@ -213,7 +213,7 @@ TEST_CASE("scenario: releases on another thread while the pool sleeps and wakes 
         std::this_thread::sleep_for(std::chrono::microseconds(rng() % 3000));
       }
     });
-    for (int cycle = 0; cycle < 12; ++cycle) {
+    for (int cycle = 0; cycle < 8; ++cycle) {
       INFO("cycle " << cycle);
       for (Block& b : x.blocks) {
         b.tag += 1000;
