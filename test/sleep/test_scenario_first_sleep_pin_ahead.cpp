@@ -260,3 +260,26 @@ TEST_CASE("scenario: a pool destroyed while pin-ahead pins leaves nothing pinned
   CHECK(sim.counters().pinned_host_bytes == 0);
   CHECK(sim.counters().host_mapped_bytes == 0);
 }
+
+TEST_CASE("scenario: a slab the host refuses to pin-ahead is counted, and the first sleep pins the rest",
+          "[scenario][sleep][first_sleep][pin_ahead]") {
+  PinAheadPool x;
+  x.sim.fail_host_map_at(1, cudaErrorMemoryAllocation);  // the thread's first mapping
+  x.add(60 * kMiB + 11);  // one growth: no other growth to wake the thread after the failure
+  REQUIRE(x.sim.stream_synchronize(x.s) == cudaSuccess);
+  // "Failures are not errors. A slab the host refuses (out of pinned memory)
+  // is counted (sleep_pin_ahead_failures) and pin-ahead holds until the pool
+  // grows again"
+  REQUIRE(eventually([&] { return x.pool->stats().sleep_pin_ahead_failures >= 1; }));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  CHECK(x.pool->stats().sleep_pin_ahead_failures == 1);
+  CHECK(x.pool->stats().sleep_pin_ahead_target == 0);  // "0 ... after a failure until it grows"
+  const std::uint64_t held = x.pool->stats().sleep_host_bytes;
+  CHECK(held < x.pool->stats().reserved_current);
+  // "the first sleep then pins the rest, as without pin-ahead"
+  const std::size_t pins = pin_calls(x.sim);
+  x.cycle();
+  CHECK(pin_calls(x.sim) > pins);
+  CHECK(x.pool->stats().sleep_host_bytes >= x.blocks[0].bytes);
+  CHECK(x.pool->sleep_pin_refusal() == SleepPinRefusal::none);
+}
