@@ -181,10 +181,12 @@ class _Impl:
             raise SovaError("sova.memory_saver: this PyTorch has no torch.cuda.MemPool (PyTorch 2.5 or later needed)")
         import sova.torch
         if sova.torch._options is None:
-            # Host memory as torch_memory_saver uses it: pinned while paused only,
-            # unless backups are retained (then pinned ahead, in the background).
+            # Memory as torch_memory_saver uses it: a segment PyTorch frees goes
+            # back to the device (its cudaFree), after sova's idle delay; host
+            # memory pinned while paused only, unless backups are retained (then
+            # pinned ahead, in the background).
             saver_retains = _state._env_flag("TMS_RETAIN_CPU_BACKUP")
-            sova.torch.configure(sleep_pin_ahead=saver_retains)
+            sova.torch.configure(release_threshold=0, sleep_pin_ahead=saver_retains)
         self._hook_mode = hook_mode
         self._is_xpu = False
         self.saver = _state.Saver()
