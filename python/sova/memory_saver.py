@@ -58,8 +58,9 @@ class _RegionPool:
     def __del__(self):
         if getattr(self, "mem_pool", None) is None or sys.is_finalizing():
             return
-        self.mem_pool = None  # PyTorch empties the pool's cache: its segments go back to sova
+        self.mem_pool = None
         try:
+            _torch().cuda.empty_cache()  # the dropped pool's cached segments go back to sova
             self._saver.give_back_if_empty(self._tag, self._cpu_backup, self._device)
         except Exception as e:  # a destructor must not raise; say what was left
             print(f"sova.memory_saver: a dropped region pool kept its memory: {e}", file=sys.stderr)
