@@ -233,6 +233,17 @@ class SOVA_API Pool {
   /// more without a budget, refused too (more than a pool holds). Asleep or awake; release_sleep_host_memory frees it. PoolOptions::
   /// sleep_pin_ahead does this in the background, without holding growth back.
   cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
+  /// Where the last backup (SleepMode::backup) holds the bytes at `ptr`, a
+  /// device address in the pool: their host address, and in `*bytes_there`
+  /// how many of the next `bytes` lie there in one piece (a block's backup
+  /// may be split between host slabs: ask again past them). nullptr and 0
+  /// where it holds none: no backup yet, the last sleep discarded, no block
+  /// live at that sleep there, the host memory given back since, or `ptr`
+  /// outside the pool. Kept across wake until the next sleep or
+  /// release_sleep_host_memory: after wake it is what the sleep copied, not
+  /// what the device holds now. The memory is the pool's: read it, never
+  /// write or free it, and not past the next sleep or release.
+  const void* sleep_backup_at(const void* ptr, std::size_t bytes, std::size_t* bytes_there) noexcept;
   /// What refused host memory in the last sleep or reserve_sleep_backup that
   /// pinned any (SleepPinRefusal::none where it succeeded): after one of
   /// them failed with cudaErrorMemoryAllocation, which limit to raise. Any

@@ -211,6 +211,18 @@ SOVA_API cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool);
  * pinned, counted in sleepBudgetRefusals, the message the budget's; 64 TiB or
  * more without a budget: the same code, the message says so. */
 SOVA_API cudaError_t sovaMemPoolReserveSleepBackup(sovaMemPool_t pool, size_t bytes);
+/** Where the pool's last backup (sovaSleepBackup) holds the bytes at `ptr`:
+ * *host is their host address and *bytes_there how many of the next `bytes`
+ * lie there in one piece (a block's backup may be split between host slabs:
+ * ask again past them). *host = NULL, *bytes_there = 0 where it holds none:
+ * no backup yet, the last sleep discarded, no block live at that sleep there,
+ * the host memory given back since (sovaMemPoolReleaseSleepHostMemory), or
+ * `ptr` outside the pool. Kept across wake until the next sleep: after wake it
+ * is what the sleep copied, not what the device holds now. The memory is the
+ * pool's: read it only, and not past the next sleep or release. NULL `host` or
+ * `bytes_there`, or a NULL, destroyed or imported pool: cudaErrorInvalidValue. */
+SOVA_API cudaError_t sovaMemPoolGetSleepBackup(sovaMemPool_t pool, const void* ptr, size_t bytes, const void** host,
+                                               size_t* bytes_there);
 /** The device's default pool, created on first use (that device, default
  * properties; never destroyed). Device out of range: cudaErrorInvalidDevice;
  * pool NULL: cudaErrorInvalidValue. */

@@ -230,6 +230,25 @@ cudaError_t sovaMemPoolReleaseSleepHostMemory(sovaMemPool_t pool) {
   return checked(__func__, sovaMemPoolReleaseSleepHostMemory_unchecked(pool));
 }
 
+static cudaError_t sovaMemPoolGetSleepBackup_unchecked(sovaMemPool_t pool, const void* ptr, size_t bytes,
+                                                       const void** host, size_t* bytes_there) {
+  if (host == nullptr || bytes_there == nullptr) {
+    note_detail(cudaErrorInvalidValue, host == nullptr ? "host is NULL" : "bytes_there is NULL");
+    return cudaErrorInvalidValue;
+  }
+  *host = nullptr;
+  *bytes_there = 0;
+  ReadSection section;
+  PoolEntry* e = sleep_pool(pool);
+  if (e == nullptr) return cudaErrorInvalidValue;
+  *host = e->pool.sleep_backup_at(ptr, bytes, bytes_there);
+  return cudaSuccess;
+}
+cudaError_t sovaMemPoolGetSleepBackup(sovaMemPool_t pool, const void* ptr, size_t bytes, const void** host,
+                                      size_t* bytes_there) {
+  return checked(__func__, sovaMemPoolGetSleepBackup_unchecked(pool, ptr, bytes, host, bytes_there));
+}
+
 static cudaError_t sovaMemPoolReserveSleepBackup_unchecked(sovaMemPool_t pool, size_t bytes) {
   ReadSection section;
   PoolEntry* e = sleep_pool(pool);

@@ -154,6 +154,11 @@ class PoolCore {
   bool asleep() const noexcept { return sleep_.asleep(); }
   cudaError_t release_sleep_host_memory() noexcept;
   cudaError_t reserve_sleep_backup(std::size_t bytes) noexcept;
+  /// PoolSleep::backup_at for the device address `ptr`: the host address of
+  /// the last backup's copy of it, and in `*there` how many of the next
+  /// `bytes` lie there in one piece; nullptr and 0 outside the arena or where
+  /// the backup holds none.
+  const void* sleep_backup_at(const void* ptr, std::size_t bytes, std::size_t* there) noexcept;
   PinStep sleep_pin_refusal() const noexcept { return sleep_.pin_refusal(); }
 
  private:

@@ -67,4 +67,14 @@ cudaError_t PoolCore::reserve_sleep_backup(std::size_t bytes) noexcept {
   return error;
 }
 
+const void* PoolCore::sleep_backup_at(const void* ptr, std::size_t bytes, std::size_t* there) noexcept {
+  *there = 0;
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  if (!arena_.contains(address)) return nullptr;
+  std::lock_guard<HeapMutex> lock(heap_.mutex());  // copies_ is the heap lock's
+  const auto [host, bytes_there] = sleep_.backup_at(address - arena_.base(), bytes);
+  *there = bytes_there;
+  return host;
+}
+
 }  // namespace sova::detail

@@ -428,8 +428,7 @@ cudaError_t PoolSleep::wake(cudaStream_t stream, const std::function<bool(std::s
     return undo(cudaErrorMemoryAllocation);
   }
   released_.clear();
-  copies_.clear();
-  saved_.clear();
+  saved_.clear();  // copies_ stays: the last backup, for backup_at (pool_sleep.hpp)
   slept_ = false;
   asleep_bytes_.store(0, std::memory_order_relaxed);
   restore_phase_.store(pending ? kRestoring : kNoRestore, std::memory_order_release);
@@ -468,6 +467,16 @@ void PoolSleep::order_after_restore(cudaStream_t stream) noexcept {
   if (driver_.stream_wait_event(stream, copy_event_) != cudaSuccess) (void)driver_.event_synchronize(copy_event_);
 }
 
+std::pair<const void*, std::size_t> PoolSleep::backup_at(std::size_t offset, std::size_t bytes) noexcept {
+  const std::lock_guard lock(host_mu_);  // slabs_ may grow on the pin-ahead thread
+  // The first copy ending past `offset`; copies_ is in address order.
+  const auto c = std::upper_bound(copies_.begin(), copies_.end(), offset,
+                                  [](std::size_t at, const Copy& copy) { return at < copy.offset + copy.bytes; });
+  if (c == copies_.end() || c->offset > offset || bytes == 0) return {nullptr, 0};
+  const std::size_t there = std::min(bytes, c->offset + c->bytes - offset);
+  return {static_cast<const char*>(host_address(*c)) + (offset - c->offset), there};
+}
+
 cudaError_t PoolSleep::release_host_memory() noexcept {
   const std::unique_lock host = settle_pin_ahead();  // a slab in flight is released too
   if (asleep()) return cudaErrorNotPermitted;
@@ -476,6 +485,7 @@ cudaError_t PoolSleep::release_host_memory() noexcept {
   }
   for (const PinnedSlab& s : slabs_) unpin_host_slab(driver_, s);  // unlocked and unmapped: RSS drops
   slabs_.clear();
+  copies_.clear();  // the last backup was in them
   host_bytes_.store(0, std::memory_order_relaxed);
   pinned_ahead_bytes_.store(0, std::memory_order_relaxed);
   releases_.fetch_add(1, std::memory_order_release);  // a pin decided before this one is not made

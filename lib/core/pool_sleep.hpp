@@ -57,6 +57,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 namespace sova::detail {
@@ -156,6 +157,14 @@ class PoolSleep {
   /// The host waits for a pending restore (a graph's blocks going back as
   /// complete for every stream, with no stream to order).
   void wait_for_restore() noexcept;
+  /// Where the last backup holds the pool's bytes at `offset`: their host
+  /// address, and how many of the next `bytes` lie there in one piece (one
+  /// copy of the backup: a block may be split between slabs); {nullptr, 0}
+  /// where it holds none (no backup yet, a sleep that discarded, a byte of no
+  /// block live at that sleep, or the host memory given back since). Kept
+  /// across wake until the next sleep or release_host_memory: after wake it
+  /// is what the sleep copied, not what the device holds now. Heap lock held.
+  std::pair<const void*, std::size_t> backup_at(std::size_t offset, std::size_t bytes) noexcept;
   /// Frees the pinned host memory kept for backups (awake only; asleep:
   /// cudaErrorNotPermitted, the backups are in it).
   cudaError_t release_host_memory() noexcept;
@@ -269,7 +278,9 @@ class PoolSleep {
   EventHandle caller_event_ = nullptr;  ///< recorded on the caller's stream
   EventHandle copy_event_ = nullptr;    ///< recorded on the copy stream
   std::vector<PinnedSlab> slabs_;
-  std::vector<Copy> copies_;  ///< the backup of the current sleep
+  /// The last backup's copies: the current sleep's, kept after its wake for
+  /// backup_at until the next sleep or release_host_memory. Heap lock.
+  std::vector<Copy> copies_;
   std::vector<Saved> saved_;  ///< the blocks of the current sleep's backup (or zeroing)
   /// The current sleep is discard_zeroed: wake zeroes saved_'s live blocks
   /// instead of restoring them. Heap lock.

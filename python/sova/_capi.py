@@ -253,6 +253,7 @@ _SIGNATURES = {
     "sovaMemPoolIsAsleep": (_ERR, [_P, _c.POINTER(_c.c_int)]),
     "sovaMemPoolReleaseSleepHostMemory": (_ERR, [_P]),
     "sovaMemPoolReserveSleepBackup": (_ERR, [_P, _c.c_size_t]),
+    "sovaMemPoolGetSleepBackup": (_ERR, [_P, _P, _c.c_size_t, _c.POINTER(_P), _c.POINTER(_c.c_size_t)]),
     "sovaMemPoolGetStats": (_ERR, [_P, _c.POINTER(PoolStats)]),
     "sovaMemPoolGetGraphHoldings": (_ERR, [_P, _c.POINTER(GraphHolding), _c.c_size_t,
                                            _c.POINTER(_c.c_size_t)]),

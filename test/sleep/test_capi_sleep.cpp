@@ -69,6 +69,68 @@ TEST_CASE("capi: a pool sleeps with backup and wakes with its contents at the sa
   REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
 }
 
+namespace {
+
+/// Reads the last backup of [p, p + bytes) piece by piece through
+/// sovaMemPoolGetSleepBackup; the bytes found, fewer where it holds none.
+std::string backup_of(sovaMemPool_t pool, const void* p, std::size_t bytes) {
+  std::string out;
+  while (out.size() < bytes) {
+    const void* host = reinterpret_cast<const void*>(std::uintptr_t{1});
+    std::size_t there = 12345;
+    REQUIRE(sovaMemPoolGetSleepBackup(pool, static_cast<const char*>(p) + out.size(), bytes - out.size(), &host,
+                                      &there) == cudaSuccess);
+    CHECK((host == nullptr) == (there == 0));
+    if (host == nullptr) break;
+    REQUIRE(there <= bytes - out.size());
+    out.append(static_cast<const char*>(host), there);
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("capi: sovaMemPoolGetSleepBackup reads the last backup, across wake until the next sleep or release",
+          "[capi][sleep]") {
+  ScopedPool pool;
+  ScopedStream stream;
+  const std::size_t n = 3 * MiB + 5;
+  void* p = nullptr;
+  REQUIRE(sovaMallocFromPoolAsync(&p, n, pool, stream) == cudaSuccess);
+  std::memset(p, 0x3c, n);
+  CHECK(backup_of(pool, p, n).empty());  // no sleep yet
+
+  REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
+  CHECK(backup_of(pool, p, n) == std::string(n, '\x3c'));
+  CHECK(backup_of(pool, static_cast<char*>(p) + 100, 7) == std::string(7, '\x3c'));  // inside the block
+  int outside = 0;
+  CHECK(backup_of(pool, &outside, 4).empty());
+  CHECK(backup_of(pool, static_cast<char*>(p) + n, 1).empty());  // past the block: not backed up
+
+  REQUIRE(sovaMemPoolWake(pool, stream) == cudaSuccess);
+  REQUIRE(cudaSuccess == sim().stream_synchronize(stream));
+  std::memset(p, 0x11, n);  // the device changes; the backup is what the sleep copied
+  CHECK(backup_of(pool, p, n) == std::string(n, '\x3c'));
+
+  REQUIRE(sovaMemPoolReleaseSleepHostMemory(pool) == cudaSuccess);
+  CHECK(backup_of(pool, p, n).empty());
+  REQUIRE(sovaMemPoolSleep(pool, sovaSleepBackup, stream) == cudaSuccess);
+  CHECK(backup_of(pool, p, n) == std::string(n, '\x11'));
+  REQUIRE(sovaMemPoolWake(pool, stream) == cudaSuccess);
+  REQUIRE(sovaMemPoolSleep(pool, sovaSleepDiscard, stream) == cudaSuccess);
+  CHECK(backup_of(pool, p, n).empty());  // the last sleep discarded
+  REQUIRE(sovaMemPoolWake(pool, stream) == cudaSuccess);
+
+  const void* host = nullptr;
+  std::size_t there = 0;
+  CHECK(sovaMemPoolGetSleepBackup(pool, p, n, nullptr, &there) == cudaErrorInvalidValue);
+  CHECK(last_error_says("host is NULL"));
+  CHECK(sovaMemPoolGetSleepBackup(pool, p, n, &host, nullptr) == cudaErrorInvalidValue);
+  CHECK(sovaMemPoolGetSleepBackup(nullptr, p, n, &host, &there) == cudaErrorInvalidValue);
+  REQUIRE(cudaSuccess == sim().stream_synchronize(stream));
+  REQUIRE(sovaFreeAsync(p, stream) == cudaSuccess);
+}
+
 TEST_CASE("capi: sovaSleepDiscardZeroed drops the contents and wake zeroes the live block", "[capi][sleep]") {
   ScopedPool pool;
   ScopedStream stream;
