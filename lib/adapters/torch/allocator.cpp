@@ -106,11 +106,17 @@ std::string oom_message(std::size_t size, int device, sovaMemPool_t pool) {
   (void)sovaMemPoolGetStats(pool, &st);
   std::size_t free_bytes = 0, total_bytes = 0;
   const bool have_info = process_driver().memory_info(device, &free_bytes, &total_bytes) == cudaSuccess;
-  std::string m = "CUDA out of memory (sova). Tried to allocate " + format_bytes(size) + " on device " +
-                  std::to_string(device) + ". The sova pool holds " + format_bytes(st.reservedCurrent) + " reserved, " +
-                  format_bytes(st.usedCurrent) + " live in " + std::to_string(st.liveBlocks) +
-                  " blocks; its largest free block is " + format_bytes(st.largestFreeBlock) + ".";
-  if (have_info) m += " The device has " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) + ".";
+  // PyTorch's own words first ("Tried to allocate X. GPU N has a total
+  // capacity of T of which F is free."), which scripts and tests match.
+  std::string m = "CUDA out of memory (sova). Tried to allocate " + format_bytes(size);
+  if (have_info)
+    m += ". GPU " + std::to_string(device) + " has a total capacity of " + format_bytes(total_bytes) + " of which " +
+         format_bytes(free_bytes) + " is free.";
+  else
+    m += " on device " + std::to_string(device) + ".";
+  m += " The sova pool holds " + format_bytes(st.reservedCurrent) + " reserved, " + format_bytes(st.usedCurrent) +
+       " live in " + std::to_string(st.liveBlocks) + " blocks; its largest free block is " +
+       format_bytes(st.largestFreeBlock) + ".";
   return m;
 }
 

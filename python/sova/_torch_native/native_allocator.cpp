@@ -489,6 +489,8 @@ class SovaAllocator final : public cca::CUDAAllocator {
 
   void* malloc_on(size_t size, c10::DeviceIndex device, cudaStream_t stream) {
     if (size == 0) return nullptr;
+    // PyTorch's allocator's own bound and words, before any pool is asked.
+    TORCH_CHECK_WITH(OutOfMemoryError, size < (size_t{1} << 60), "Tried to allocate more than 1EB memory.");
     if (C10_UNLIKELY(routes_open_.load(std::memory_order_acquire) != 0) && routed(device, stream)) {
       hold_pytorch_to_limit(device);
       return pytorch_->raw_alloc_with_stream(size, stream);
