@@ -131,6 +131,15 @@ def _fill():
                 print(f"conftest: filled {module_name}.{name}", file=sys.stderr)
 
 
+try:  # test_cuda.py imports psutil at the top, for TestGDS alone (skipped: no cuFile)
+    import psutil  # noqa: F401
+except ImportError:
+    import types
+    _psutil = types.ModuleType("psutil")
+    _psutil.disk_partitions = _unavailable("psutil.disk_partitions")
+    sys.modules["psutil"] = _psutil
+    print("conftest: filled psutil (absent)", file=sys.stderr)
+
 _backend = os.environ.pop("TORCH_CONF_SOVA", "")
 if _backend:
     import sova.torch
