@@ -104,9 +104,13 @@ def test_pytorch_words_in_out_of_memory():
         torch.empty(1024 * 1024 * 1024 * 800000000, dtype=torch.int8, device="cuda")
     except torch.OutOfMemoryError as e:
         assert re.search("Tried to allocate 800000000.00 GiB. GPU 0 has a total capacity of", str(e)), e
+    else:
+        raise SystemExit("800000000 GiB were allocated")
     try:
         torch.empty(1024 * 1024 * 1024 * 8000000000, dtype=torch.int8, device="cuda")
     except RuntimeError as e:
         assert "Tried to allocate more than 1EB memory" in str(e), e
+    else:
+        raise SystemExit("8 EB were allocated")
     print("ok")
     """)
