@@ -53,14 +53,19 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
 namespace sova_native {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
-using c10::CachingAllocator::StatType;
+using StatType;
 using c10::CachingDeviceAllocator::DeviceStats;
+/// c10's Stat (current, peak, allocated, freed), named through DeviceStats so
+/// that the namespace PyTorch declares it in does not matter.
+using Stat = std::remove_reference_t<decltype(std::declval<DeviceStats&>().allocation[0])>;
 
 /// What a free of a sova block needs (sova_torch_free's arguments).
 struct SovaBlock {
@@ -102,8 +107,8 @@ struct AtomicStat {
     allocated.store(0, std::memory_order_relaxed);
     freed.store(0, std::memory_order_relaxed);
   }
-  c10::CachingAllocator::Stat get() const {
-    c10::CachingAllocator::Stat out;
+  Stat get() const {
+    Stat out;
     out.current = current.load(std::memory_order_relaxed);
     out.peak = peak.load(std::memory_order_relaxed);
     out.allocated = allocated.load(std::memory_order_relaxed);
@@ -241,6 +246,7 @@ class SovaAllocator final : public cca::CUDAAllocator {
       c10::cuda::CUDAGuard guard(device);
       C10_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     }
+    (void)free_bytes;
     try {
       sova_torch_set_memory_fraction(fraction, device);
     } catch (const std::exception& e) {
@@ -282,7 +288,7 @@ class SovaAllocator final : public cca::CUDAAllocator {
     // from sova's segment pool, apart from the device's pool.
     DeviceStats out = pytorch_->getDeviceStats(device);
     SovaCounts& c = counts_[device];
-    auto plus = [](c10::CachingAllocator::Stat& into, const c10::CachingAllocator::Stat& more) {
+    auto plus = [](Stat& into, const Stat& more) {
       into.current += more.current;
       into.peak += more.peak;  // an upper bound of the peak of the sum
       into.allocated += more.allocated;
@@ -297,7 +303,7 @@ class SovaAllocator final : public cca::CUDAAllocator {
       plus(out.active_bytes[k], bytes);
       plus(out.requested_bytes[k], c.requested[k].get());
     }
-    c10::CachingAllocator::Stat reserved;
+    Stat reserved;
     reserved.current = static_cast<int64_t>(s.pool.reservedCurrent);
     reserved.peak = static_cast<int64_t>(s.pool.reservedHigh);
     plus(out.reserved_bytes[kAll], reserved);
