@@ -21,6 +21,14 @@ import sys
 
 import torch
 
+# First, before anything below asks CUDA a question.
+_backend = os.environ.pop("TORCH_CONF_SOVA", "")
+if _backend:
+    import sova.torch
+    sova.torch.enable(backend=_backend)
+    assert sova.torch.backend() == _backend, sova.torch.backend()
+    print(f"conftest: sova.torch.enable(backend={_backend!r})", file=sys.stderr)
+
 
 def _identity_decorator(*args, **kwargs):
     """decorator, decorator(...) and decorator() alike: the test unchanged."""
@@ -140,12 +148,6 @@ except ImportError:
     sys.modules["psutil"] = _psutil
     print("conftest: filled psutil (absent)", file=sys.stderr)
 
-_backend = os.environ.pop("TORCH_CONF_SOVA", "")
-if _backend:
-    import sova.torch
-    sova.torch.enable(backend=_backend)
-    assert sova.torch.backend() == _backend, sova.torch.backend()
-    print(f"conftest: sova.torch.enable(backend={_backend!r})", file=sys.stderr)
 _fill()
 
 _results_path = os.environ.pop("TORCH_CONF_RESULTS", "")
