@@ -265,7 +265,8 @@ def _explain_reduce_overhead(torch) -> None:
 
 def _set_pluggable_hooks(allocator) -> bool:
     """Gives the pluggable allocator sova's hooks (lib/adapters/torch/graph_hooks.hpp):
-    CUDA graph capture begin/end/release, record_stream and empty_cache. Returns
+    CUDA graph capture begin/end/release, record_stream, empty_cache and
+    set_per_process_memory_fraction (sova_torch_set_memory_fraction). Returns
     whether record_stream reaches sova through the allocator."""
     hooks = allocator.allocator()
     tl = _capi.torch_lib()
@@ -273,6 +274,7 @@ def _set_pluggable_hooks(allocator) -> bool:
                ("set_end_allocate_to_pool_fn", "sova_torch_end_allocate_to_pool"),
                ("set_release_pool", "sova_torch_release_pool"),
                ("set_reset_fn", "sova_torch_empty_cache_all"),
+               ("set_memory_fraction_fn", "sova_torch_set_memory_fraction"),
                ("set_record_stream_fn", "sova_torch_record_stream_hook")]
     for setter, symbol in setters:
         if hasattr(hooks, setter):
@@ -360,8 +362,8 @@ def graph_holdings(device=None, tag=None) -> list:
     per graph whose memory is not yet back, in order of capture id (as
     sova.Pool.graph_holdings). Under the pluggable backend, graph memory is
     sova's and counted here; under the native backend PyTorch's graph pools
-    hold sova segments, which count as ordinary live memory (see
-    torch.cuda.memory_snapshot() for those pools), and this lists nothing."""
+    hold segments of sova's segment pool (memory_stats()'s "sova.segments.*";
+    torch.cuda.memory_snapshot() shows those pools), and this lists nothing."""
     from ._torch_sleep import _tag_id
     index = _device_index(device)
     lib = _capi.torch_lib()
@@ -408,6 +410,14 @@ def memory_stats(device=None) -> dict:
     stats["sova.peak_overhead"] = (r["reservedHigh"] / r["usedHigh"]) if r["usedHigh"] else 0.0
     for key, value in r.items():
         stats["sova." + key] = value
+    # The native backend's private pools' segments (sova_torch_malloc_pool_segment).
+    segments = _capi.torch_lib().sova_torch_segment_pool(_device_index(device))
+    if segments:
+        s = _capi.PoolStats.new()
+        _capi.check(_capi.lib().sovaMemPoolGetStats(ctypes.c_void_p(segments), ctypes.byref(s)),
+                    "reading the segment pool's statistics")
+        stats["sova.segments.reservedCurrent"] = s.reservedCurrent
+        stats["sova.segments.usedCurrent"] = s.usedCurrent
     return dict(sorted(stats.items()))
 
 

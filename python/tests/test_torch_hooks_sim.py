@@ -85,3 +85,54 @@ def test_graph_hooks_take_pytorchs_pool_ids():
     free(a, MiB)
     print("ok")
     """)
+
+
+def test_pool_segments_come_from_a_segment_pool_of_their_own():
+    # The native backend's private pools' segment source: apart from the
+    # device's pool, whose figures stay PyTorch's ordinary allocations.
+    run_py(PRELUDE + """
+    seg = tl.sova_torch_malloc_pool_segment
+    seg.restype, seg.argtypes = ctypes.c_void_p, [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    unseg = tl.sova_torch_free_pool_segment
+    unseg.restype, unseg.argtypes = None, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+    assert tl.sova_torch_segment_pool(0) is None
+    a = alloc(MiB)
+    p = alloc(4 * MiB, PER_THREAD, fn=seg)
+    assert tl.sova_torch_segment_pool(0) not in (None, tl.sova_torch_pool(0))
+    s = st.memory_stats(0)
+    assert s["sova.usedCurrent"] == MiB, s                   # the device pool: ordinary allocations alone
+    assert s["sova.segments.usedCurrent"] == 4 * MiB, s
+    unseg(p, 4 * MiB, 0, PER_THREAD)
+    s = st.memory_stats(0)
+    assert s["sova.segments.usedCurrent"] == 0 and s["sova.segments.reservedCurrent"] == 0, s
+    free(a, MiB)
+    print("ok")
+    """)
+
+
+def test_memory_fraction_limits_allocations_as_pytorchs_does():
+    # sova_torch_set_memory_fraction is also the pluggable allocator's
+    # set_memory_fraction_fn; valid values only here (it throws C++
+    # exceptions at bad ones, for PyTorch to turn into RuntimeError).
+    run_py(PRELUDE + """
+    setf = tl.sova_torch_set_memory_fraction
+    setf.restype, setf.argtypes = None, [ctypes.c_double, ctypes.c_int]
+    assert tl.sova_torch_memory_fraction(0) == 1.0
+    assert tl.sova_torch_memory_limit(0) == 2**64 - 1
+    setf(0.25, 0)                                  # the sim's device: 1 GiB
+    assert tl.sova_torch_memory_fraction(0) == 0.25
+    assert tl.sova_torch_memory_limit(0) == 256 * MiB
+    a = alloc(200 * MiB)
+    assert not tl.sova_torch_malloc_nothrow(100 * MiB, 0, None)
+    assert "per-process memory fraction" in st.last_error() and "out of memory" in st.last_error()
+    assert st.memory_stats(0)["num_ooms"] == 1
+    assert tl.sova_torch_reserved_bytes(0) <= 256 * MiB
+    free(a, 200 * MiB)
+    b = alloc(240 * MiB)                           # the freed memory is given back first
+    free(b, 240 * MiB)
+    setf(1.0, 0)
+    assert tl.sova_torch_memory_limit(0) == 2**64 - 1
+    c_ = alloc(300 * MiB)
+    free(c_, 300 * MiB)
+    print("ok")
+    """)

@@ -40,9 +40,12 @@ def setup(mode: str) -> None:
 
 
 def sova_used() -> int:
-    """Bytes live in sova's pool of device 0 (0 under PyTorch's allocator)."""
+    """Bytes live in sova's pools of device 0: its pool and the native backend's
+    segment pool (0 under PyTorch's allocator)."""
     import sova.torch
-    return sova.torch.raw_stats(0)["usedCurrent"] if sova.torch.is_enabled() else 0
+    if not sova.torch.is_enabled():
+        return 0
+    return sova.torch.memory_stats(0)["sova.usedCurrent"] + sova.torch.memory_stats(0).get("sova.segments.usedCurrent", 0)
 
 
 def sova_used_after_a_call() -> int:

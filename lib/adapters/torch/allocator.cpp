@@ -1,6 +1,7 @@
 // sova_torch — per-device pools and the CUDAPluggableAllocator entry points
 // (sova_torch.h).
 #include "history.hpp"
+#include "memory_limit.hpp"
 #include "record_streams.hpp"
 #include "sova_torch.h"
 #include "state.hpp"
@@ -105,40 +106,104 @@ std::string oom_message(std::size_t size, int device, sovaMemPool_t pool) {
   (void)sovaMemPoolGetStats(pool, &st);
   std::size_t free_bytes = 0, total_bytes = 0;
   const bool have_info = process_driver().memory_info(device, &free_bytes, &total_bytes) == cudaSuccess;
-  std::string m = "CUDA out of memory (sova). Tried to allocate " + format_bytes(size) + " on device " +
-                  std::to_string(device) + ". The sova pool holds " + format_bytes(st.reservedCurrent) + " reserved, " +
-                  format_bytes(st.usedCurrent) + " live in " + std::to_string(st.liveBlocks) +
-                  " blocks; its largest free block is " + format_bytes(st.largestFreeBlock) + ".";
-  if (have_info) m += " The device has " + format_bytes(free_bytes) + " free of " + format_bytes(total_bytes) + ".";
+  // PyTorch's own words first ("Tried to allocate X. GPU N has a total
+  // capacity of T of which F is free."), which scripts and tests match.
+  std::string m = "CUDA out of memory (sova). Tried to allocate " + format_bytes(size);
+  if (have_info)
+    m += ". GPU " + std::to_string(device) + " has a total capacity of " + format_bytes(total_bytes) + " of which " +
+         format_bytes(free_bytes) + " is free.";
+  else
+    m += " on device " + std::to_string(device) + ".";
+  m += " The sova pool holds " + format_bytes(st.reservedCurrent) + " reserved, " + format_bytes(st.usedCurrent) +
+       " live in " + std::to_string(st.liveBlocks) + " blocks; its largest free block is " +
+       format_bytes(st.largestFreeBlock) + ".";
   return m;
 }
 
+/// The bookkeeping of a successful allocation of `size` bytes at `ptr`.
+inline void note_allocation(DeviceState& d, void* ptr, std::size_t size, int device, cudaStream_t stream) noexcept {
+  d.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
+  const std::uint64_t live = d.live_blocks.fetch_add(1, std::memory_order_relaxed) + 1;
+  std::uint64_t peak = d.live_blocks_peak.load(std::memory_order_relaxed);
+  while (live > peak && !d.live_blocks_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
+  }
+  maybe_history(0, device, ptr, size, stream);
+}
+
+/// Out of memory: counted, recorded, and the message set (`why` appended).
+void note_out_of_memory(DeviceState& d, std::size_t size, int device, cudaStream_t stream, sovaMemPool_t pool,
+                        const std::string& why) noexcept {
+  d.num_ooms.fetch_add(1, std::memory_order_relaxed);
+  maybe_history(3, device, nullptr, size, stream);
+  try {
+    set_last_error(oom_message(size, device, pool) + why);
+  } catch (...) {
+    set_last_error("CUDA out of memory (sova)");
+  }
+}
+
+std::string limit_text(int device, std::uint64_t limit) {
+  return std::string(" The per-process memory fraction (torch.cuda.set_per_process_memory_fraction) of device ")
+      .append(std::to_string(device))
+      .append(" is ")
+      .append(std::to_string(sova_torch_memory_fraction(device)))
+      .append(": at most ")
+      .append(format_bytes(limit))
+      .append(" reserved, which this allocation would exceed.");
+}
+
+/// An allocation under a memory limit (sova_torch_set_memory_fraction): one
+/// that would leave more reserved than the limit is freed; the pools then give
+/// their free physical memory back and it is tried once more.
+[[gnu::noinline]] cudaError_t limited_malloc(void** ptr, std::size_t size, int device, cudaStream_t stream,
+                                             sovaMemPool_t pool, std::uint64_t limit) noexcept {
+  DeviceState& d = state().devices[device];
+  const std::uint64_t used = limit_counted(device, cudaMemPoolAttrUsedMemCurrent);
+  cudaError_t err = cudaErrorMemoryAllocation;
+  if (used <= limit && size <= limit - used) {  // else no release could make room
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      err = sovaMallocFromPoolAsync(ptr, size, pool, stream);
+      if (err != cudaSuccess || *ptr == nullptr) return err;
+      if (limit_counted(device, cudaMemPoolAttrReservedMemCurrent) <= limit) return cudaSuccess;
+      (void)sovaFreeAsync(*ptr, stream);
+      *ptr = nullptr;
+      err = cudaErrorMemoryAllocation;
+      bool capturing = false;
+      if (attempt == 1 || process_driver().stream_is_capturing(stream, &capturing) != cudaSuccess || capturing) break;
+      release_free_memory(device);
+    }
+  }
+  try {
+    note_out_of_memory(d, size, device, stream, pool, limit_text(device, limit));
+  } catch (...) {
+    note_out_of_memory(d, size, device, stream, pool, "");
+  }
+  return err;
+}
+
 /// The allocation proper; on failure sets the message and returns the error.
-inline cudaError_t do_malloc(void** ptr, std::size_t size, int device, cudaStream_t stream) noexcept {
+inline cudaError_t do_malloc(void** ptr, std::size_t size, int device, cudaStream_t stream,
+                             bool limited = true) noexcept {
   *ptr = nullptr;
   maybe_flush_deferred();
   sovaMemPool_t pool = nullptr;
   if (const cudaError_t err = pool_for(device, &pool); err != cudaSuccess) return err;
-  const cudaError_t err = sovaMallocFromPoolAsync(ptr, size, pool, stream);
   DeviceState& d = state().devices[device];
+  const std::uint64_t limit = d.limit.load(std::memory_order_relaxed);
+  cudaError_t err = cudaSuccess;
+  if (limit != kNoLimit && limited) [[unlikely]] {
+    err = limited_malloc(ptr, size, device, stream, pool, limit);
+    if (err == cudaErrorMemoryAllocation) return err;  // counted and said there
+  } else {
+    err = sovaMallocFromPoolAsync(ptr, size, pool, stream);
+  }
   if (err == cudaSuccess) {
     if (*ptr == nullptr) return cudaSuccess;  // size 0
-    d.bytes_allocated.fetch_add(size, std::memory_order_relaxed);
-    const std::uint64_t live = d.live_blocks.fetch_add(1, std::memory_order_relaxed) + 1;
-    std::uint64_t peak = d.live_blocks_peak.load(std::memory_order_relaxed);
-    while (live > peak && !d.live_blocks_peak.compare_exchange_weak(peak, live, std::memory_order_relaxed)) {
-    }
-    maybe_history(0, device, *ptr, size, stream);
+    note_allocation(d, *ptr, size, device, stream);
     return cudaSuccess;
   }
   if (err == cudaErrorMemoryAllocation) {
-    d.num_ooms.fetch_add(1, std::memory_order_relaxed);
-    maybe_history(3, device, nullptr, size, stream);
-    try {
-      set_last_error(oom_message(size, device, pool));
-    } catch (...) {
-      set_last_error("CUDA out of memory (sova)");
-    }
+    note_out_of_memory(d, size, device, stream, pool, "");
   } else if (err == cudaErrorStreamCaptureUnsupported) {
     set_last_error("sova refused an allocation of " + std::to_string(size) +
                    " bytes on a stream under CUDA graph capture (torch.cuda.graph, "
@@ -195,6 +260,79 @@ cudaError_t create_pool_with_options(const sovaTorchOptions& options, int device
   }
   *out = pool;
   return cudaSuccess;
+}
+
+cudaError_t segment_pool_for(int device, sovaMemPool_t* out) noexcept {
+  if (device < 0 || device >= kMaxDevices) {
+    set_last_error("sova: device " + std::to_string(device) + " out of range");
+    return cudaErrorInvalidDevice;
+  }
+  State& s = state();
+  DeviceState& d = s.devices[device];
+  if (sovaMemPool_t p = d.segment_pool.load(std::memory_order_acquire)) {
+    *out = p;
+    return cudaSuccess;
+  }
+  std::lock_guard lock(s.mutex);
+  if (sovaMemPool_t p = d.segment_pool.load(std::memory_order_acquire)) {
+    *out = p;
+    return cudaSuccess;
+  }
+  sovaTorchOptions options = s.options;  // it never sleeps: nothing pinned ahead
+  options.flags &= ~static_cast<unsigned>(sovaMemPoolSleepPinAhead);
+  sovaMemPool_t pool = nullptr;
+  bool create_failed = false;
+  const cudaError_t err = create_pool_with_options(options, device, &pool, &create_failed);
+  if (err != cudaSuccess) {
+    set_last_error("sova: cannot create the segment pool of device " + std::to_string(device) + " (cudaError " +
+                   error_text(err) + ")");
+    return err;
+  }
+  s.any_pool = true;
+  d.segment_pool.store(pool, std::memory_order_release);
+  *out = pool;
+  return cudaSuccess;
+}
+
+void* segment_malloc(std::size_t size, int device, cudaStream_t stream) noexcept {
+  void* ptr = nullptr;
+  (void)do_malloc(&ptr, size, device, stream, false);
+  return ptr;
+}
+
+void* uncounted_malloc(std::size_t size, sovaMemPool_t pool, cudaStream_t stream) noexcept {
+  maybe_flush_deferred();
+  void* ptr = nullptr;
+  const cudaError_t err = sovaMallocFromPoolAsync(&ptr, size, pool, stream);
+  if (err == cudaSuccess) return ptr;
+  set_last_error(std::string("sova: a pool segment of ")
+                     .append(format_bytes(size))
+                     .append(" could not be allocated (cudaError ")
+                     .append(error_text(err))
+                     .append("): ")
+                     .append(sovaGetLastErrorMessage()));
+  return nullptr;
+}
+
+void uncounted_free(void* ptr, cudaStream_t stream) noexcept {
+  if (ptr == nullptr) return;
+  maybe_flush_deferred();
+  const cudaError_t err = sovaFreeAsync(ptr, stream);
+  if (err == cudaErrorStreamCaptureUnsupported) {
+    try {
+      std::lock_guard lock(g_deferred_mutex);
+      g_deferred.emplace_back(ptr, stream);
+      g_any_deferred.store(true, std::memory_order_relaxed);
+      return;
+    } catch (...) {
+    }
+  }
+  if (err != cudaSuccess) {
+    static std::atomic<bool> said{false};
+    if (!said.exchange(true))
+      std::fprintf(stderr, "sova.torch: the free of pool segment %p was refused (cudaError %d)\n", ptr,
+                   static_cast<int>(err));
+  }
 }
 
 }  // namespace sova::torch_adapter
@@ -354,9 +492,15 @@ int sova_torch_empty_cache(int device) {
     return cudaErrorInvalidValue;
   }
   maybe_flush_deferred();
-  if (sovaMemPool_t pool = state().devices[device].pool.load(std::memory_order_acquire))
-    return sovaMemPoolTrimTo(pool, 0);
+  DeviceState& d = state().devices[device];
+  if (sovaMemPool_t segments = d.segment_pool.load(std::memory_order_acquire)) (void)sovaMemPoolTrimTo(segments, 0);
+  if (sovaMemPool_t pool = d.pool.load(std::memory_order_acquire)) return sovaMemPoolTrimTo(pool, 0);
   return cudaSuccess;
+}
+
+sovaMemPool_t sova_torch_segment_pool(int device) {
+  if (device < 0 || device >= kMaxDevices) return nullptr;
+  return state().devices[device].segment_pool.load(std::memory_order_acquire);
 }
 
 sovaMemPool_t sova_torch_pool(int device) {

@@ -75,7 +75,8 @@ SOVA_API void sova_torch_free(void* ptr, size_t size, int device, cudaStream_t s
  * mode). Such a segment is not graph memory: when `stream` is captured it is
  * allocated on a stream of the adapter's own, which is then synchronized, so
  * the memory is ready for every stream and nothing is enqueued on the
- * captured one. Otherwise as sova_torch_malloc_nothrow. NULL on failure
+ * captured one. Otherwise as sova_torch_malloc_nothrow, but never checked
+ * against the memory limit (PyTorch checks its pools' growth). NULL on failure
  * (PyTorch raises its out-of-memory error; sova_torch_last_error() says why). */
 SOVA_API void* sova_torch_malloc_segment(size_t size, int device, cudaStream_t stream);
 /** The free function that goes with sova_torch_malloc_segment. PyTorch's
@@ -85,6 +86,56 @@ SOVA_API void* sova_torch_malloc_segment(size_t size, int device, cudaStream_t s
  * (where that fails, as during another thread's capture, the segment's stream
  * is), then the segment is freed as by sova_torch_free. Never throws. */
 SOVA_API void sova_torch_free_segment(void* ptr, size_t size, int device, cudaStream_t stream);
+
+/** The segment source of the private pools sova's native PyTorch backend
+ * creates (graph captures, torch.cuda.MemPool): as sova_torch_malloc_segment,
+ * but an untagged thread's segments come from the device's segment pool
+ * (sova_torch_segment_pool), not from the device's pool, so that the device
+ * pool's figures are PyTorch's ordinary allocations alone and the backend
+ * counts the private pools as PyTorch's allocator does (their segments'
+ * sizes). A thread under a tag gets its tag's pool, as sova_torch_malloc_segment
+ * does (the segments sleep with the tag). Not counted in sova_torch_get_stats
+ * nor checked against the memory limit: PyTorch's allocator checks its pools'
+ * growth against its own limit before it asks. NULL on failure. */
+SOVA_API void* sova_torch_malloc_pool_segment(size_t size, int device, cudaStream_t stream);
+/** The free function that goes with sova_torch_malloc_pool_segment: the
+ * device is synchronized first, as for sova_torch_free_segment, then the
+ * segment is freed and the segment pool gives its free physical memory back
+ * (so what it holds is its live segments). Never throws. */
+SOVA_API void sova_torch_free_pool_segment(void* ptr, size_t size, int device, cudaStream_t stream);
+/** The device's segment pool (sova_torch_malloc_pool_segment), or NULL when
+ * none was created yet. */
+SOVA_API sovaMemPool_t sova_torch_segment_pool(int device);
+
+/** torch.cuda.set_per_process_memory_fraction for sova: from now on an
+ * allocation through sova_torch_malloc, _nothrow or _try_malloc on `device`
+ * that would leave more than `fraction` of the device's memory (its total, as
+ * cudaMemGetInfo says) reserved fails as out of memory, as PyTorch's
+ * allocator's does: reserved here is the memory of the adapter's pools on the
+ * device (its pool and its tags' pools) plus what the external-reserved
+ * function reports (sova_torch_set_external_reserved_fn). An allocation that
+ * would cross the limit first makes those pools give their free physical
+ * memory back and is tried again (as PyTorch releases its cached blocks).
+ * Fraction 1 (the default) sets no limit. Also CUDAPluggableAllocator's
+ * set_memory_fraction_fn. A fraction outside [0, 1] (NaN included) or a bad
+ * device: std::invalid_argument is thrown and nothing changes. */
+SOVA_API void sova_torch_set_memory_fraction(double fraction, int device);
+/** The fraction last set on `device` (1.0 by default, and for a bad device). */
+SOVA_API double sova_torch_memory_fraction(int device);
+/** The limit in bytes the fraction gives on `device`; UINT64_MAX when none
+ * (fraction 1, or a bad device). */
+SOVA_API uint64_t sova_torch_memory_limit(int device);
+/** Bytes reserved in the adapter's pools of `device` (its pool and its tags'
+ * pools; not the segment pool), as the limit counts them before the external
+ * part. 0 for a bad device. */
+SOVA_API uint64_t sova_torch_reserved_bytes(int device);
+/** Memory held for the process on a device outside the adapter's pools that
+ * the limit must count (sova's native PyTorch backend: PyTorch's private
+ * pools, their segments counted at their sizes). Called, only while a limit is
+ * set, by the allocating thread outside every lock of the adapter; it must not
+ * allocate through the adapter. NULL: nothing external. */
+typedef uint64_t (*sovaTorchExternalReservedFn)(int device);
+SOVA_API void sova_torch_set_external_reserved_fn(sovaTorchExternalReservedFn fn);
 
 /** CUDAPluggableAllocator's set_record_stream_fn: every recordStream of the
  * allocator (Tensor.record_stream, and C++ callers such as c10d's NCCL process
@@ -119,7 +170,8 @@ typedef struct sovaTorchStats {
 SOVA_API int sova_torch_get_stats(int device, sovaTorchStats* stats);
 /** Resets the peaks (reserved, used, live blocks) to their current values. */
 SOVA_API int sova_torch_reset_peak_stats(int device);
-/** Releases the device pool's free physical memory (sovaMemPoolTrimTo 0). */
+/** Releases the free physical memory of the device pool and of its segment
+ * pool (sovaMemPoolTrimTo 0). */
 SOVA_API int sova_torch_empty_cache(int device);
 /** The device's pool handle, or NULL when none was created yet. */
 SOVA_API sovaMemPool_t sova_torch_pool(int device);

@@ -54,6 +54,24 @@ cudaError_t tagged_pool_for(int tag, int device, sovaMemPool_t* out) noexcept {
   return cudaSuccess;
 }
 
+std::uint64_t tag_pools_attribute(int device, cudaMemPoolAttr attr) noexcept {
+  std::uint64_t sum = 0;
+  for (int tag = 1; tag < kMaxTags; ++tag) {
+    sovaMemPool_t p =
+        tag_pools().pools[static_cast<std::size_t>(tag)][static_cast<std::size_t>(device)].load(std::memory_order_acquire);
+    std::uint64_t value = 0;
+    if (p != nullptr && sovaMemPoolGetAttribute(p, attr, &value) == cudaSuccess) sum += value;
+  }
+  return sum;
+}
+
+void trim_tag_pools(int device) noexcept {
+  for (int tag = 1; tag < kMaxTags; ++tag)
+    if (sovaMemPool_t p = tag_pools().pools[static_cast<std::size_t>(tag)][static_cast<std::size_t>(device)].load(
+            std::memory_order_acquire))
+      (void)sovaMemPoolTrimTo(p, 0);
+}
+
 }  // namespace sova::torch_adapter
 
 using namespace sova::torch_adapter;

@@ -8,6 +8,8 @@
 
 #include "sova_torch.h"
 
+#include <cstdint>
+
 namespace sova::torch_adapter {
 
 /// Tags 1 .. kMaxTags - 1 name pools of their own.
@@ -19,5 +21,9 @@ int current_tag() noexcept;
 /// options (not made the device's current pool). Sets the message and
 /// returns the error on failure.
 cudaError_t tagged_pool_for(int tag, int device, sovaMemPool_t* out) noexcept;
+/// The sum of attribute `attr` (a byte count) over the tags' pools of `device`.
+std::uint64_t tag_pools_attribute(int device, cudaMemPoolAttr attr) noexcept;
+/// sovaMemPoolTrimTo(pool, 0) on every tag's pool of `device`.
+void trim_tag_pools(int device) noexcept;
 
 }  // namespace sova::torch_adapter

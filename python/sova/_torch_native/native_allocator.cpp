@@ -19,7 +19,18 @@
 //   beginAllocateToPool go to PyTorch's allocator, which applies the same
 //   filters and so places them in that pool.
 // - A pool that PyTorch's allocator creates on our behalf gets its segments
-//   from sova (sova_torch_malloc_segment: capture-safe, see graph_hooks.hpp).
+//   from sova's segment pool (sova_torch_malloc_pool_segment: capture-safe,
+//   see graph_hooks.hpp), apart from the device's pool.
+// - torch.cuda.memory_stats() counts as PyTorch's allocator does: sova's
+//   blocks at PyTorch's rounded sizes, small (<= 1 MiB) or large, and the
+//   private pools as PyTorch's allocator counts them (getDeviceStats). sova's
+//   reserved memory and chunks have no small/large split: they count in "all"
+//   only, the per-pool reserved and segment figures are the private pools'.
+// - set_per_process_memory_fraction: sova's limit (sova_torch_set_memory_fraction)
+//   counts sova's pools and the private pools; allocations routed to a private
+//   pool are held by PyTorch's own limit, set to what sova leaves; a sova
+//   allocation out of memory falls back on the pools marked use_on_oom, as
+//   PyTorch's allocator does.
 #include <sova_torch.h>
 
 #include <c10/core/Allocator.h>
@@ -33,6 +44,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdio>
@@ -40,20 +52,95 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
+#include <type_traits>
+#include <utility>
 #include <unordered_map>
 #include <vector>
 
 namespace sova_native {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
-using c10::CachingAllocator::StatType;
+using StatType;
 using c10::CachingDeviceAllocator::DeviceStats;
+/// c10's Stat (current, peak, allocated, freed), named through DeviceStats so
+/// that the namespace PyTorch declares it in does not matter.
+using Stat = std::remove_reference_t<decltype(std::declval<DeviceStats&>().allocation[0])>;
 
 /// What a free of a sova block needs (sova_torch_free's arguments).
 struct SovaBlock {
   size_t size;
   cudaStream_t stream;
   int device;
+};
+
+constexpr size_t kAll = static_cast<size_t>(StatType::AGGREGATE);
+constexpr size_t kSmall = static_cast<size_t>(StatType::SMALL_POOL);
+constexpr size_t kLarge = static_cast<size_t>(StatType::LARGE_POOL);
+constexpr int kMaxDevices = 64;  // sova_torch's, and PyTorch's own per process
+
+/// PyTorch's caching allocator's rounding (kMinBlockSize) and its small-pool
+/// bound (kSmallSize): sova's blocks are counted at the sizes PyTorch's blocks
+/// of the same request would have.
+constexpr size_t kMinBlockSize = 512;
+constexpr size_t kSmallSize = 1048576;
+inline size_t pytorch_block_size(size_t size) {
+  return size < kMinBlockSize ? kMinBlockSize : kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+/// A c10 Stat kept with atomics (current, peak, allocated, freed).
+struct AtomicStat {
+  std::atomic<int64_t> current{0}, peak{0}, allocated{0}, freed{0};
+  void add(int64_t amount) {
+    const int64_t now = current.fetch_add(amount, std::memory_order_relaxed) + amount;
+    allocated.fetch_add(amount, std::memory_order_relaxed);
+    int64_t p = peak.load(std::memory_order_relaxed);
+    while (now > p && !peak.compare_exchange_weak(p, now, std::memory_order_relaxed)) {
+    }
+  }
+  void sub(int64_t amount) {
+    current.fetch_sub(amount, std::memory_order_relaxed);
+    freed.fetch_add(amount, std::memory_order_relaxed);
+  }
+  void reset_peak() { peak.store(current.load(std::memory_order_relaxed), std::memory_order_relaxed); }
+  void reset_accumulated() {
+    allocated.store(0, std::memory_order_relaxed);
+    freed.store(0, std::memory_order_relaxed);
+  }
+  Stat get() const {
+    Stat out;
+    out.current = current.load(std::memory_order_relaxed);
+    out.peak = peak.load(std::memory_order_relaxed);
+    out.allocated = allocated.load(std::memory_order_relaxed);
+    out.freed = freed.load(std::memory_order_relaxed);
+    return out;
+  }
+};
+
+/// sova's blocks on one device, as PyTorch's statistics name them: blocks,
+/// their bytes at PyTorch's sizes, the bytes asked for; all, small and large.
+struct SovaCounts {
+  std::array<AtomicStat, 3> blocks, bytes, requested;
+  void change(size_t size, bool add) {
+    const size_t rounded = pytorch_block_size(size);
+    const size_t kind = rounded <= kSmallSize ? kSmall : kLarge;
+    for (size_t k : {kAll, kind}) {
+      if (add) {
+        blocks[k].add(1);
+        bytes[k].add(static_cast<int64_t>(rounded));
+        requested[k].add(static_cast<int64_t>(size));
+      } else {
+        blocks[k].sub(1);
+        bytes[k].sub(static_cast<int64_t>(rounded));
+        requested[k].sub(static_cast<int64_t>(size));
+      }
+    }
+  }
+  template <class F>
+  void each(F f) {
+    for (auto* group : {&blocks, &bytes, &requested})
+      for (AtomicStat& stat : *group) f(stat);
+  }
 };
 
 /// Live sova blocks by address, split in shards to keep the lock per
@@ -125,6 +212,7 @@ class SovaAllocator final : public cca::CUDAAllocator {
     SovaBlock b{};
     if (blocks_.take(ptr, &b)) {
       sova_torch_free(ptr, b.size, b.device, b.stream);  // never throws
+      counts_[b.device].change(b.size, false);
       return;
     }
     pytorch_->raw_delete(ptr);  // a pool block
@@ -138,17 +226,36 @@ class SovaAllocator final : public cca::CUDAAllocator {
     pytorch_->init(device_count);
     device_count_ = device_count;
     initialized_ = true;
+    // PYTORCH_CUDA_ALLOC_CONF's per_process_memory_fraction, which PyTorch's
+    // allocator read at its init, is sova's too.
+    for (int device = 0; device < device_count && device < kMaxDevices; ++device) {
+      const double fraction = pytorch_->getMemoryFraction(static_cast<c10::DeviceIndex>(device));
+      if (fraction < 1.0) setMemoryFraction(fraction, static_cast<c10::DeviceIndex>(device));
+    }
   }
   bool initialized() override { return initialized_; }
   void enable(bool value) override { enabled_ = value; }
   bool isEnabled() const override { return enabled_; }
   std::string name() override { return "sova"; }
 
-  double getMemoryFraction(c10::DeviceIndex) override { return 1.0; }
-  void setMemoryFraction(double, c10::DeviceIndex) override {
-    TORCH_CHECK(false,
-                "sova: set_per_process_memory_fraction is not supported; limit sova's pool "
-                "with sova.torch.enable(max_size=...)");
+  double getMemoryFraction(c10::DeviceIndex device) override { return sova_torch_memory_fraction(device); }
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    TORCH_CHECK(device >= 0 && device < kMaxDevices, "sova: device ", static_cast<int>(device), " out of range");
+    size_t free_bytes = 0, total_bytes = 0;
+    {
+      c10::cuda::CUDAGuard guard(device);
+      C10_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    }
+    (void)free_bytes;
+    try {
+      sova_torch_set_memory_fraction(fraction, device);
+    } catch (const std::exception& e) {
+      TORCH_CHECK(false, "sova: ", e.what());
+    }
+    device_total_[device].store(total_bytes, std::memory_order_relaxed);
+    // PyTorch's own limit holds its pools: to what sova leaves at each routed
+    // allocation while a limit is set (malloc_on), back to none without one.
+    if (fraction >= 1.0) pytorch_->setMemoryFraction(1.0, device);
   }
   std::vector<cca::StreamSegmentSize> getExpandableSegmentSizes(c10::DeviceIndex) override { return {}; }
 
@@ -172,42 +279,57 @@ class SovaAllocator final : public cca::CUDAAllocator {
 
   // ---- statistics and cache ------------------------------------------------
   DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+    TORCH_CHECK(device >= 0 && device < kMaxDevices, "sova: device ", static_cast<int>(device), " out of range");
     sovaTorchStats s;
     std::memset(&s, 0, sizeof s);
     s.pool.structSize = sizeof s.pool;
     TORCH_CHECK(sova_torch_get_stats(device, &s) == 0, "sova: statistics: ", sova_torch_last_error());
-    const DeviceStats pools = pytorch_->getDeviceStats(device);
-    constexpr auto kAll = static_cast<size_t>(StatType::AGGREGATE);
-    // Pool segments are sova allocations: count the pools' blocks instead.
-    const int64_t pool_segments = pools.reserved_bytes[kAll].current;
-    const int64_t used = static_cast<int64_t>(s.pool.usedCurrent) - pool_segments + pools.allocated_bytes[kAll].current;
-    DeviceStats out;
-    for (auto* stat : {&out.allocated_bytes, &out.active_bytes, &out.requested_bytes}) {
-      (*stat)[kAll].current = used;
-      (*stat)[kAll].peak = static_cast<int64_t>(s.pool.usedHigh);  // an upper bound
-      (*stat)[kAll].allocated = static_cast<int64_t>(s.bytesAllocated);
-      (*stat)[kAll].freed = static_cast<int64_t>(s.bytesFreed);
+    // The private pools, counted by PyTorch's allocator; their segments come
+    // from sova's segment pool, apart from the device's pool.
+    DeviceStats out = pytorch_->getDeviceStats(device);
+    SovaCounts& c = counts_[device];
+    auto plus = [](Stat& into, const Stat& more) {
+      into.current += more.current;
+      into.peak += more.peak;  // an upper bound of the peak of the sum
+      into.allocated += more.allocated;
+      into.freed += more.freed;
+    };
+    for (size_t k : {kAll, kSmall, kLarge}) {
+      const auto blocks = c.blocks[k].get();
+      const auto bytes = c.bytes[k].get();
+      plus(out.allocation[k], blocks);
+      plus(out.active[k], blocks);
+      plus(out.allocated_bytes[k], bytes);
+      plus(out.active_bytes[k], bytes);
+      plus(out.requested_bytes[k], c.requested[k].get());
     }
-    out.reserved_bytes[kAll].current = static_cast<int64_t>(s.pool.reservedCurrent);
-    out.reserved_bytes[kAll].peak = static_cast<int64_t>(s.pool.reservedHigh);
-    const int64_t live =
-        static_cast<int64_t>(s.pool.liveBlocks) - pools.segment[kAll].current + pools.allocation[kAll].current;
-    for (auto* stat : {&out.allocation, &out.active}) {
-      (*stat)[kAll].current = live;
-      (*stat)[kAll].peak = static_cast<int64_t>(s.liveBlocksPeak);
-    }
-    out.segment[kAll].current = static_cast<int64_t>(s.pool.chunksMapped) - static_cast<int64_t>(s.pool.chunksUnmapped);
-    out.num_device_alloc = static_cast<int64_t>(s.pool.chunksMapped);
-    out.num_device_free = static_cast<int64_t>(s.pool.chunksUnmapped);
-    out.inactive_split_bytes[kAll].current = static_cast<int64_t>(s.pool.freeBackedBytes);
-    out.num_ooms = static_cast<int64_t>(s.numOoms) + pools.num_ooms;
-    out.num_alloc_retries = static_cast<int64_t>(s.pool.deviceSynchronizes) + pools.num_alloc_retries;
+    Stat reserved;
+    reserved.current = static_cast<int64_t>(s.pool.reservedCurrent);
+    reserved.peak = static_cast<int64_t>(s.pool.reservedHigh);
+    plus(out.reserved_bytes[kAll], reserved);
+    out.segment[kAll].current +=
+        static_cast<int64_t>(s.pool.chunksMapped) - static_cast<int64_t>(s.pool.chunksUnmapped);
+    out.inactive_split_bytes[kAll].current += static_cast<int64_t>(s.pool.freeBackedBytes);
+    out.num_device_alloc += static_cast<int64_t>(s.pool.chunksMapped);
+    out.num_device_free += static_cast<int64_t>(s.pool.chunksUnmapped);
+    out.num_ooms += static_cast<int64_t>(s.numOoms);
+    out.num_alloc_retries += static_cast<int64_t>(s.pool.deviceSynchronizes);
     return out;
   }
-  void resetAccumulatedStats(c10::DeviceIndex device) override { pytorch_->resetAccumulatedStats(device); }
+  void resetAccumulatedStats(c10::DeviceIndex device) override {
+    pytorch_->resetAccumulatedStats(device);
+    if (device >= 0 && device < kMaxDevices) counts_[device].each([](AtomicStat& stat) { stat.reset_accumulated(); });
+  }
   void resetPeakStats(c10::DeviceIndex device) override {
     pytorch_->resetPeakStats(device);
+    if (device >= 0 && device < kMaxDevices) counts_[device].each([](AtomicStat& stat) { stat.reset_peak(); });
     TORCH_CHECK(sova_torch_reset_peak_stats(device) == 0, "sova: resetting peaks: ", sova_torch_last_error());
+  }
+  /// Bytes PyTorch's private pools hold on `device` (their segments' sizes),
+  /// for sova's memory limit (sova_torch_set_external_reserved_fn).
+  uint64_t pools_reserved(int device) {
+    const DeviceStats pools = pytorch_->getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    return static_cast<uint64_t>(std::max<int64_t>(0, pools.reserved_bytes[kAll].current));
   }
   void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
     pytorch_->emptyCache(mempool_id);  // frees unused pool segments back to sova
@@ -303,6 +425,14 @@ class SovaAllocator final : public cca::CUDAAllocator {
   }
   void setUseOnOOM(c10::DeviceIndex device, c10::cuda::MempoolId_t id, bool use) override {
     pytorch_->setUseOnOOM(device, id, use);
+    std::lock_guard lock(routes_mutex_);
+    auto& pools = use_on_oom_;
+    for (auto it = pools.begin(); it != pools.end(); ++it)
+      if (it->first == device && it->second == id) {
+        pools.erase(it);
+        break;
+      }
+    if (use) pools.emplace_back(device, id);
   }
   void setNoSplit(c10::DeviceIndex device, c10::cuda::MempoolId_t id) override { pytorch_->setNoSplit(device, id); }
   bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::cuda::MempoolId_t id,
@@ -365,14 +495,76 @@ class SovaAllocator final : public cca::CUDAAllocator {
 
   void* malloc_on(size_t size, c10::DeviceIndex device, cudaStream_t stream) {
     if (size == 0) return nullptr;
-    if (C10_UNLIKELY(routes_open_.load(std::memory_order_acquire) != 0) && routed(device, stream))
+    // PyTorch's allocator's own bound and words, before any pool is asked.
+    TORCH_CHECK_WITH(OutOfMemoryError, size < (size_t{1} << 60), "Tried to allocate more than 1EB memory.");
+    if (C10_UNLIKELY(routes_open_.load(std::memory_order_acquire) != 0) && routed(device, stream)) {
+      hold_pytorch_to_limit(device);
       return pytorch_->raw_alloc_with_stream(size, stream);
+    }
     void* ptr = nullptr;
     const int err = sova_torch_try_malloc(&ptr, size, device, stream);
-    if (err == cudaErrorMemoryAllocation) TORCH_CHECK_WITH(OutOfMemoryError, false, sova_torch_last_error());
+    if (err == cudaErrorMemoryAllocation) {
+      const std::string message = sova_torch_last_error();
+      if (void* fallback = from_use_on_oom_pools(size, device, stream)) return fallback;
+      TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+    }
     TORCH_CHECK(err == 0 && ptr != nullptr, sova_torch_last_error());
     blocks_.insert(ptr, SovaBlock{size, stream, device});
+    counts_[device].change(size, true);
     return ptr;
+  }
+
+  /// While a memory limit is set, PyTorch's own limit (which counts its pools'
+  /// segments) is what the limit leaves beside sova's pools.
+  void hold_pytorch_to_limit(c10::DeviceIndex device) {
+    const uint64_t limit = sova_torch_memory_limit(device);
+    if (limit == UINT64_MAX) return;
+    const size_t total = device_total_[device].load(std::memory_order_relaxed);
+    if (total == 0) return;
+    const uint64_t sova = sova_torch_reserved_bytes(device);
+    const double left = limit > sova ? static_cast<double>(limit - sova) : 0.0;
+    pytorch_->setMemoryFraction(std::min(1.0, left / static_cast<double>(total)), device);
+  }
+
+  /// As PyTorch's allocator does when its default pool is out of memory: the
+  /// allocation from a pool marked use_on_oom that is still alive, or NULL.
+  void* from_use_on_oom_pools(size_t size, c10::DeviceIndex device, cudaStream_t stream) {
+    std::vector<c10::cuda::MempoolId_t> pools;
+    {
+      std::lock_guard lock(routes_mutex_);
+      for (const auto& [d, id] : use_on_oom_)
+        if (d == device) pools.push_back(id);
+    }
+    for (const c10::cuda::MempoolId_t& id : pools) {
+      if (!pool_exists(device, id)) {  // released: never used again
+        std::lock_guard lock(routes_mutex_);
+        for (auto it = use_on_oom_.begin(); it != use_on_oom_.end(); ++it)
+          if (it->first == device && it->second == id) {
+            use_on_oom_.erase(it);
+            break;
+          }
+        continue;
+      }
+      hold_pytorch_to_limit(device);
+      const std::thread::id me = std::this_thread::get_id();
+      try {
+        pytorch_->beginAllocateToPool(device, id, [me, stream](cudaStream_t s) {
+          return s == stream && std::this_thread::get_id() == me;
+        });
+      } catch (const c10::Error&) {  // e.g. that pool is being allocated to already
+        continue;
+      }
+      void* ptr = nullptr;
+      try {
+        ptr = pytorch_->raw_alloc_with_stream(size, stream);
+      } catch (const c10::Error&) {
+        ptr = nullptr;  // that pool is full too
+      }
+      pytorch_->endAllocateToPool(device, id);
+      pytorch_->releasePool(device, id);  // beginAllocateToPool's reference
+      if (ptr != nullptr) return ptr;
+    }
+    return nullptr;
   }
 
   /// Whether an open beginAllocateToPool claims allocations on `stream`.
@@ -403,6 +595,9 @@ class SovaAllocator final : public cca::CUDAAllocator {
   BlockTable blocks_;
   std::mutex routes_mutex_;
   std::vector<Route> routes_;  // under routes_mutex_
+  std::vector<std::pair<c10::DeviceIndex, c10::cuda::MempoolId_t>> use_on_oom_;  // under routes_mutex_
+  std::array<SovaCounts, kMaxDevices> counts_;
+  std::array<std::atomic<size_t>, kMaxDevices> device_total_{};  // set with a memory fraction
   std::atomic<size_t> routes_open_{0};
   int device_count_ = 0;
   bool initialized_ = false;
@@ -438,9 +633,11 @@ extern "C" __attribute__((visibility("default"))) int sova_torch_native_install(
       return fail("PyTorch's allocator backend is '" + pytorch->name() +
                   "'; sova's native backend delegates graph pools to the 'native' one");
     auto segments = torch::cuda::CUDAPluggableAllocator::createCustomAllocator(
-        [](size_t size, int device, cudaStream_t stream) { return sova_torch_malloc_segment(size, device, stream); },
+        [](size_t size, int device, cudaStream_t stream) {
+          return sova_torch_malloc_pool_segment(size, device, stream);
+        },
         [](void* ptr, size_t size, int device, cudaStream_t stream) {
-          sova_torch_free_segment(ptr, size, device, stream);
+          sova_torch_free_pool_segment(ptr, size, device, stream);
         });
     auto* keep = new std::shared_ptr<SovaAllocator>(
         std::make_shared<SovaAllocator>(pytorch, std::move(segments)));  // never deleted
@@ -451,6 +648,13 @@ extern "C" __attribute__((visibility("default"))) int sova_torch_native_install(
       g_allocator = nullptr;
       throw;
     }
+    sova_torch_set_external_reserved_fn([](int device) -> uint64_t {
+      try {
+        return g_allocator->pools_reserved(device);
+      } catch (...) {
+        return 0;
+      }
+    });
     return 0;
   } catch (const std::exception& e) {
     return fail(e.what());
