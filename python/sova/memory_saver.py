@@ -24,6 +24,7 @@ also catches) is not. Allocations outside region() stay PyTorch's own.
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import ctypes
 import os
@@ -204,6 +205,17 @@ class _Impl:
             c = self.saver.config
             self._init_region.enter_context(self._pool_scope(c.tag, c.enable_cpu_backup, c.cpu_backup_backend))
             c.apply()
+            # Ended at exit, before Python tears the pools down: PyTorch asserts
+            # that no thread still allocates to a MemPool it destroys.
+            atexit.register(self._end_init_region)
+
+    def _end_init_region(self) -> None:
+        region, self._init_region = self._init_region, None
+        if region is not None:
+            try:
+                region.close()
+            except Exception as e:  # at exit: say so, never raise
+                print(f"sova.memory_saver: ending TMS_INIT_ENABLE's region at exit: {e}", file=sys.stderr)
 
     def _current_device(self) -> int:
         return _torch().cuda.current_device()

@@ -119,6 +119,8 @@ FILLS = {
         "skipIfRocmArch": lambda arch=None: _identity_decorator,
         "TEST_CUDA_PYTHON_BINDINGS": _has_cuda_bindings(),
         "TEST_CUDA_GRAPH": torch.cuda.is_available(),
+        "TEST_CUDAMALLOCASYNC": torch.cuda.is_available()
+        and torch.cuda.get_allocator_backend() == "cudaMallocAsync",
     },
     "torch.testing._internal.common_cuda": {
         "PLATFORM_SUPPORTS_GREEN_CONTEXT": False,
@@ -129,6 +131,43 @@ FILLS = {
 }
 
 
+class _Absent:
+    """A name test_cuda.py imports that neither the installed PyTorch nor FILLS
+    has: false as a flag; as a decorator or a call, the test skips, saying so."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __bool__(self):
+        return False
+
+    def __call__(self, *args, **kwargs):
+        import functools
+        import unittest
+        if len(args) == 1 and callable(args[0]) and not kwargs:
+            fn = args[0]
+
+            @functools.wraps(fn)
+            def skipped(*a, **k):
+                raise unittest.SkipTest(f"{self.name} is absent from the installed PyTorch")
+            return skipped
+        raise unittest.SkipTest(f"{self.name} is absent from the installed PyTorch")
+
+
+def _imported_names(path):
+    """{module: names} of test_cuda.py's `from torch.testing._internal... import`."""
+    import ast
+    wanted = {}
+    try:
+        tree = ast.parse(open(path).read())
+    except OSError:
+        return wanted
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("torch."):
+            wanted.setdefault(node.module, []).extend(a.name for a in node.names)
+    return wanted
+
+
 def _fill():
     import importlib
     for module_name, names in FILLS.items():
@@ -137,6 +176,24 @@ def _fill():
             if not hasattr(module, name):
                 setattr(module, name, value)
                 print(f"conftest: filled {module_name}.{name}", file=sys.stderr)
+    # Whatever else the file imports that this PyTorch lacks: taken from a
+    # sibling testing module that has it, else an _Absent that skips.
+    siblings = [importlib.import_module(m) for m in (
+        "torch.testing._internal.common_utils", "torch.testing._internal.common_cuda",
+        "torch.testing._internal.common_device_type")]
+    here = os.path.dirname(os.path.abspath(__file__))
+    for module_name, names in _imported_names(os.path.join(here, "test_cuda.py")).items():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        for name in names:
+            if hasattr(module, name):
+                continue
+            source = next((m for m in siblings if hasattr(m, name)), None)
+            setattr(module, name, getattr(source, name) if source is not None else _Absent(name))
+            print(f"conftest: filled {module_name}.{name} "
+                  f"({'from ' + source.__name__ if source is not None else 'absent: skips'})", file=sys.stderr)
 
 
 try:  # test_cuda.py imports psutil at the top, for TestGDS alone (skipped: no cuFile)

@@ -61,7 +61,7 @@
 namespace sova_native {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
-using StatType;
+using c10::CachingDeviceAllocator::StatType;
 using c10::CachingDeviceAllocator::DeviceStats;
 /// c10's Stat (current, peak, allocated, freed), named through DeviceStats so
 /// that the namespace PyTorch declares it in does not matter.
