@@ -17,21 +17,14 @@ a table last: GiB/s of pause and resume, first and steady.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import time
 
+from sleep_wake_rl import emit  # the same JSON lines, printed and appended to --json
+
 CASES = (("discard", False, False), ("backup", True, False), ("backup+retain", True, True))
-
-
-def emit(args, record):
-    line = json.dumps(record)
-    print(line, flush=True)
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(line + "\n")
 
 
 def saver(impl):

@@ -8,6 +8,7 @@
 // cudaErrorInvalidValue, nothing changed), and a pool destroyed while a group
 // and its members are alive.
 #include "capi_test_util.hpp"
+#include "support/capi_stats.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -19,6 +20,7 @@
 
 using namespace sova;
 using namespace sova::capi_test;
+using sova::test::stats_of;
 
 namespace {
 
@@ -26,14 +28,6 @@ std::uint64_t graph_used(sovaMemPool_t pool) {
   std::uint64_t v = ~std::uint64_t{0};
   REQUIRE(sovaMemPoolGetGraphMemAttribute(pool, cudaGraphMemAttrUsedMemCurrent, &v) == cudaSuccess);
   return v;
-}
-
-sovaMemPoolStats stats_of(sovaMemPool_t pool) {
-  sovaMemPoolStats s;
-  std::memset(&s, 0, sizeof s);
-  s.structSize = sizeof s;
-  REQUIRE(sovaMemPoolGetStats(pool, &s) == cudaSuccess);
-  return s;
 }
 
 std::size_t holdings(sovaMemPool_t pool) {

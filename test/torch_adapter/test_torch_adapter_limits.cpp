@@ -2,6 +2,7 @@
 // the simulation (sova_torch.h: sova_torch_malloc_pool_segment,
 // sova_torch_set_memory_fraction), called as sova's native PyTorch backend
 // calls them.
+#include "support/capi_stats.hpp"
 #include "support/catch.hpp"
 
 #include "sova_torch.h"
@@ -15,19 +16,12 @@
 #include <stdexcept>
 #include <string>
 
+using sova::test::stats_of;
 using sova::torch_adapter_test::sim;
 
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
-
-sovaMemPoolStats pool_stats(sovaMemPool_t pool) {
-  sovaMemPoolStats s;
-  std::memset(&s, 0, sizeof s);
-  s.structSize = sizeof s;
-  REQUIRE(sovaMemPoolGetStats(pool, &s) == cudaSuccess);
-  return s;
-}
 
 std::size_t device_total() {
   std::size_t free_bytes = 0, total_bytes = 0;
@@ -56,7 +50,7 @@ TEST_CASE("torch adapter: a private pool's segments come from the segment pool, 
   REQUIRE(warm != nullptr);
   sovaMemPool_t device_pool = sova_torch_pool(0);
   REQUIRE(device_pool != nullptr);
-  const std::uint64_t used_before = pool_stats(device_pool).usedCurrent;
+  const std::uint64_t used_before = stats_of(device_pool).usedCurrent;
 
   void* segment = sova_torch_malloc_pool_segment(4 * MiB, 0, s);
   INFO(sova_torch_last_error());
@@ -64,13 +58,13 @@ TEST_CASE("torch adapter: a private pool's segments come from the segment pool, 
   sovaMemPool_t segments = sova_torch_segment_pool(0);
   REQUIRE(segments != nullptr);
   CHECK(segments != device_pool);
-  CHECK(pool_stats(device_pool).usedCurrent == used_before);  // not the device pool's
-  CHECK(pool_stats(segments).usedCurrent == 4 * MiB);
+  CHECK(stats_of(device_pool).usedCurrent == used_before);  // not the device pool's
+  CHECK(stats_of(segments).usedCurrent == 4 * MiB);
   std::memset(segment, 0x3c, 4 * MiB);  // mapped host memory on the simulation
 
   sova_torch_free_pool_segment(segment, 4 * MiB, 0, s);
-  CHECK(pool_stats(segments).usedCurrent == 0);
-  CHECK(pool_stats(segments).reservedCurrent == 0);  // given back at the free: it holds its live segments
+  CHECK(stats_of(segments).usedCurrent == 0);
+  CHECK(stats_of(segments).reservedCurrent == 0);  // given back at the free: it holds its live segments
 
   // Under capture: allocated on the adapter's own stream, the capture intact.
   REQUIRE(sim().begin_capture(s, cudaStreamCaptureModeGlobal) == cudaSuccess);
@@ -82,9 +76,9 @@ TEST_CASE("torch adapter: a private pool's segments come from the segment pool, 
   cudaGraph_t graph = nullptr;
   REQUIRE(sim().end_capture(s, &graph) == cudaSuccess);
   REQUIRE(sim().graph_destroy(graph) == cudaSuccess);
-  CHECK(pool_stats(segments).usedCurrent == 2 * MiB);
+  CHECK(stats_of(segments).usedCurrent == 2 * MiB);
   sova_torch_free_pool_segment(captured, 2 * MiB, 0, s);
-  CHECK(pool_stats(segments).usedCurrent == 0);
+  CHECK(stats_of(segments).usedCurrent == 0);
 
   // A thread under a tag: the tag's pool, so that the segment sleeps with it.
   const int previous = sova_torch_set_tag(9);
@@ -92,10 +86,10 @@ TEST_CASE("torch adapter: a private pool's segments come from the segment pool, 
   REQUIRE(tagged != nullptr);
   sovaMemPool_t tag_pool = sova_torch_tag_pool(9, 0);
   REQUIRE(tag_pool != nullptr);
-  CHECK(pool_stats(tag_pool).usedCurrent == 2 * MiB);
-  CHECK(pool_stats(segments).usedCurrent == 0);
+  CHECK(stats_of(tag_pool).usedCurrent == 2 * MiB);
+  CHECK(stats_of(segments).usedCurrent == 0);
   sova_torch_free_pool_segment(tagged, 2 * MiB, 0, s);
-  CHECK(pool_stats(tag_pool).usedCurrent == 0);
+  CHECK(stats_of(tag_pool).usedCurrent == 0);
   (void)sova_torch_set_tag(previous);
 
   sova_torch_free_pool_segment(nullptr, 0, 0, s);  // NULL: nothing
